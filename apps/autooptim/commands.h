@@ -1,0 +1,14 @@
+#pragma once
+// One registration function per subcommand; each adds its CLI11 subcommand and its callback.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace autooptim::app {
+
+// The exit status a subcommand's callback sets: 0 ok, 1 a check failed, 2 could not run.
+int& exit_status();
+
+void add_verify(CLI::App& app);
+
+}  // namespace autooptim::app

@@ -1,0 +1,63 @@
+# Third-party dependencies. On Debian 12 they come from apt (scripts/install-deps.sh). On the GPU machine
+# a CUDA libtorch comes through CMAKE_PREFIX_PATH and the other libraries from a folder of unpacked Debian
+# packages (DEPS_INCLUDE / DEPS_LIB, see scripts/gpu/), so every package has a path-based fallback.
+
+find_package(Torch REQUIRED)
+# Torch's CMake config appends its flags to CMAKE_CXX_FLAGS only in some versions; keep the ABI flag.
+set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} ${TORCH_CXX_FLAGS}")
+
+set(AUTOOPTIM_CUDA OFF)
+if(TARGET c10_cuda OR TARGET torch_cuda)
+  set(AUTOOPTIM_CUDA ON)
+endif()
+message(STATUS "autooptim: libtorch ${Torch_VERSION}, CUDA parts: ${AUTOOPTIM_CUDA}")
+
+set(DEPS_INCLUDE "$ENV{DEPS_INCLUDE}" CACHE STRING "Extra include dirs for dependencies (GPU machine)")
+set(DEPS_LIB "$ENV{DEPS_LIB}" CACHE STRING "Extra library dir for dependencies (GPU machine)")
+
+add_library(autooptim_deps INTERFACE)
+if(DEPS_INCLUDE)
+  target_include_directories(autooptim_deps SYSTEM INTERFACE ${DEPS_INCLUDE})
+endif()
+
+find_package(nlohmann_json 3 QUIET)
+if(nlohmann_json_FOUND)
+  target_link_libraries(autooptim_deps INTERFACE nlohmann_json::nlohmann_json)
+endif()
+
+find_package(CLI11 CONFIG QUIET)
+if(CLI11_FOUND)
+  target_link_libraries(autooptim_deps INTERFACE CLI11::CLI11)
+endif()
+
+find_package(spdlog QUIET)
+if(spdlog_FOUND AND NOT DEPS_INCLUDE)
+  target_link_libraries(autooptim_deps INTERFACE spdlog::spdlog)
+else()
+  target_compile_definitions(autooptim_deps INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
+endif()
+
+# OpenCV: the Debian package's config when present; otherwise the libraries by path.
+find_package(OpenCV QUIET COMPONENTS core imgproc video videoio imgcodecs)
+add_library(autooptim_opencv INTERFACE)
+set(AUTOOPTIM_HAVE_VIDEOIO OFF)
+if(OpenCV_FOUND)
+  target_include_directories(autooptim_opencv SYSTEM INTERFACE ${OpenCV_INCLUDE_DIRS})
+  target_link_libraries(autooptim_opencv INTERFACE opencv_core opencv_imgproc opencv_video opencv_videoio opencv_imgcodecs)
+  set(AUTOOPTIM_HAVE_VIDEOIO ON)
+else()
+  foreach(m core imgproc video)
+    find_library(OPENCV_${m}_LIB NAMES opencv_${m} libopencv_${m}.so.406 PATHS ${DEPS_LIB} REQUIRED NO_DEFAULT_PATH)
+    target_link_libraries(autooptim_opencv INTERFACE ${OPENCV_${m}_LIB})
+  endforeach()
+  target_link_options(autooptim_opencv INTERFACE "-Wl,-rpath-link,${DEPS_LIB}:${DEPS_LIB}/blas:${DEPS_LIB}/lapack")
+  message(STATUS "autooptim: OpenCV by path from ${DEPS_LIB} (no videoio: PNG frames and raw video only)")
+endif()
+if(AUTOOPTIM_HAVE_VIDEOIO)
+  target_compile_definitions(autooptim_opencv INTERFACE AUTOOPTIM_HAVE_VIDEOIO=1)
+endif()
+
+find_library(SENTENCEPIECE_LIB NAMES sentencepiece libsentencepiece.so.0 HINTS ${DEPS_LIB} REQUIRED)
+find_library(SENTENCEPIECE_TRAIN_LIB NAMES sentencepiece_train libsentencepiece_train.so.0 HINTS ${DEPS_LIB})
+
+find_package(Threads REQUIRED)

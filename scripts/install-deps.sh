@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the build and the tests need, only those that are missing.
+# Safe to run again; needs root (or sudo) only when something is missing.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ make pkg-config
+      libtorch-dev libopenblas0-pthread
+      libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
+      libopencv-core-dev libopencv-imgproc-dev libopencv-video-dev libopencv-videoio-dev
+      libopencv-imgcodecs-dev
+      libsentencepiece-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,157 @@
+#include "runtime/verify.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/unipc_scheduler.h"
+
+namespace fs = std::filesystem;
+
+namespace autooptim::runtime {
+namespace {
+
+struct Pair {
+  std::string name;
+  fs::path dir;
+  fs::path weights_json, weights, io_json, io;
+};
+
+using Runner = std::function<void(const Pair&, const VerifyOptions&, VerifyReport&)>;
+
+void verify_transformer(const Pair& p, const VerifyOptions& o, VerifyReport& rep) {
+  const auto wj = read_json_file(p.weights_json.string());
+  if (!wj.contains("config")) throw CheckpointError(p.weights_json.string() + ": no 'config' object");
+  const auto cfg = WanTransformerConfig::from_json(wj["config"]);
+  WanTransformer3DModel model(cfg, o.precision);
+  load_strict(*model, TensorSource::open(p.weights.string()));
+  const auto io = TensorSource::open(p.io.string());
+  const auto dev = o.precision.device;
+  const at::Tensor x = io.tensor("hidden_states").to(dev);
+  const at::Tensor ctx = io.tensor("encoder_hidden_states").to(dev);
+  at::InferenceMode guard;
+  if (io.contains("timestep_per_token")) {
+    const at::Tensor t = io.tensor("timestep_per_token").to(dev);
+    Intermediates inter;
+    const at::Tensor out = model->forward(x, t, ctx, &inter);
+    rep.rows.push_back(compare(p.name, "output", out, io.tensor("output"), o.tolerance));
+    for (const auto& name : io.names()) {
+      if (name.rfind("inter.", 0) != 0) continue;
+      const std::string key = name.substr(6);
+      auto it = inter.find(key);
+      if (it == inter.end()) {
+        rep.rows.push_back({p.name, name, std::numeric_limits<double>::infinity(), 0, o.tolerance, false});
+        continue;
+      }
+      rep.rows.push_back(compare(p.name, name, it->second, io.tensor(name), o.tolerance));
+    }
+  }
+  if (io.contains("output_scalar_timestep")) {
+    // One timestep per sample: the reference's value is that of the tokens past the first latent frame.
+    at::Tensor t = io.contains("timestep") ? io.tensor("timestep")
+                                           : io.tensor("timestep_per_token").select(1, -1).contiguous();
+    const at::Tensor out = model->forward(x, t.to(dev), ctx);
+    rep.rows.push_back(compare(p.name, "output_scalar_timestep", out, io.tensor("output_scalar_timestep"), o.tolerance));
+  }
+}
+
+void verify_unipc(const Pair& p, const VerifyOptions& o, VerifyReport& rep) {
+  const auto j = read_json_file(p.io_json.string());
+  const auto cfg = UniPCConfig::from_json(j.contains("config") ? j["config"] : nlohmann::json::object());
+  const auto io = TensorSource::open(p.io.string());
+  std::vector<int64_t> counts;
+  for (const auto& n : io.names())
+    if (n.rfind("timesteps_", 0) == 0) counts.push_back(std::stoll(n.substr(10)));
+  if (counts.empty()) throw CheckpointError(p.io.string() + ": no timesteps_N tensors");
+  std::sort(counts.begin(), counts.end());
+  for (int64_t n : counts) {
+    const std::string s = std::to_string(n);
+    UniPCScheduler sched(cfg);
+    sched.set_timesteps(n);
+    std::vector<float> ts(sched.timesteps().begin(), sched.timesteps().end());
+    rep.rows.push_back(compare(p.name, "timesteps_" + s, at::tensor(ts), io.tensor("timesteps_" + s), o.tolerance));
+    rep.rows.push_back(compare(p.name, "sigmas_" + s, at::tensor(sched.sigmas()), io.tensor("sigmas_" + s), o.tolerance));
+    at::Tensor x = io.tensor("sample0_" + s).to(o.precision.device);
+    std::vector<at::Tensor> samples;
+    for (int64_t i = 0; i < n; ++i) {
+      x = sched.step(io.tensor("model_output_" + s + "_" + std::to_string(i)).to(o.precision.device), x);
+      samples.push_back(x);
+    }
+    rep.rows.push_back(compare(p.name, "samples_" + s, at::stack(samples), io.tensor("samples_" + s), o.tolerance));
+  }
+}
+
+// Component kinds by the pair's name prefix. Pairs whose kind is not listed are reported as skipped.
+const std::vector<std::pair<std::string, Runner>>& runners() {
+  static const std::vector<std::pair<std::string, Runner>> r = {
+      {"transformer", verify_transformer},
+      {"unipc", verify_unipc},
+  };
+  return r;
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+}  // namespace
+
+bool VerifyReport::all_pass() const {
+  return !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const VerifyRow& r) { return r.pass; });
+}
+
+VerifyRow compare(const std::string& component, const std::string& name, const at::Tensor& ours,
+                  const at::Tensor& ref, double tolerance) {
+  VerifyRow row{component, name, 0, 0, tolerance, false};
+  row.rel_l2 = rel_l2(ours, ref);
+  if (ours.sizes() == ref.sizes()) {
+    const at::Tensor d = (ours.detach().to(at::kCPU, at::kDouble) - ref.to(at::kDouble)).abs();
+    row.max_abs = d.numel() ? d.max().item<double>() : 0.0;
+    if (!std::isfinite(row.max_abs)) row.max_abs = std::numeric_limits<double>::infinity();
+  } else {
+    row.max_abs = std::numeric_limits<double>::infinity();
+  }
+  row.pass = row.rel_l2 <= tolerance;
+  return row;
+}
+
+VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts) {
+  if (!fs::is_directory(dir)) throw Error(dir + ": not a folder");
+  std::vector<Pair> pairs;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string f = e.path().filename().string();
+    const std::string suffix = "_io.safetensors";
+    if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    Pair p;
+    p.name = f.substr(0, f.size() - suffix.size());
+    p.dir = dir;
+    p.io = e.path();
+    p.io_json = fs::path(dir) / (p.name + "_io.json");
+    p.weights = fs::path(dir) / (p.name + "_weights.safetensors");
+    p.weights_json = fs::path(dir) / (p.name + "_weights.json");
+    pairs.push_back(p);
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) { return a.name < b.name; });
+  if (pairs.empty()) throw Error(dir + ": no <name>_io.safetensors files");
+  VerifyReport rep;
+  for (const auto& p : pairs) {
+    const Runner* run = nullptr;
+    for (const auto& [prefix, fn] : runners())
+      if (starts_with(p.name, prefix)) run = &fn;
+    if (!run) {
+      rep.skipped.push_back(p.name + ": no verifier for this component kind in this build");
+      continue;
+    }
+    if (!starts_with(p.name, "unipc") && (!fs::exists(p.weights) || !fs::exists(p.weights_json)))
+      throw Error(p.io.string() + ": its weights (" + p.weights.filename().string() + ", " +
+                  p.weights_json.filename().string() + ") are missing");
+    VerifyOptions o = opts;
+    if (starts_with(p.name, "pipeline")) o.tolerance = opts.tolerance * 10;
+    (*run)(p, o, rep);
+  }
+  return rep;
+}
+
+}  // namespace autooptim::runtime

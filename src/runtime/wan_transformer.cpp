@@ -1,0 +1,281 @@
+#include "runtime/wan_transformer.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime/error.h"
+#include "runtime/torch_compat.h"
+
+namespace autooptim::runtime {
+namespace {
+
+template <typename T>
+void read_key(const nlohmann::json& j, const char* key, T& out) {
+  if (!j.contains(key) || j[key].is_null()) return;
+  try {
+    out = j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(std::string("transformer config: key '") + key + "' has the wrong type (" + j[key].dump() + ")");
+  }
+}
+
+// Chunk k of a modulation table: [B, n, D] -> [B, 1, D] (broadcast over tokens); [B, L, n, D] -> [B, L, D].
+at::Tensor mod_chunk(const at::Tensor& mod, int64_t k) {
+  return mod.dim() == 3 ? mod.select(1, k).unsqueeze(1) : mod.select(2, k);
+}
+
+// Interleaved-pair rotation (complex multiply) of x [B, L, H, d] by angles cos/sin [L, d/2].
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const auto B = x.size(0), L = x.size(1), H = x.size(2), d = x.size(3);
+  const at::Tensor xf = x.to(at::kFloat).reshape({B, L, H, d / 2, 2});
+  const at::Tensor x1 = xf.select(-1, 0), x2 = xf.select(-1, 1);
+  const at::Tensor c = cos.view({1, L, 1, d / 2}), s = sin.view({1, L, 1, d / 2});
+  return at::stack({x1 * c - x2 * s, x1 * s + x2 * c}, -1).reshape({B, L, H, d}).to(x.scalar_type());
+}
+
+}  // namespace
+
+WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("transformer config: not a JSON object");
+  WanTransformerConfig c;
+  read_key(j, "patch_size", c.patch_size);
+  read_key(j, "num_attention_heads", c.num_attention_heads);
+  read_key(j, "attention_head_dim", c.attention_head_dim);
+  read_key(j, "in_channels", c.in_channels);
+  read_key(j, "out_channels", c.out_channels);
+  read_key(j, "text_dim", c.text_dim);
+  read_key(j, "freq_dim", c.freq_dim);
+  read_key(j, "ffn_dim", c.ffn_dim);
+  read_key(j, "num_layers", c.num_layers);
+  read_key(j, "cross_attn_norm", c.cross_attn_norm);
+  read_key(j, "qk_norm", c.qk_norm);
+  read_key(j, "eps", c.eps);
+  read_key(j, "rope_max_seq_len", c.rope_max_seq_len);
+  for (const char* k : {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"})
+    if (j.contains(k) && !j[k].is_null())
+      throw Error(std::string("transformer config: '") + k + "' = " + j[k].dump() +
+                  " is not supported (the TI2V-5B model has none; the 14B image-to-video variant is not implemented)");
+  if (c.qk_norm != "rms_norm_across_heads")
+    throw Error("transformer config: qk_norm '" + c.qk_norm + "' is not supported (only rms_norm_across_heads)");
+  if (c.patch_size.size() != 3) throw Error("transformer config: patch_size must have 3 entries");
+  auto positive = [](const char* k, int64_t v) {
+    if (v <= 0) throw Error(std::string("transformer config: '") + k + "' must be positive, got " + std::to_string(v));
+  };
+  positive("num_attention_heads", c.num_attention_heads);
+  positive("attention_head_dim", c.attention_head_dim);
+  positive("in_channels", c.in_channels);
+  positive("out_channels", c.out_channels);
+  positive("text_dim", c.text_dim);
+  positive("ffn_dim", c.ffn_dim);
+  positive("num_layers", c.num_layers);
+  positive("rope_max_seq_len", c.rope_max_seq_len);
+  if (c.freq_dim <= 0 || c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
+  if (c.attention_head_dim % 2 || (c.attention_head_dim / 6) * 2 * 2 >= c.attention_head_dim)
+    throw Error("transformer config: 'attention_head_dim' must be even and split into t/h/w rotary parts");
+  for (auto p : c.patch_size) positive("patch_size", p);
+  return c;
+}
+
+nlohmann::json WanTransformerConfig::to_json() const {
+  return {{"_class_name", "WanTransformer3DModel"},
+          {"patch_size", patch_size},
+          {"num_attention_heads", num_attention_heads},
+          {"attention_head_dim", attention_head_dim},
+          {"in_channels", in_channels},
+          {"out_channels", out_channels},
+          {"text_dim", text_dim},
+          {"freq_dim", freq_dim},
+          {"ffn_dim", ffn_dim},
+          {"num_layers", num_layers},
+          {"cross_attn_norm", cross_attn_norm},
+          {"qk_norm", qk_norm},
+          {"eps", eps},
+          {"image_dim", nullptr},
+          {"added_kv_proj_dim", nullptr},
+          {"rope_max_seq_len", rope_max_seq_len}};
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+WanAttentionImpl::WanAttentionImpl(int64_t dim, int64_t kv_dim, int64_t heads_in, double eps, const Precision& p)
+    : heads(heads_in) {
+  const auto o = p.compute_opts();
+  to_q = register_module("to_q", Linear(dim, dim, true, o));
+  to_k = register_module("to_k", Linear(kv_dim, dim, true, o));
+  to_v = register_module("to_v", Linear(kv_dim, dim, true, o));
+  auto to_out = register_module("to_out", List());
+  to_out0 = to_out->add("0", Linear(dim, dim, true, o));
+  norm_q = register_module("norm_q", RMSNorm(dim, eps, o));
+  norm_k = register_module("norm_k", RMSNorm(dim, eps, o));
+}
+
+at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& rope_cos,
+                                     const at::Tensor& rope_sin) const {
+  const at::Tensor& src = ctx.defined() ? ctx : x;
+  const auto B = x.size(0), L = x.size(1), S = src.size(1);
+  at::Tensor q = norm_q->forward(to_q->forward(x));    // [B, L, D]; RMS over all heads' lanes
+  at::Tensor k = norm_k->forward(to_k->forward(src));  // [B, S, D]
+  at::Tensor v = to_v->forward(src);                   // [B, S, D]
+  q = q.view({B, L, heads, -1});
+  k = k.view({B, S, heads, -1});
+  v = v.view({B, S, heads, -1});
+  if (rope_cos.defined()) {
+    q = apply_rope(q, rope_cos, rope_sin);
+    k = apply_rope(k, rope_cos, rope_sin);
+  }
+  at::Tensor out = compat::sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // [B, H, L, d]
+  out = out.transpose(1, 2).reshape({B, L, -1}).to(q.scalar_type());                    // [B, L, D]
+  return to_out0->forward(out);
+}
+
+WanBlockImpl::WanBlockImpl(const WanTransformerConfig& c, const Precision& p) : eps(c.eps) {
+  const int64_t D = c.dim();
+  attn1 = register_module("attn1", WanAttention(D, D, c.num_attention_heads, c.eps, p));
+  attn2 = register_module("attn2", WanAttention(D, D, c.num_attention_heads, c.eps, p));
+  if (!c.cross_attn_norm) throw Error("transformer config: cross_attn_norm false is not supported");
+  norm2 = register_module("norm2", LayerNorm(D, c.eps, p.fp32_opts()));
+  auto ffn = register_module("ffn", std::make_shared<torch::nn::Module>());
+  auto net = ffn->register_module("net", List());
+  auto gelu = net->add("0", std::make_shared<torch::nn::Module>());
+  ffn_in = gelu->register_module("proj", Linear(D, c.ffn_dim, true, p.compute_opts()));
+  ffn_out = net->add("2", Linear(c.ffn_dim, D, true, p.compute_opts()));
+  scale_shift_table = add_param(*this, "scale_shift_table", {1, 6, D}, p.fp32_opts());
+}
+
+at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
+                                 const at::Tensor& rope_cos, const at::Tensor& rope_sin) const {
+  const auto dt = x.scalar_type();
+  // [1, 6, D] + [B, 6, D] -> [B, 6, D]; or [1, 1, 6, D] + [B, L, 6, D] -> [B, L, 6, D]; fp32.
+  const at::Tensor mod = tproj.dim() == 3 ? scale_shift_table + tproj.to(at::kFloat)
+                                          : scale_shift_table.unsqueeze(0) + tproj.to(at::kFloat);
+  const at::Tensor shift = mod_chunk(mod, 0), scale = mod_chunk(mod, 1), gate = mod_chunk(mod, 2);
+  const at::Tensor c_shift = mod_chunk(mod, 3), c_scale = mod_chunk(mod, 4), c_gate = mod_chunk(mod, 5);
+
+  at::Tensor h = (layer_norm_fp32(x, eps) * (1 + scale) + shift).to(dt);
+  at::Tensor out = (x.to(at::kFloat) + attn1->forward(h, {}, rope_cos, rope_sin) * gate).to(dt);
+
+  h = norm2->forward(out).to(dt);
+  out = out + attn2->forward(h, ctx, {}, {});
+
+  h = (layer_norm_fp32(out, eps) * (1 + c_scale) + c_shift).to(dt);
+  const at::Tensor ff = ffn_out->forward(gelu_tanh(ffn_in->forward(h)));
+  return (out.to(at::kFloat) + ff.to(at::kFloat) * c_gate).to(dt);
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+WanTransformer3DModelImpl::WanTransformer3DModelImpl(const WanTransformerConfig& c, const Precision& p)
+    : config_(c), precision_(p) {
+  const int64_t D = c.dim();
+  const auto o = p.compute_opts();
+  patch_embedding = register_module(
+      "patch_embedding", Conv3d(c.in_channels, D, c.patch_size, o, c.patch_size));
+  auto cond = register_module("condition_embedder", std::make_shared<torch::nn::Module>());
+  auto time_embedder = cond->register_module("time_embedder", std::make_shared<torch::nn::Module>());
+  time_linear_1 = time_embedder->register_module("linear_1", Linear(c.freq_dim, D, true, p.fp32_opts()));
+  time_linear_2 = time_embedder->register_module("linear_2", Linear(D, D, true, p.fp32_opts()));
+  time_proj = cond->register_module("time_proj", Linear(D, 6 * D, true, o));
+  auto text_embedder = cond->register_module("text_embedder", std::make_shared<torch::nn::Module>());
+  text_linear_1 = text_embedder->register_module("linear_1", Linear(c.text_dim, D, true, o));
+  text_linear_2 = text_embedder->register_module("linear_2", Linear(D, D, true, o));
+  blocks = register_module("blocks", List());
+  for (int64_t i = 0; i < c.num_layers; ++i) block_list.push_back(blocks->add(std::to_string(i), WanBlock(c, p)));
+  scale_shift_table = add_param(*this, "scale_shift_table", {1, 2, D}, p.fp32_opts());
+  proj_out = register_module(
+      "proj_out", Linear(D, c.out_channels * c.patch_size[0] * c.patch_size[1] * c.patch_size[2], true, o));
+
+  // Rotary tables: head dim split into t/h/w parts; per axis of width a, angle(pos, j) = pos *
+  // 10000^(-2j/a), in float64 like the reference, concatenated [t | h | w] along the pair index.
+  const int64_t hd = c.attention_head_dim;
+  const int64_t h_dim = 2 * (hd / 6), w_dim = h_dim, t_dim = hd - h_dim - w_dim;
+  const at::Tensor pos = at::arange(c.rope_max_seq_len, at::kDouble);
+  std::vector<at::Tensor> parts;
+  for (int64_t a : {t_dim, h_dim, w_dim}) {
+    const at::Tensor inv = 1.0 / at::pow(10000.0, at::arange(0, a, 2, at::kDouble).slice(0, 0, a / 2) / a);
+    parts.push_back(at::outer(pos, inv));  // [max_seq_len, a/2]
+  }
+  rope_freqs_ = at::cat(parts, 1);  // [max_seq_len, hd/2]
+}
+
+std::pair<at::Tensor, at::Tensor> WanTransformer3DModelImpl::rope(int64_t f, int64_t h, int64_t w) const {
+  const int64_t hd = config_.attention_head_dim;
+  const int64_t h_dim = 2 * (hd / 6), t_dim = hd - 2 * h_dim;
+  const int64_t nt = t_dim / 2, nh = h_dim / 2;
+  if (f > config_.rope_max_seq_len || h > config_.rope_max_seq_len || w > config_.rope_max_seq_len)
+    throw Error("transformer: latent grid exceeds rope_max_seq_len");
+  const at::Tensor ft = rope_freqs_.slice(0, 0, f).slice(1, 0, nt).view({f, 1, 1, nt}).expand({f, h, w, nt});
+  const at::Tensor fh = rope_freqs_.slice(0, 0, h).slice(1, nt, nt + nh).view({1, h, 1, nh}).expand({f, h, w, nh});
+  const at::Tensor fw = rope_freqs_.slice(0, 0, w).slice(1, nt + nh, nt + 2 * nh).view({1, 1, w, nh}).expand({f, h, w, nh});
+  const at::Tensor ang = at::cat({ft, fh, fw}, -1).reshape({f * h * w, hd / 2});  // [L, d/2] float64
+  return {ang.cos().to(precision_.fp32_opts()), ang.sin().to(precision_.fp32_opts())};
+}
+
+at::Tensor WanTransformer3DModelImpl::time_sinusoid(const at::Tensor& t) const {
+  // diffusers get_timestep_embedding(flip_sin_to_cos=True, downscale_freq_shift=0), in float32.
+  const int64_t half = config_.freq_dim / 2;
+  const at::Tensor exponent = at::arange(0, half, precision_.fp32_opts()) * (-std::log(10000.0)) / half;
+  const at::Tensor args = t.to(precision_.fp32_opts()).unsqueeze(1) * exponent.exp().unsqueeze(0);  // [N, half]
+  return at::cat({args.cos(), args.sin()}, -1);
+}
+
+at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& ctx,
+                                              Intermediates* inter) {
+  const auto& c = config_;
+  if (x.dim() != 5 || x.size(1) != c.in_channels)
+    throw Error("transformer: hidden_states must be [B, " + std::to_string(c.in_channels) + ", F, H, W]");
+  const int64_t B = x.size(0);
+  const int64_t pt = c.patch_size[0], ph = c.patch_size[1], pw = c.patch_size[2];
+  if (x.size(2) % pt || x.size(3) % ph || x.size(4) % pw)
+    throw Error("transformer: latent frames/height/width must be multiples of the patch size");
+  const int64_t F = x.size(2) / pt, H = x.size(3) / ph, W = x.size(4) / pw, L = F * H * W;
+  if (ctx.dim() != 3 || ctx.size(0) != B || ctx.size(2) != c.text_dim)
+    throw Error("transformer: encoder_hidden_states must be [B, S, " + std::to_string(c.text_dim) + "]");
+  const bool per_token = t.dim() == 2;
+  if (!((t.dim() == 1 && t.size(0) == B) || (per_token && t.size(0) == B && t.size(1) == L)))
+    throw Error("transformer: timestep must be [B] or [B, " + std::to_string(L) + "] (one per token)");
+  const auto dt = precision_.compute;
+  auto record = [inter](const std::string& name, const at::Tensor& v) {
+    if (inter) (*inter)[name] = v;
+  };
+
+  at::Tensor h = patch_embedding->forward(x);  // [B, D, F, H, W]
+  record("patch_embedding.out", h);
+  h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
+
+  // Time: [B] -> temb [B, D], tproj [B, 6, D]; per token: [B, L] -> [B, L, D], [B, L, 6, D].
+  const at::Tensor sinus = time_sinusoid(t.reshape({-1}));
+  at::Tensor temb = time_linear_2->forward(at::silu(time_linear_1->forward(sinus))).to(dt);
+  at::Tensor tproj = time_proj->forward(at::silu(temb));
+  if (per_token) {
+    temb = temb.view({B, L, -1});
+    tproj = tproj.view({B, L, -1});
+  }
+  record("condition_embedder.out0", temb);
+  record("condition_embedder.out1", tproj);
+  tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
+  const at::Tensor text = text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
+  record("condition_embedder.out2", text);
+
+  const auto [cos, sin] = rope(F, H, W);
+  for (size_t i = 0; i < block_list.size(); ++i) {
+    h = block_list[i]->forward(h, text, tproj, cos, sin);
+    record("blocks." + std::to_string(i) + ".out", h);
+  }
+
+  // Head: shift/scale = table + temb (not tproj), per sample or per token.
+  const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + temb.unsqueeze(2).to(at::kFloat)
+                                   : scale_shift_table + temb.unsqueeze(1).to(at::kFloat);
+  const at::Tensor normed = layer_norm_fp32(h, c.eps);
+  record("norm_out.out", normed);
+  h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(dt);
+  h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
+  record("proj_out.out", h);
+
+  // Unpatchify: feature ((it*ph + ih)*pw + iw)*Cout + c -> out[b, c, f*pt+it, h*ph+ih, w*pw+iw].
+  h = h.reshape({B, F, H, W, pt, ph, pw, c.out_channels});
+  h = h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
+  return h;
+}
+
+}  // namespace autooptim::runtime

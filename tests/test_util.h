@@ -1,0 +1,48 @@
+#pragma once
+// Helpers shared by the tests: temporary folders and raw file writing.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace autooptim::test {
+
+inline std::string data_dir() { return AUTOOPTIM_TEST_DATA; }
+inline std::string golden_dir() { return data_dir() + "/golden"; }
+
+// A fresh folder under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("autooptim-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A safetensors file from a raw header string and a data block (no validation).
+inline std::string raw_safetensors(const std::string& header, const std::string& data, uint64_t len_override = 0) {
+  const uint64_t n = len_override ? len_override : header.size();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+}  // namespace autooptim::test
