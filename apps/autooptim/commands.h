@@ -10,5 +10,10 @@ namespace autooptim::app {
 int& exit_status();
 
 void add_verify(CLI::App& app);
+void add_generate(CLI::App& app);
+void add_bench(CLI::App& app);
+void add_gate(CLI::App& app);
+void add_run(CLI::App& app);
+void add_executor(CLI::App& app);
 
 }  // namespace autooptim::app

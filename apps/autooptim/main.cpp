@@ -20,7 +20,12 @@ int main(int argc, char** argv) {
   CLI::App app{"autooptim: finds faster configurations of video diffusion inference and proves them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "autooptim 0.1.0");
+  autooptim::app::add_run(app);
+  autooptim::app::add_generate(app);
+  autooptim::app::add_gate(app);
+  autooptim::app::add_bench(app);
   autooptim::app::add_verify(app);
+  autooptim::app::add_executor(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

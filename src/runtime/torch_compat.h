@@ -3,19 +3,45 @@
 #include <ATen/ATen.h>
 #include <torch/version.h>
 
+#include <stdexcept>
+#include <string>
+
 namespace autooptim::runtime::compat {
 
 constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
 
-// Scaled-dot-product attention over [B, heads, L, d] without mask or dropout.
-// libtorch 2.x has the public fused op (flash / cuDNN / efficient backends); 1.13 only the private
-// math op, which returns (output, weights).
+// Scaled-dot-product attention over [B, heads, L, d] without mask or dropout, on the build's default
+// dispatch. libtorch 2.x has the public fused op (flash / cuDNN / efficient backends); 1.13 only the
+// private math op, which returns (output, weights).
 inline at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v);
 #else
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, {}, 0.0, false, false));
 #endif
+}
+
+// The same on one named backend: "math" everywhere; "flash", "efficient", "cudnn" on CUDA builds of
+// libtorch 2.x (cudnn from 2.5). Throws std::invalid_argument naming what is missing.
+inline at::Tensor sdpa_on(const std::string& backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (backend == "auto") return sdpa(q, k, v);
+  if (backend == "math") {
+#if TORCH_VERSION_MAJOR >= 2
+    return std::get<0>(at::_scaled_dot_product_attention_math(q, k, v));
+#else
+    return sdpa(q, k, v);
+#endif
+  }
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    if (backend == "flash") return std::get<0>(at::_scaled_dot_product_flash_attention(q, k, v));
+    if (backend == "efficient") return std::get<0>(at::_scaled_dot_product_efficient_attention(q, k, v, {}, false));
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
+    if (backend == "cudnn") return std::get<0>(at::_scaled_dot_product_cudnn_attention(q, k, v, {}, false));
+#endif
+  }
+#endif
+  throw std::invalid_argument("attention backend '" + backend + "' is not available in this build or on this device");
 }
 
 }  // namespace autooptim::runtime::compat

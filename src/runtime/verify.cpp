@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -15,21 +14,29 @@ namespace fs = std::filesystem;
 namespace autooptim::runtime {
 namespace {
 
-struct Pair {
-  std::string name;
-  fs::path dir;
-  fs::path weights_json, weights, io_json, io;
-};
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-using Runner = std::function<void(const Pair&, const VerifyOptions&, VerifyReport&)>;
+// Component kinds by the pair's name prefix. Pairs whose kind is not listed are reported as skipped.
+const std::vector<std::pair<std::string, Verifier>>& verifiers() {
+  static const std::vector<std::pair<std::string, Verifier>> r = {
+      {"transformer", verify_transformer},
+      {"unipc", verify_unipc},
+      {"vae", verify_vae},
+      {"umt5", verify_umt5},
+      {"pipeline", verify_pipeline},
+  };
+  return r;
+}
 
-void verify_transformer(const Pair& p, const VerifyOptions& o, VerifyReport& rep) {
-  const auto wj = read_json_file(p.weights_json.string());
-  if (!wj.contains("config")) throw CheckpointError(p.weights_json.string() + ": no 'config' object");
+}  // namespace
+
+void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
+  const auto wj = read_json_file(p.weights_json);
+  if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
   const auto cfg = WanTransformerConfig::from_json(wj["config"]);
   WanTransformer3DModel model(cfg, o.precision);
-  load_strict(*model, TensorSource::open(p.weights.string()));
-  const auto io = TensorSource::open(p.io.string());
+  load_strict(*model, TensorSource::open(p.weights));
+  const auto io = TensorSource::open(p.io);
   const auto dev = o.precision.device;
   const at::Tensor x = io.tensor("hidden_states").to(dev);
   const at::Tensor ctx = io.tensor("encoder_hidden_states").to(dev);
@@ -59,14 +66,14 @@ void verify_transformer(const Pair& p, const VerifyOptions& o, VerifyReport& rep
   }
 }
 
-void verify_unipc(const Pair& p, const VerifyOptions& o, VerifyReport& rep) {
-  const auto j = read_json_file(p.io_json.string());
+void verify_unipc(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
+  const auto j = read_json_file(p.io_json);
   const auto cfg = UniPCConfig::from_json(j.contains("config") ? j["config"] : nlohmann::json::object());
-  const auto io = TensorSource::open(p.io.string());
+  const auto io = TensorSource::open(p.io);
   std::vector<int64_t> counts;
   for (const auto& n : io.names())
     if (n.rfind("timesteps_", 0) == 0) counts.push_back(std::stoll(n.substr(10)));
-  if (counts.empty()) throw CheckpointError(p.io.string() + ": no timesteps_N tensors");
+  if (counts.empty()) throw CheckpointError(p.io + ": no timesteps_N tensors");
   std::sort(counts.begin(), counts.end());
   for (int64_t n : counts) {
     const std::string s = std::to_string(n);
@@ -84,19 +91,6 @@ void verify_unipc(const Pair& p, const VerifyOptions& o, VerifyReport& rep) {
     rep.rows.push_back(compare(p.name, "samples_" + s, at::stack(samples), io.tensor("samples_" + s), o.tolerance));
   }
 }
-
-// Component kinds by the pair's name prefix. Pairs whose kind is not listed are reported as skipped.
-const std::vector<std::pair<std::string, Runner>>& runners() {
-  static const std::vector<std::pair<std::string, Runner>> r = {
-      {"transformer", verify_transformer},
-      {"unipc", verify_unipc},
-  };
-  return r;
-}
-
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-}  // namespace
 
 bool VerifyReport::all_pass() const {
   return !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const VerifyRow& r) { return r.pass; });
@@ -119,37 +113,39 @@ VerifyRow compare(const std::string& component, const std::string& name, const a
 
 VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts) {
   if (!fs::is_directory(dir)) throw Error(dir + ": not a folder");
-  std::vector<Pair> pairs;
+  std::vector<GoldenPair> pairs;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string f = e.path().filename().string();
     const std::string suffix = "_io.safetensors";
     if (f.size() <= suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-    Pair p;
+    GoldenPair p;
     p.name = f.substr(0, f.size() - suffix.size());
-    p.dir = dir;
-    p.io = e.path();
-    p.io_json = fs::path(dir) / (p.name + "_io.json");
-    p.weights = fs::path(dir) / (p.name + "_weights.safetensors");
-    p.weights_json = fs::path(dir) / (p.name + "_weights.json");
+    p.io = e.path().string();
+    p.io_json = (fs::path(dir) / (p.name + "_io.json")).string();
+    p.weights = (fs::path(dir) / (p.name + "_weights.safetensors")).string();
+    p.weights_json = (fs::path(dir) / (p.name + "_weights.json")).string();
     pairs.push_back(p);
   }
-  std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) { return a.name < b.name; });
+  std::sort(pairs.begin(), pairs.end(), [](const GoldenPair& a, const GoldenPair& b) { return a.name < b.name; });
   if (pairs.empty()) throw Error(dir + ": no <name>_io.safetensors files");
   VerifyReport rep;
   for (const auto& p : pairs) {
-    const Runner* run = nullptr;
-    for (const auto& [prefix, fn] : runners())
-      if (starts_with(p.name, prefix)) run = &fn;
+    Verifier run = nullptr;
+    for (const auto& [prefix, fn] : verifiers())
+      if (starts_with(p.name, prefix)) run = fn;
     if (!run) {
       rep.skipped.push_back(p.name + ": no verifier for this component kind in this build");
       continue;
     }
     if (!starts_with(p.name, "unipc") && (!fs::exists(p.weights) || !fs::exists(p.weights_json)))
-      throw Error(p.io.string() + ": its weights (" + p.weights.filename().string() + ", " +
-                  p.weights_json.filename().string() + ") are missing");
+      throw Error(p.io + ": its weights (" + p.weights + ", " + p.weights_json + ") are missing");
     VerifyOptions o = opts;
-    if (starts_with(p.name, "pipeline")) o.tolerance = opts.tolerance * 10;
-    (*run)(p, o, rep);
+    if (!starts_with(p.name, "transformer")) {
+      o.precision.compute = at::kFloat;
+      o.tolerance = opts.fp32_tolerance;
+    }
+    if (starts_with(p.name, "pipeline")) o.tolerance = opts.fp32_tolerance * 10;
+    run(p, o, rep);
   }
   return rep;
 }

@@ -21,7 +21,10 @@ struct VerifyRow {
 
 struct VerifyOptions {
   Precision precision;      // device and compute dtype the components run in
-  double tolerance = 1e-5;  // per tensor, relative L2; pipelines get 10x
+  double tolerance = 1e-5;  // per tensor, relative L2, for the transformer in precision.compute
+  // The VAE, text encoder and scheduler run in float32 as in the reference whatever the transformer's
+  // dtype; their tolerance (pipelines get 10x, for the drift through the steps).
+  double fp32_tolerance = 1e-5;
 };
 
 struct VerifyReport {
@@ -29,6 +32,22 @@ struct VerifyReport {
   std::vector<std::string> skipped;  // pairs of a kind this build cannot run, with the reason
   bool all_pass() const;
 };
+
+// One component's files in a golden folder.
+struct GoldenPair {
+  std::string name;  // e.g. vae_tiny
+  std::string weights_json, weights, io_json, io;  // full paths (weights may not exist, e.g. unipc)
+};
+
+// A verifier runs the component of one pair and appends a row per reference tensor.
+using Verifier = void (*)(const GoldenPair&, const VerifyOptions&, VerifyReport&);
+
+// Verifiers of each component kind, chosen by the pair name's prefix (each in its component's file).
+void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);
+void verify_unipc(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);
+void verify_vae(const GoldenPair&, const VerifyOptions&, VerifyReport&);
+void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);  // in umt5.cpp
+void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);  // in verify_pipeline.cpp
 
 // Throws Error when the folder has no pairs or a pair's files are unreadable.
 VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts);

@@ -5,7 +5,9 @@
 #include <set>
 
 #include "runtime/error.h"
-#include "runtime/torch_compat.h"
+#include "runtime/techniques/kernel/attention_backend.h"
+#include "runtime/techniques/kernel/timestep_dedup.h"
+#include "runtime/techniques/sparse/video_sparse_attention.h"
 
 namespace autooptim::runtime {
 namespace {
@@ -111,12 +113,33 @@ WanAttentionImpl::WanAttentionImpl(int64_t dim, int64_t kv_dim, int64_t heads_in
 }
 
 at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& rope_cos,
-                                     const at::Tensor& rope_sin) const {
-  const at::Tensor& src = ctx.defined() ? ctx : x;
+                                     const at::Tensor& rope_sin, const ForwardContext* fc, const void* ctx_key) const {
+  const bool cross = ctx.defined();
+  const at::Tensor& src = cross ? ctx : x;
   const auto B = x.size(0), L = x.size(1), S = src.size(1);
-  at::Tensor q = norm_q->forward(to_q->forward(x));    // [B, L, D]; RMS over all heads' lanes
-  at::Tensor k = norm_k->forward(to_k->forward(src));  // [B, S, D]
-  at::Tensor v = to_v->forward(src);                   // [B, S, D]
+  const RuntimeOptions* o = fc ? fc->options : nullptr;
+  at::Tensor q, k, v;
+  if (!cross && o && o->fused_qkv) {
+    std::tie(q, k, v) = techniques::fused_qkv(x, to_q, to_k, to_v, fused, fc);  // one GEMM [B, L, 3D]
+    q = norm_q->forward(q);
+    k = norm_k->forward(k);
+  } else {
+    q = norm_q->forward(to_q->forward(x));  // [B, L, D]; RMS over all heads' lanes
+    // Cross-attention K/V depend only on the prompt: computed once per generation when cached.
+    CrossKVCache* cache = cross && o && o->cross_kv_cache && fc->cross_kv && ctx_key ? fc->cross_kv : nullptr;
+    auto hit = cache ? cache->entries.find({fc->layer, ctx_key}) : decltype(cache->entries.end()){};
+    if (cache && hit != cache->entries.end()) {
+      std::tie(k, v) = hit->second;
+      fc->count("kernel.cross_kv_cache.hits");
+    } else {
+      k = norm_k->forward(to_k->forward(src));  // [B, S, D]
+      v = to_v->forward(src);                   // [B, S, D]
+      if (cache) {
+        cache->entries[{fc->layer, ctx_key}] = {k, v};
+        fc->count("kernel.cross_kv_cache.misses");
+      }
+    }
+  }
   q = q.view({B, L, heads, -1});
   k = k.view({B, S, heads, -1});
   v = v.view({B, S, heads, -1});
@@ -124,8 +147,17 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
     q = apply_rope(q, rope_cos, rope_sin);
     k = apply_rope(k, rope_cos, rope_sin);
   }
-  at::Tensor out = compat::sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // [B, H, L, d]
-  out = out.transpose(1, 2).reshape({B, L, -1}).to(q.scalar_type());                    // [B, L, D]
+  q = q.transpose(1, 2);  // [B, H, L, d]
+  k = k.transpose(1, 2);
+  v = v.transpose(1, 2);
+  at::Tensor out;
+  if (!cross && techniques::sparse_engaged(fc)) {
+    out = techniques::sparse_self_attention(q, k, v, *fc);
+  } else {
+    if (!cross) techniques::count_dense_attention(q, fc);
+    out = techniques::attention(q, k, v, fc);  // [B, H, L, d]
+  }
+  out = out.transpose(1, 2).reshape({B, L, -1}).to(q.scalar_type());  // [B, L, D]
   return to_out0->forward(out);
 }
 
@@ -144,7 +176,8 @@ WanBlockImpl::WanBlockImpl(const WanTransformerConfig& c, const Precision& p) : 
 }
 
 at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
-                                 const at::Tensor& rope_cos, const at::Tensor& rope_sin) const {
+                                 const at::Tensor& rope_cos, const at::Tensor& rope_sin, const ForwardContext* fc,
+                                 const void* ctx_key) const {
   const auto dt = x.scalar_type();
   // [1, 6, D] + [B, 6, D] -> [B, 6, D]; or [1, 1, 6, D] + [B, L, 6, D] -> [B, L, 6, D]; fp32.
   const at::Tensor mod = tproj.dim() == 3 ? scale_shift_table + tproj.to(at::kFloat)
@@ -153,10 +186,10 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
   const at::Tensor c_shift = mod_chunk(mod, 3), c_scale = mod_chunk(mod, 4), c_gate = mod_chunk(mod, 5);
 
   at::Tensor h = (layer_norm_fp32(x, eps) * (1 + scale) + shift).to(dt);
-  at::Tensor out = (x.to(at::kFloat) + attn1->forward(h, {}, rope_cos, rope_sin) * gate).to(dt);
+  at::Tensor out = (x.to(at::kFloat) + attn1->forward(h, {}, rope_cos, rope_sin, fc) * gate).to(dt);
 
   h = norm2->forward(out).to(dt);
-  out = out + attn2->forward(h, ctx, {}, {});
+  out = out + attn2->forward(h, ctx, {}, {}, fc, ctx_key);
 
   h = (layer_norm_fp32(out, eps) * (1 + c_scale) + c_shift).to(dt);
   const at::Tensor ff = ffn_out->forward(gelu_tanh(ffn_in->forward(h)));
@@ -219,8 +252,13 @@ at::Tensor WanTransformer3DModelImpl::time_sinusoid(const at::Tensor& t) const {
   return at::cat({args.cos(), args.sin()}, -1);
 }
 
+std::pair<at::Tensor, at::Tensor> WanTransformer3DModelImpl::time_embedding(const at::Tensor& t) const {
+  const at::Tensor temb = time_linear_2->forward(at::silu(time_linear_1->forward(time_sinusoid(t)))).to(precision_.compute);
+  return {temb, time_proj->forward(at::silu(temb))};
+}
+
 at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& ctx,
-                                              Intermediates* inter) {
+                                              Intermediates* inter, const ForwardContext* fc_in) {
   const auto& c = config_;
   if (x.dim() != 5 || x.size(1) != c.in_channels)
     throw Error("transformer: hidden_states must be [B, " + std::to_string(c.in_channels) + ", F, H, W]");
@@ -244,9 +282,15 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
 
   // Time: [B] -> temb [B, D], tproj [B, 6, D]; per token: [B, L] -> [B, L, D], [B, L, 6, D].
-  const at::Tensor sinus = time_sinusoid(t.reshape({-1}));
-  at::Tensor temb = time_linear_2->forward(at::silu(time_linear_1->forward(sinus))).to(dt);
-  at::Tensor tproj = time_proj->forward(at::silu(temb));
+  ForwardContext fc_local = fc_in ? *fc_in : ForwardContext{};
+  const ForwardContext* fc = fc_in ? &fc_local : nullptr;
+  fc_local.grid_f = F;
+  fc_local.grid_h = H;
+  fc_local.grid_w = W;
+  const bool dedup = fc && fc->options && fc->options->timestep_dedup;
+  auto [temb, tproj] = dedup ? techniques::dedup_time_embedding(
+                                   t.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
+                             : time_embedding(t.reshape({-1}));
   if (per_token) {
     temb = temb.view({B, L, -1});
     tproj = tproj.view({B, L, -1});
@@ -254,12 +298,22 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   record("condition_embedder.out0", temb);
   record("condition_embedder.out1", tproj);
   tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
-  const at::Tensor text = text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
+  // The projected text depends only on the prompt; with the K/V cache it is computed once too.
+  const void* ctx_key = ctx.data_ptr();
+  CrossKVCache* cache = fc && fc->options && fc->options->cross_kv_cache ? fc->cross_kv : nullptr;
+  at::Tensor text;
+  if (cache && cache->entries.count({-1, ctx_key})) {
+    text = cache->entries.at({-1, ctx_key}).first;
+  } else {
+    text = text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
+    if (cache) cache->entries[{-1, ctx_key}] = {text, at::Tensor()};
+  }
   record("condition_embedder.out2", text);
 
   const auto [cos, sin] = rope(F, H, W);
   for (size_t i = 0; i < block_list.size(); ++i) {
-    h = block_list[i]->forward(h, text, tproj, cos, sin);
+    fc_local.layer = static_cast<int64_t>(i);
+    h = block_list[i]->forward(h, text, tproj, cos, sin, fc, ctx_key);
     record("blocks." + std::to_string(i) + ".out", h);
   }
 

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/forward_context.h"
 #include "runtime/nn.h"
+#include "runtime/techniques/kernel/fused_qkv.h"
 
 namespace autooptim::runtime {
 
@@ -53,11 +55,14 @@ class WanAttentionImpl : public torch::nn::Module {
  public:
   WanAttentionImpl(int64_t dim, int64_t kv_dim, int64_t heads, double eps, const Precision& p);
   // x [B, L, D]; ctx [B, S, D] (cross) or undefined (self); rope cos/sin [L, d/2] or undefined.
+  // fc (optional) carries the technique switches; ctx_key identifies the prompt for the K/V cache.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& rope_cos,
-                     const at::Tensor& rope_sin) const;
+                     const at::Tensor& rope_sin, const ForwardContext* fc = nullptr,
+                     const void* ctx_key = nullptr) const;
   Linear to_q{nullptr}, to_k{nullptr}, to_v{nullptr}, to_out0{nullptr};
   RMSNorm norm_q{nullptr}, norm_k{nullptr};
   int64_t heads;
+  mutable techniques::FusedQKVWeights fused;  // merged on first use by the fused_qkv technique
 };
 TORCH_MODULE(WanAttention);
 
@@ -66,7 +71,8 @@ class WanBlockImpl : public torch::nn::Module {
   WanBlockImpl(const WanTransformerConfig& c, const Precision& p);
   // x [B, L, D] (compute dtype); ctx [B, S, D]; tproj [B, 6, D] or [B, L, 6, D].
   at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
-                     const at::Tensor& rope_cos, const at::Tensor& rope_sin) const;
+                     const at::Tensor& rope_cos, const at::Tensor& rope_sin, const ForwardContext* fc = nullptr,
+                     const void* ctx_key = nullptr) const;
   WanAttention attn1{nullptr}, attn2{nullptr};
   LayerNorm norm2{nullptr};
   Linear ffn_in{nullptr}, ffn_out{nullptr};
@@ -81,12 +87,15 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
 
   // x [B, Cin, F, H, W]; t [B] (one timestep per sample) or [B, L] (one per token, TI2V);
   // ctx [B, S, text_dim]. Returns the flow velocity [B, Cout, F, H, W] in the compute dtype.
+  // fc (optional): technique switches, trace and per-generation caches; null is the baseline.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& ctx,
-                     Intermediates* inter = nullptr);
+                     Intermediates* inter = nullptr, const ForwardContext* fc = nullptr);
 
   // Pieces of the forward, public so techniques and tests can call them.
   // Sinusoid [N, freq_dim] of timesteps t [N] (float32, cos first).
   at::Tensor time_sinusoid(const at::Tensor& t) const;
+  // t [N] -> temb [N, D] (compute dtype) and the block modulation projection [N, 6D].
+  std::pair<at::Tensor, at::Tensor> time_embedding(const at::Tensor& t) const;
   // cos/sin [F*H*W, d/2] angles of each token's (f, h, w) position after patching.
   std::pair<at::Tensor, at::Tensor> rope(int64_t f, int64_t h, int64_t w) const;
 

@@ -1,0 +1,214 @@
+// autooptim bench: times each stage of the pipeline with device events after warm-up, and reports
+// medians, spread, peak memory and FLOP-based efficiency against the measured matmul peak.
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "gates/manifest.h"
+#include "model_args.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/flops.h"
+#include "runtime/stats.h"
+
+namespace autooptim::app {
+namespace {
+
+struct BenchArgs {
+  ModelArgs model;
+  std::string manifest;
+  int64_t steps = 3;
+  int64_t frames = 121;
+  int64_t height = 704;
+  int64_t width = 1280;
+  int64_t repeat = 3;
+  bool skip_vae = false;
+  bool full_generation = false;
+  std::string json;
+};
+
+// Dense matmul rate on this device in its compute dtype: the ceiling efficiency is measured against.
+double measured_peak_tflops(const runtime::Precision& p) {
+  const int64_t n = p.device.is_cuda() ? 8192 : 1024;
+  const auto opts = p.compute_opts();
+  const at::Tensor a = at::randn({n, n}, opts), b = at::randn({n, n}, opts);
+  at::mm(a, b);
+  runtime::DeviceTimer timer(p.device);
+  const int reps = p.device.is_cuda() ? 20 : 3;
+  timer.start();
+  for (int i = 0; i < reps; ++i) at::mm(a, b);
+  const double s = timer.stop_seconds();
+  return 2.0 * n * n * n * reps / s / 1e12;
+}
+
+template <typename F>
+runtime::TimingStats time_region(const at::Device& dev, int64_t warmup, int64_t repeat, F&& f) {
+  for (int64_t i = 0; i < warmup; ++i) f();
+  std::vector<double> runs;
+  runtime::DeviceTimer timer(dev);
+  for (int64_t i = 0; i < repeat; ++i) {
+    timer.start();
+    f();
+    runs.push_back(timer.stop_seconds());
+  }
+  return runtime::TimingStats::of(runs);
+}
+
+void run_bench(const BenchArgs& a) {
+  runtime::GenerateParams shape;
+  shape.height = a.height;
+  shape.width = a.width;
+  shape.frames = a.frames;
+  shape.steps = a.steps;
+  runtime::validate_params(shape);
+  if (a.repeat < 1) throw Error("--repeat must be at least 1");
+  auto req = a.model.request();
+  nlohmann::json out;
+  if (!a.manifest.empty()) {
+    const auto m = gates::load_manifest(a.manifest);
+    if (m.model != a.model.model) throw Error(a.manifest + ": manifest is for model '" + m.model + "', not '" + a.model.model + "'");
+    req.options = gates::to_runtime_options(m);
+    if (req.precision.device.is_cuda()) req.precision.compute = req.options.dtype == "fp32" ? at::kFloat : at::kBFloat16;
+    out["manifest"] = gates::to_json(m);
+  }
+  if (req.options.cpu_threads > 0) at::set_num_threads(static_cast<int>(req.options.cpu_threads));
+  const auto dev = req.precision.device;
+  const bool cuda = dev.is_cuda();
+
+  const double peak = measured_peak_tflops(req.precision);
+  std::fprintf(stderr, "measured matmul peak: %.1f TFLOP/s\n", peak);
+  runtime::reset_peak_memory(dev);
+  auto loaded = runtime::load_model(req);
+  auto& pipe = *loaded.pipeline;
+  std::fprintf(stderr, "model loaded in %.2f s\n", loaded.load_seconds);
+  const int64_t load_peak = runtime::peak_memory_bytes(dev);
+
+  const auto& tc = pipe.transformer()->config();
+  const auto& vc = pipe.vae()->config();
+  const int64_t T = (a.frames - 1) / vc.scale_factor_temporal + 1;
+  const int64_t h = a.height / vc.scale_factor_spatial, w = a.width / vc.scale_factor_spatial;
+  const int64_t L = T * (h / tc.patch_size[1]) * (w / tc.patch_size[2]);
+  const int64_t S = pipe.max_text_length;
+  at::InferenceMode guard;
+
+  out["model"] = a.model.model;
+  out["weights"] = loaded.weights_label;
+  out["device"] = cuda ? "cuda" : "cpu";
+  out["device_name"] = runtime::device_name(dev);
+  out["clocks"] = runtime::gpu_clocks(dev);
+  out["cpu_threads"] = at::get_num_threads();
+  out["dtype"] = req.precision.compute == at::kBFloat16 ? "bf16" : "fp32";
+  out["shape"] = {{"height", a.height}, {"width", a.width}, {"frames", a.frames}, {"latent", {vc.z_dim, T, h, w}},
+                  {"tokens", L}, {"text_tokens", S}};
+  out["measured_peak_tflops"] = peak;
+  out["load_seconds"] = loaded.load_seconds;
+  out["load_peak_memory_gb"] = load_peak / 1e9;
+
+  // Text encoding: the prompt and the negative prompt.
+  auto text = time_region(dev, 1, a.repeat, [&] { pipe.encode_text({"a red fox running through fresh snow", ""}); });
+  out["text_encoding"] = text.to_json();
+  std::fprintf(stderr, "text encoding: %.3f s median\n", text.median);
+
+  // One transformer forward at the shape, per-token timesteps as in TI2V.
+  const at::Tensor ctx = pipe.encode_text({"a red fox running through fresh snow"});
+  auto gen = at::detail::createCPUGenerator(0);
+  const at::Tensor x = at::randn({1, vc.z_dim, T, h, w}, gen, at::kFloat).to(dev, req.precision.compute);
+  const at::Tensor t = at::full({1, L}, 999.0f, at::TensorOptions().device(dev));
+  runtime::reset_peak_memory(dev);
+  auto fwd = time_region(dev, 2, a.repeat, [&] { pipe.transformer()->forward(x, t, ctx); });
+  const auto flops = runtime::transformer_flops(tc, 1, T, h, w, S, !req.options.timestep_dedup);
+  nlohmann::json fj = fwd.to_json();
+  fj["tflop"] = flops.total() / 1e12;
+  fj["achieved_tflops"] = flops.total() / fwd.median / 1e12;
+  fj["efficiency"] = flops.total() / fwd.median / 1e12 / peak;
+  fj["floor_s"] = flops.total() / (peak * 1e12);
+  fj["peak_memory_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
+  out["transformer_forward"] = fj;
+  std::fprintf(stderr, "transformer forward: %.3f s median (%.1f TFLOP/s, %.0f%% of peak)\n", fwd.median,
+               fj["achieved_tflops"].get<double>(), 100 * fj["efficiency"].get<double>());
+
+  // Denoising steps (two forwards with CFG plus the scheduler) through the pipeline's loop.
+  runtime::DenoiseInputs in;
+  in.latents = at::randn({1, vc.z_dim, T, h, w}, gen, at::kFloat);
+  in.prompt_embeds = ctx;
+  in.negative_embeds = pipe.encode_text({""});
+  in.steps = a.steps;
+  in.guidance = 5.0;
+  runtime::StageTimes times;
+  runtime::Trace trace;
+  const at::Tensor lat = pipe.denoise(in, nullptr, {}, &trace, &times);
+  std::vector<double> steps(times.step_seconds.begin() + (times.step_seconds.size() > 1 ? 1 : 0), times.step_seconds.end());
+  auto st = runtime::TimingStats::of(steps);
+  nlohmann::json sj = st.to_json();
+  sj["steps_run"] = a.steps;
+  sj["first_step_s"] = times.step_seconds.empty() ? 0.0 : times.step_seconds.front();
+  sj["trace"] = trace.to_json();
+  out["denoising_step"] = sj;
+  std::fprintf(stderr, "denoising step: %.3f s median\n", st.median);
+
+  if (!a.skip_vae) {
+    runtime::reset_peak_memory(dev);
+    auto vae = time_region(dev, cuda ? 1 : 0, cuda ? a.repeat : 1, [&] { pipe.decode(lat); });
+    nlohmann::json vj = vae.to_json();
+    vj["peak_memory_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
+    out["vae_decode"] = vj;
+    std::fprintf(stderr, "VAE decode: %.3f s median, peak %.1f GB\n", vae.median, vj["peak_memory_gb"].get<double>());
+  }
+
+  if (a.full_generation) {
+    runtime::GenerateParams p = shape;
+    p.prompt = "a red fox running through fresh snow";
+    runtime::reset_peak_memory(dev);
+    const auto r = pipe.generate(p, [](int64_t i, int64_t n, double s) {
+      std::fprintf(stderr, "\rgeneration step %lld/%lld %.3f s", static_cast<long long>(i + 1), static_cast<long long>(n), s);
+    });
+    std::fprintf(stderr, "\n");
+    out["generation"] = {{"steps", p.steps},
+                         {"text_encoding_s", r.times.text_encoding},
+                         {"denoising_s", r.times.denoising},
+                         {"decoding_s", r.times.decoding},
+                         {"total_s", r.times.total()},
+                         {"step_s", runtime::TimingStats::of(r.times.step_seconds).to_json()},
+                         {"peak_memory_gb", runtime::peak_memory_bytes(dev) / 1e9}};
+    std::fprintf(stderr, "full generation: %.1f s (denoise %.1f, decode %.1f)\n", r.times.total(), r.times.denoising,
+                 r.times.decoding);
+  }
+  const std::string s = out.dump(2);
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    if (!f) throw Error(a.json + ": cannot write");
+    f << s << "\n";
+  }
+  std::cout << s << "\n";
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Time each stage (load, text encoding, transformer forward, denoising step, VAE decode)");
+  a->model.add_to(cmd);
+  cmd->add_option("--manifest", a->manifest, "Apply this manifest's flags")->check(CLI::ExistingFile);
+  cmd->add_option("--steps", a->steps, "Denoising steps to time")->capture_default_str();
+  cmd->add_option("--frames", a->frames, "Frames, 4k+1")->capture_default_str();
+  cmd->add_option("--height", a->height, "Height, a multiple of 32")->capture_default_str();
+  cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str();
+  cmd->add_flag("--skip-vae", a->skip_vae, "Do not time the VAE decode");
+  cmd->add_flag("--full-generation", a->full_generation, "Also time one complete generation at --steps");
+  cmd->add_option("--json", a->json, "Write the results here");
+  cmd->callback([a, cmd] {
+    if (a->model.model == "wan22-tiny") {
+      if (cmd->count("--height") == 0) a->height = 96;
+      if (cmd->count("--width") == 0) a->width = 160;
+      if (cmd->count("--frames") == 0) a->frames = 49;
+    }
+    run_bench(*a);
+  });
+}
+
+}  // namespace autooptim::app

@@ -1,0 +1,74 @@
+// autooptim gate: decides whether one manifest is accepted (exit 0), rejected (1), or could not run (2).
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "gates/gate.h"
+#include "model_args.h"
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+
+namespace autooptim::app {
+namespace {
+
+struct GateArgs {
+  ModelArgs model;
+  std::string manifest;
+  std::string split = "val";
+  std::string out;
+  std::string ledger;
+  bool json = false;
+  bool allow_redteam = false;
+  gates::GateSettings settings;
+};
+
+void print_verdict(const gates::GateVerdict& v) {
+  std::printf("%s on %s: %s\n", v.manifest_id.c_str(), v.split.c_str(),
+              v.refused ? "REFUSED" : v.accepted ? "ACCEPTED" : "REJECTED");
+  for (const auto& c : v.checks) std::printf("  %-16s %-4s %s\n", c.name.c_str(), c.pass ? "pass" : "FAIL", c.reason.c_str());
+  if (!v.refused)
+    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %.2f dB, worst SSIM %.4f\n",
+                v.baseline_seconds, v.candidate_seconds, v.speedup, v.psnr, v.ssim);
+}
+
+void run_gate_cmd(GateArgs& a) {
+  gates::set_redteam_allowed(a.allow_redteam);
+  const auto m = gates::load_manifest(a.manifest);
+  if (m.model != a.model.model) a.model.model = m.model;  // the manifest names its model
+  auto req = a.model.request();
+  gates::Worker worker(req);
+  fs::create_directories(a.out);
+  gates::Ledger ledger(a.ledger.empty() ? (fs::path(a.out) / "ledger.jsonl").string() : a.ledger);
+  if (req.precision.device.is_cuda()) a.settings.exact_off_identity = false;
+  const auto v = gates::run_gate(worker, m, a.split, a.out, a.settings, &ledger);
+  if (a.json) std::cout << v.to_json().dump(2) << "\n";
+  else print_verdict(v);
+  exit_status() = v.accepted ? 0 : 1;
+}
+
+}  // namespace
+
+void add_gate(CLI::App& app) {
+  auto a = std::make_shared<GateArgs>();
+  auto* cmd = app.add_subcommand("gate", "Run a manifest and its baseline on a prompt split and decide the six gates and authenticity");
+  a->model.add_to(cmd);
+  cmd->add_option("--manifest", a->manifest, "The candidate manifest")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--split", a->split, "smoke, val, core, heldout16, heldout60")->capture_default_str();
+  cmd->add_option("--out", a->out, "Folder for the run's artifacts")->required();
+  cmd->add_option("--ledger", a->ledger, "Append-only ledger (default: OUT/ledger.jsonl)");
+  cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")->capture_default_str();
+  cmd->add_option("--manifests-dir", a->settings.manifests_dir, "Folder of manifests/<model>/*.json (for the base)")->capture_default_str();
+  cmd->add_option("--cache-dir", a->settings.cache_dir, "Baseline output cache (default OUT/../baseline-cache)");
+  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str();
+  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)");
+  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str();
+  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print the verdict as JSON");
+  cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");
+  cmd->callback([a] { run_gate_cmd(*a); });
+}
+
+}  // namespace autooptim::app

@@ -1,0 +1,77 @@
+// autooptim run: the product's main job (orchestrator), and autooptim executor: one family's search
+// process, spawned by run.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "executors/executor.h"
+#include "model_args.h"
+#include "orchestrator/orchestrator.h"
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+
+namespace autooptim::app {
+namespace {
+
+std::vector<std::string> model_cli(const ModelArgs& m) {
+  std::vector<std::string> a = {"--model", m.model, "--device", m.device, "--dtype", m.dtype};
+  if (!m.weights.empty()) a.insert(a.end(), {"--weights", fs::absolute(m.weights).string()});
+  if (m.synthetic) a.push_back("--synthetic-weights");
+  return a;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto model = std::make_shared<ModelArgs>();
+  auto req = std::make_shared<orchestrator::RunRequest>();
+  auto* cmd = app.add_subcommand("run", "Search every technique family, gate the proposals, compose, and report the tiers");
+  model->add_to(cmd);
+  cmd->add_option("--out", req->out_dir, "Folder for the report, ledger and every gate run's artifacts")->required();
+  cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most")->capture_default_str();
+  cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget")->capture_default_str();
+  cmd->add_option("--executor-trials", req->executor_trials, "Measurements each executor may make")->capture_default_str();
+  cmd->add_flag("--resume", req->resume, "Continue an interrupted run from its ledger");
+  cmd->add_option("--split", req->split, "Visible split the candidates are gated on")->capture_default_str();
+  cmd->add_option("--heldout-split", req->heldout_split, "Held-out split every tier candidate is checked on")->capture_default_str();
+  cmd->add_option("--prompts-dir", req->prompts_dir)->capture_default_str();
+  cmd->add_option("--manifests-dir", req->manifests_dir)->capture_default_str();
+  cmd->add_option("--repeats", req->gate.timing_repeats, "Interleaved timed pairs per gate run")->capture_default_str();
+  cmd->add_option("--max-prompts", req->gate.max_prompts, "Prompts per split at most (0 = all)");
+  cmd->add_option("--min-psnr", req->gate.min_psnr, "Quality tolerance of lossy candidates (dB)")->capture_default_str();
+  cmd->add_option("--min-ssim", req->gate.min_ssim, "Quality tolerance of lossy candidates (SSIM)")->capture_default_str();
+  cmd->add_option("--frames", req->frames, "Reduced configuration: frames (no tier can be won)");
+  cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)");
+  cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)");
+  cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)");
+  cmd->callback([model, req] {
+    req->load = model->request();
+    req->model_cli = model_cli(*model);
+    const std::string report = orchestrator::run(*req);
+    std::printf("report: %s\n", report.c_str());
+    std::printf("        %s\n", (fs::path(report).parent_path() / "report.html").c_str());
+  });
+}
+
+void add_executor(CLI::App& app) {
+  auto model = std::make_shared<ModelArgs>();
+  auto req = std::make_shared<executors::ExecutorRequest>();
+  auto* cmd = app.add_subcommand("executor", "One technique family's search process (spawned by run)");
+  model->add_to(cmd);
+  cmd->add_option("--family", req->family, "kernel, cache or sparse")->required()->check(CLI::IsMember({"kernel", "cache", "sparse"}));
+  cmd->add_option("--base", req->base_manifest, "Baseline manifest")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--prompts", req->prompts_file, "Visible prompts (JSON lines)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--outbox", req->outbox, "Folder the proposals are written to")->required();
+  cmd->add_option("--budget-trials", req->budget_trials)->capture_default_str();
+  cmd->add_option("--min-psnr", req->min_psnr)->capture_default_str();
+  cmd->callback([model, req] {
+    req->load = model->request();
+    const int n = executors::run_executor(*req);
+    std::printf("%d manifests proposed in %s\n", n, req->outbox.c_str());
+  });
+}
+
+}  // namespace autooptim::app

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU work: build, golden checks on the GPU (fp32 and bf16), the GPU tests,
+# then the benchmarks. Results land in $OUT (JSON + logs). Steps can be chosen:
+#   scripts/gpu/check.sh [build] [verify] [tests] [bench] [bench-full] [run]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/autooptim-gpu}
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build verify tests bench)
+source .device-deps/env.sh
+bin=build-gpu/autooptim
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
+for s in "${steps[@]}"; do
+  echo "=== $s ($(date -u +%H:%M:%S))"
+  case "$s" in
+    build) bash scripts/gpu/build.sh build-gpu || exit 2 ;;
+    verify)
+      $bin verify --golden tests/data/golden --device cuda --dtype fp32 --json > "$OUT/verify-fp32.json"; echo "fp32 rc=$?"
+      $bin verify --golden tests/data/golden --device cuda --dtype bf16 | tee "$OUT/verify-bf16.txt" | tail -3; echo "bf16 rc=${PIPESTATUS[0]}" ;;
+    tests) (cd build-gpu && ctest -R "Gpu|Cuda" --output-on-failure 2>&1 | tail -15) ;;
+    bench)
+      $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 3 --repeat 3 --json "$OUT/bench-bf16.json" 2>&1 | grep -v '^ ' | tail -12
+      $bin bench --model wan22-ti2v-5b --synthetic-weights --dtype fp32 --steps 2 --repeat 2 --json "$OUT/bench-fp32.json" 2>&1 | grep -v '^ ' | tail -8 ;;
+    bench-full)
+      $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 50 --repeat 1 --skip-vae --full-generation --json "$OUT/bench-full.json" 2>&1 | grep -v '^ ' | tail -8 ;;
+    run)
+      $bin run --model wan22-ti2v-5b --synthetic-weights --out "$OUT/run" --frames 17 --steps 12 --height 256 --width 448 \
+        --budget-minutes 7 --budget-trials 14 --max-prompts 2 --repeats 2 2>&1 | tail -20 ;;
+    *) echo "unknown step $s" ;;
+  esac
+done

@@ -1,0 +1,38 @@
+#pragma once
+// Executors: one process per technique family. Each explores its family's search space on the visible
+// prompts only, measuring candidates against the baseline itself, and proposes manifests by writing
+// them to its outbox. It never decides acceptance: that is the gates' job.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gates/manifest.h"
+#include "gates/prompts.h"
+#include "runtime/models.h"
+
+namespace autooptim::executors {
+
+struct ExecutorRequest {
+  std::string family;               // kernel | cache | sparse
+  runtime::LoadRequest load;        // the model, loaded once for every trial
+  std::string base_manifest;        // path of the baseline manifest (its config is the run's config)
+  std::string prompts_file;         // visible prompts (JSON lines); held-out prompts never reach here
+  std::string outbox;               // manifests are written here, one file each, atomically
+  int64_t budget_trials = 12;       // candidate measurements at most
+  double min_psnr = 30.0;           // the quality floor a proposal is expected to clear (gates decide)
+};
+
+// One measured trial: the candidate's flags, the prompts it ran on, its speedup and quality.
+struct Trial {
+  nlohmann::json flags;
+  std::string label;
+  int64_t prompts = 0;
+  double baseline_s = 0, candidate_s = 0, speedup = 0, psnr_min = 0;
+  nlohmann::json to_json() const;
+};
+
+// Runs the family's search; returns the number of manifests proposed. Trials are logged to
+// <outbox>/trials.jsonl as they finish.
+int run_executor(const ExecutorRequest& req);
+
+}  // namespace autooptim::executors

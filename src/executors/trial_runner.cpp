@@ -1,0 +1,86 @@
+#include "executors/trial_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/stats.h"
+
+namespace autooptim::executors {
+
+nlohmann::json Trial::to_json() const {
+  return {{"label", label}, {"flags", flags}, {"prompts", prompts}, {"baseline_s", baseline_s},
+          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}};
+}
+
+double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor qa = (a * 255.0).round(), qb = (b * 255.0).round();
+  const double mse = (qa - qb).pow(2).mean().item<double>();
+  if (!std::isfinite(mse)) return 0.0;
+  if (mse <= 0) return 100.0;
+  return std::min(100.0, 10.0 * std::log10(255.0 * 255.0 / mse));
+}
+
+TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base, std::vector<gates::Prompt> prompts)
+    : req_(req), base_(base), prompts_(std::move(prompts)) {
+  if (prompts_.empty()) throw Error("executor: no prompts to explore on");
+  loaded_ = runtime::load_model(req.load);
+  double s = 0;
+  generate(gates::to_runtime_options(base_), prompts_[0], &s);  // warm-up, untimed
+}
+
+at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds) {
+  auto& pipe = *loaded_.pipeline;
+  pipe.set_options(o);
+  runtime::GenerateParams g;
+  g.prompt = p.text;
+  g.height = base_.config.height;
+  g.width = base_.config.width;
+  g.frames = base_.config.frames;
+  g.steps = base_.config.steps;
+  g.guidance = base_.config.guidance;
+  g.seed = base_.config.seed;
+  g.fps = base_.config.fps;
+  const auto dev = pipe.precision().device;
+  runtime::device_synchronize(dev);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = pipe.generate(g);
+  *seconds = runtime::synced_seconds_since(t0, dev);
+  return r.video;
+}
+
+Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
+  ++trials_;
+  gates::Manifest m = base_;
+  m.kind = "patch";
+  m.flags = flags;
+  m.base = base_.id;
+  const auto opts = gates::to_runtime_options(gates::parse_manifest(gates::to_json(m), "trial " + label));
+  const auto base_opts = gates::to_runtime_options(base_);
+  Trial t;
+  t.flags = flags;
+  t.label = label;
+  n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
+  std::vector<double> bt, ct;
+  double worst = 100.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& p = prompts_[static_cast<size_t>(i)];
+    double s = 0;
+    const at::Tensor b = generate(base_opts, p, &s);  // interleaved: baseline then candidate
+    bt.push_back(s);
+    baseline_clips_[p.id] = b;
+    const at::Tensor c = generate(opts, p, &s);
+    ct.push_back(s);
+    worst = std::min(worst, clip_psnr(c, baseline_clips_.at(p.id)));
+  }
+  t.prompts = n;
+  t.baseline_s = runtime::TimingStats::of(bt).median;
+  t.candidate_s = runtime::TimingStats::of(ct).median;
+  t.speedup = t.candidate_s > 0 ? t.baseline_s / t.candidate_s : 0.0;
+  t.psnr_min = worst;
+  return t;
+}
+
+}  // namespace autooptim::executors

@@ -1,0 +1,464 @@
+#include "gates/manifest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "gates/sha256.h"
+#include "runtime/error.h"
+
+namespace autooptim::gates {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<std::string> kTopKeys = {"id",       "kind",     "family", "model",       "runtime",
+                                           "base",     "flags",    "lossless", "config",    "description",
+                                           "parents"};
+const std::vector<std::string> kOptionalTopKeys = {"description", "parents"};
+const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps",
+                                              "steps",  "guidance", "seed", "flow_shift"};
+const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
+const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "composite"};
+const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
+const std::vector<std::string> kDtypes = {"bf16", "fp32"};
+const std::vector<std::string> kAttentionBackends = {"auto", "math", "flash", "efficient", "cudnn"};
+const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "tile_window"};
+const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "attention_backend",
+                                             "fused_qkv",      "cross_kv_cache", "timestep_dedup",
+                                             "cuda_graph",     "easycache",   "sparse"};
+const std::vector<std::string> kRedTeamKeys = {"off_leak", "write_output_early"};
+bool g_redteam_allowed = false;
+const std::vector<std::string> kEasyCacheKeys = {"enabled", "threshold", "warmup_steps", "dense_last_step"};
+const std::vector<std::string> kSparseKeys = {"pattern", "window_frames", "window_tiles", "dense_layers",
+                                              "dense_steps"};
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string suggestion(const std::string& name, const std::vector<std::string>& valid) {
+  std::string best;
+  size_t best_distance = 3;  // more than two edits away is not a typo
+  for (const auto& v : valid) {
+    size_t d = edit_distance(name, v);
+    if (d < best_distance) best_distance = d, best = v;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+bool valid_id(const std::string& id) {
+  if (id.empty()) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '/' ||
+           c == '-';
+  });
+}
+
+// Every error carries the source label and the dotted key path of the offending value.
+class Checker {
+ public:
+  explicit Checker(std::string label) : label_(std::move(label)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    std::string text = label_.empty() ? "" : label_ + ": ";
+    if (!path.empty()) text += path + ": ";
+    throw Error(text + message);
+  }
+
+  static std::string join_path(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+  void require_object(const json& j, const std::string& path) const {
+    if (!j.is_object()) fail(path, "expected an object, got " + describe(j));
+  }
+
+  // Unknown keys are errors; `noun` is "key" or "flag".
+  void check_keys(const json& j, const std::string& path, const std::vector<std::string>& allowed,
+                  const std::string& noun = "key") const {
+    for (const auto& item : j.items()) {
+      if (!contains(allowed, item.key())) {
+        fail(path, "unknown " + noun + " '" + item.key() + "'" + suggestion(item.key(), allowed) +
+                       "; expected one of: " + join(allowed));
+      }
+    }
+  }
+
+  const json& require_key(const json& j, const std::string& path, const std::string& key) const {
+    auto it = j.find(key);
+    if (it == j.end()) fail(path, "missing key '" + key + "'");
+    return *it;
+  }
+
+  std::string get_string(const json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, "expected a string, got " + describe(j));
+    return j.get<std::string>();
+  }
+
+  std::string get_choice(const json& j, const std::string& path, const std::vector<std::string>& valid) const {
+    std::string value = get_string(j, path);
+    if (!contains(valid, value)) {
+      fail(path, "'" + value + "' is not one of: " + join(valid) + suggestion(value, valid));
+    }
+    return value;
+  }
+
+  bool get_bool(const json& j, const std::string& path) const {
+    if (!j.is_boolean()) fail(path, "expected true or false, got " + describe(j));
+    return j.get<bool>();
+  }
+
+  int64_t get_int(const json& j, const std::string& path) const {
+    if (!j.is_number_integer()) fail(path, "expected an integer, got " + describe(j));
+    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+      fail(path, j.dump() + " is too large");
+    }
+    return j.get<int64_t>();
+  }
+
+  int64_t get_int_in(const json& j, const std::string& path, int64_t lo, int64_t hi) const {
+    int64_t v = get_int(j, path);
+    if (v < lo || v > hi) {
+      fail(path, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                     (hi == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(hi)) +
+                     "]");
+    }
+    return v;
+  }
+
+  double get_number(const json& j, const std::string& path) const {
+    if (!j.is_number()) fail(path, "expected a number, got " + describe(j));
+    double v = j.get<double>();
+    if (!std::isfinite(v)) fail(path, "expected a finite number");
+    return v;
+  }
+
+  static std::string describe(const json& j) {
+    std::string text = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    return std::string(j.type_name()) + " " + text;
+  }
+
+ private:
+  std::string label_;
+};
+
+void apply_easycache(const Checker& c, const json& j, runtime::EasyCacheOptions& o) {
+  const std::string path = "flags.easycache";
+  c.require_object(j, path);
+  c.check_keys(j, path, kEasyCacheKeys);
+  if (j.contains("enabled")) o.enabled = c.get_bool(j["enabled"], path + ".enabled");
+  if (j.contains("threshold")) {
+    double t = c.get_number(j["threshold"], path + ".threshold");
+    if (!(t > 0.0 && t <= 1.0)) c.fail(path + ".threshold", j["threshold"].dump() + " is out of range (0, 1]");
+    o.threshold = t;
+  }
+  if (j.contains("warmup_steps")) {
+    o.warmup_steps = c.get_int_in(j["warmup_steps"], path + ".warmup_steps", 1, 1000);
+  }
+  if (j.contains("dense_last_step")) o.dense_last_step = c.get_bool(j["dense_last_step"], path + ".dense_last_step");
+}
+
+void apply_sparse(const Checker& c, const json& j, runtime::SparseAttentionOptions& o) {
+  const std::string path = "flags.sparse";
+  c.require_object(j, path);
+  c.check_keys(j, path, kSparseKeys);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (j.contains("pattern")) o.pattern = c.get_choice(j["pattern"], path + ".pattern", kSparsePatterns);
+  if (j.contains("window_frames")) o.window_frames = c.get_int_in(j["window_frames"], path + ".window_frames", 0, kMax);
+  if (j.contains("window_tiles")) o.window_tiles = c.get_int_in(j["window_tiles"], path + ".window_tiles", 0, kMax);
+  if (j.contains("dense_layers")) o.dense_layers = c.get_int_in(j["dense_layers"], path + ".dense_layers", 0, kMax);
+  if (j.contains("dense_steps")) o.dense_steps = c.get_int_in(j["dense_steps"], path + ".dense_steps", 0, kMax);
+}
+
+// Validates a flags object and applies it on top of the defaults.
+runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
+  runtime::RuntimeOptions o;
+  c.require_object(flags, "flags");
+  if (flags.is_object() && flags.contains("redteam")) {
+    if (!g_redteam_allowed)
+      c.fail("flags.redteam", "red-team flags are only accepted where explicitly allowed (the harness's own tests)");
+    const json& r = flags["redteam"];
+    c.require_object(r, "flags.redteam");
+    c.check_keys(r, "flags.redteam", kRedTeamKeys);
+    if (r.contains("off_leak")) o.redteam.off_leak = c.get_bool(r["off_leak"], "flags.redteam.off_leak");
+    if (r.contains("write_output_early"))
+      o.redteam.write_output_early = c.get_bool(r["write_output_early"], "flags.redteam.write_output_early");
+    json rest = flags;
+    rest.erase("redteam");
+    c.check_keys(rest, "flags", kFlagNames, "flag");
+  } else {
+    c.check_keys(flags, "flags", kFlagNames, "flag");
+  }
+  if (flags.contains("dtype")) o.dtype = c.get_choice(flags["dtype"], "flags.dtype", kDtypes);
+  if (flags.contains("cpu_threads")) o.cpu_threads = c.get_int_in(flags["cpu_threads"], "flags.cpu_threads", 0, 256);
+  if (flags.contains("attention_backend")) {
+    o.attention_backend = c.get_choice(flags["attention_backend"], "flags.attention_backend", kAttentionBackends);
+  }
+  if (flags.contains("fused_qkv")) o.fused_qkv = c.get_bool(flags["fused_qkv"], "flags.fused_qkv");
+  if (flags.contains("cross_kv_cache")) o.cross_kv_cache = c.get_bool(flags["cross_kv_cache"], "flags.cross_kv_cache");
+  if (flags.contains("timestep_dedup")) o.timestep_dedup = c.get_bool(flags["timestep_dedup"], "flags.timestep_dedup");
+  if (flags.contains("cuda_graph")) o.cuda_graph = c.get_bool(flags["cuda_graph"], "flags.cuda_graph");
+  if (flags.contains("easycache")) apply_easycache(c, flags["easycache"], o.easycache);
+  if (flags.contains("sparse")) apply_sparse(c, flags["sparse"], o.sparse);
+  return o;
+}
+
+RunConfig parse_config(const Checker& c, const json& j) {
+  c.require_object(j, "config");
+  c.check_keys(j, "config", kConfigKeys);
+  auto key = [&](const std::string& k) -> const json& { return c.require_key(j, "config", k); };
+  RunConfig cfg;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (auto [name, field] : {std::pair<const char*, int64_t*>{"height", &cfg.height}, {"width", &cfg.width}}) {
+    const std::string path = std::string("config.") + name;
+    *field = c.get_int_in(key(name), path, 32, 16384);
+    if (*field % 32 != 0) c.fail(path, std::to_string(*field) + " is not a multiple of 32");
+  }
+  cfg.frames = c.get_int_in(key("frames"), "config.frames", 1, 100001);
+  if (cfg.frames % 4 != 1) c.fail("config.frames", std::to_string(cfg.frames) + " is not 4k+1");
+  cfg.fps = c.get_number(key("fps"), "config.fps");
+  if (!(cfg.fps > 0)) c.fail("config.fps", key("fps").dump() + " must be > 0");
+  cfg.steps = c.get_int_in(key("steps"), "config.steps", 1, 1000);
+  cfg.guidance = c.get_number(key("guidance"), "config.guidance");
+  if (!(cfg.guidance >= 0 && cfg.guidance <= 50)) {
+    c.fail("config.guidance", key("guidance").dump() + " is out of range [0, 50]");
+  }
+  cfg.seed = c.get_int_in(key("seed"), "config.seed", 0, kMax);
+  cfg.flow_shift = c.get_number(key("flow_shift"), "config.flow_shift");
+  if (!(cfg.flow_shift > 0)) c.fail("config.flow_shift", key("flow_shift").dump() + " must be > 0");
+  return cfg;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open manifest");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+bool RunConfig::operator==(const RunConfig& o) const {
+  return height == o.height && width == o.width && frames == o.frames && fps == o.fps && steps == o.steps &&
+         guidance == o.guidance && seed == o.seed && flow_shift == o.flow_shift;
+}
+
+Manifest parse_manifest(const json& j, const std::string& source_label) {
+  Checker c(source_label);
+  c.require_object(j, "");
+  c.check_keys(j, "", kTopKeys);
+  for (const auto& k : kTopKeys) {
+    if (!contains(kOptionalTopKeys, k)) c.require_key(j, "", k);
+  }
+
+  Manifest m;
+  m.id = c.get_string(j["id"], "id");
+  if (!valid_id(m.id)) c.fail("id", "'" + m.id + "' must match [a-z0-9._/-]+");
+  m.kind = c.get_choice(j["kind"], "kind", kKinds);
+  m.family = c.get_choice(j["family"], "family", kFamilies);
+  m.model = c.get_choice(j["model"], "model", kModels);
+  m.runtime = c.get_string(j["runtime"], "runtime");
+  if (m.runtime.empty()) c.fail("runtime", "must not be empty");
+  if (!j["base"].is_null()) {
+    m.base = c.get_string(j["base"], "base");
+    if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+");
+    if (*m.base == m.id) c.fail("base", "a manifest cannot be its own base");
+  }
+  resolve_flags(c, j["flags"]);  // validates; the resolved form is recomputed on demand
+  m.flags = j["flags"];
+  m.lossless = c.get_bool(j["lossless"], "lossless");
+  m.config = parse_config(c, j["config"]);
+  if (j.contains("description")) m.description = c.get_string(j["description"], "description");
+  if (j.contains("parents")) {
+    const json& parents = j["parents"];
+    if (!parents.is_array()) c.fail("parents", "expected an array of ids, got " + Checker::describe(parents));
+    for (size_t i = 0; i < parents.size(); ++i) {
+      const std::string path = "parents[" + std::to_string(i) + "]";
+      std::string parent = c.get_string(parents[i], path);
+      if (!valid_id(parent)) c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+");
+      m.parents.push_back(parent);
+    }
+  }
+
+  // Cross-field rules: every speedup names its denominator, and a baseline is the plain runtime.
+  if (m.kind == "baseline") {
+    if (m.base) c.fail("base", "must be null for a baseline (it is its own denominator)");
+    if (!technique_flags_set(m).empty()) {
+      c.fail("flags", "a baseline sets no technique flags, but sets: " + join(technique_flags_set(m)));
+    }
+  } else if (!m.base) {
+    c.fail("base", "is null, but only a baseline may have no base (kind is '" + m.kind + "')");
+  }
+  if (m.kind == "patch" && m.family == "none") c.fail("family", "a patch must name its technique family");
+  return m;
+}
+
+Manifest load_manifest(const std::string& path) {
+  const std::string text = read_file(path);
+  // nlohmann keeps the last of duplicated keys silently; a manifest must not say two things at once.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  json::parser_callback_t detect_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, detect_duplicates);
+  } catch (const json::parse_error& e) {
+    throw Error(path + ": invalid JSON: " + e.what());
+  }
+  if (!duplicate.empty()) throw Error(path + ": duplicated key '" + duplicate + "'");
+  return parse_manifest(j, path);
+}
+
+json to_json(const RunConfig& c) {
+  return json{{"height", c.height}, {"width", c.width},       {"frames", c.frames}, {"fps", c.fps},
+              {"steps", c.steps},   {"guidance", c.guidance}, {"seed", c.seed},     {"flow_shift", c.flow_shift}};
+}
+
+json flags_to_json(const runtime::RuntimeOptions& o) {
+  json j = json{
+      {"dtype", o.dtype},
+      {"cpu_threads", o.cpu_threads},
+      {"attention_backend", o.attention_backend},
+      {"fused_qkv", o.fused_qkv},
+      {"cross_kv_cache", o.cross_kv_cache},
+      {"timestep_dedup", o.timestep_dedup},
+      {"cuda_graph", o.cuda_graph},
+      {"easycache",
+       {{"enabled", o.easycache.enabled},
+        {"threshold", o.easycache.threshold},
+        {"warmup_steps", o.easycache.warmup_steps},
+        {"dense_last_step", o.easycache.dense_last_step}}},
+      {"sparse",
+       {{"pattern", o.sparse.pattern},
+        {"window_frames", o.sparse.window_frames},
+        {"window_tiles", o.sparse.window_tiles},
+        {"dense_layers", o.sparse.dense_layers},
+        {"dense_steps", o.sparse.dense_steps}}},
+  };
+  // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
+  if (o.redteam.off_leak || o.redteam.write_output_early)
+    j["redteam"] = {{"off_leak", o.redteam.off_leak}, {"write_output_early", o.redteam.write_output_early}};
+  return j;
+}
+
+void set_redteam_allowed(bool allowed) { g_redteam_allowed = allowed; }
+
+json to_json(const Manifest& m) {
+  // nlohmann::json keeps object keys sorted, which is the canonical order.
+  json j{{"id", m.id},
+         {"kind", m.kind},
+         {"family", m.family},
+         {"model", m.model},
+         {"runtime", m.runtime},
+         {"base", m.base ? json(*m.base) : json(nullptr)},
+         {"flags", flags_to_json(to_runtime_options(m))},
+         {"lossless", m.lossless},
+         {"config", to_json(m.config)}};
+  if (!m.description.empty()) j["description"] = m.description;
+  if (!m.parents.empty()) j["parents"] = m.parents;
+  return j;
+}
+
+std::string manifest_hash(const Manifest& m) {
+  json j = to_json(m);
+  j.erase("id");
+  j.erase("description");
+  return sha256_hex(j.dump());
+}
+
+runtime::RuntimeOptions to_runtime_options(const Manifest& m) {
+  return resolve_flags(Checker(m.id), m.flags);
+}
+
+RunConfig official_config(const std::string& model) {
+  RunConfig c;
+  c.fps = 24;
+  c.steps = 50;
+  c.guidance = 5.0;
+  c.seed = 42;
+  c.flow_shift = 5.0;
+  if (model == "wan22-ti2v-5b") {
+    c.height = 704;
+    c.width = 1280;
+    c.frames = 121;
+  } else if (model == "wan22-tiny") {
+    c.height = 96;
+    c.width = 160;
+    c.frames = 49;
+  } else {
+    throw Error("unknown model '" + model + "'; expected one of: " + join(kModels));
+  }
+  return c;
+}
+
+std::vector<std::string> technique_flags_set(const Manifest& m) {
+  const json set = flags_to_json(to_runtime_options(m));
+  const json defaults = flags_to_json(runtime::RuntimeOptions{});
+  std::vector<std::string> names;
+  for (const auto& item : set.items()) {
+    if (item.key() == "dtype" || item.key() == "cpu_threads" || item.key() == "redteam") continue;
+    if (item.value().is_object()) {
+      for (const auto& sub : item.value().items()) {
+        if (sub.value() != defaults[item.key()][sub.key()]) names.push_back(item.key() + "." + sub.key());
+      }
+    } else if (item.value() != defaults[item.key()]) {
+      names.push_back(item.key());
+    }
+  }
+  return names;
+}
+
+Manifest with_flags_off(const Manifest& m) {
+  Manifest off = m;
+  off.id = m.id + ".off";
+  off.kind = "control";
+  off.family = "none";
+  off.base = m.base ? m.base : std::optional<std::string>(m.id);
+  off.lossless = true;
+  off.flags = json::object();
+  for (const char* kept : {"dtype", "cpu_threads", "redteam"}) {
+    if (m.flags.contains(kept)) off.flags[kept] = m.flags[kept];
+  }
+  off.description = "'" + m.id + "' with its technique flags off";
+  off.parents = {m.id};
+  return off;
+}
+
+}  // namespace autooptim::gates

@@ -1,0 +1,51 @@
+#pragma once
+// A worker holds one loaded model and runs manifests on prompts: the model is loaded once per
+// process and every trial only switches the runtime options. Each run is timed with a full device
+// synchronisation around generate() (warm-up is the caller's business), its output buffer is poisoned
+// (NaN) before the run, and the engagement trace is collected.
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+
+#include "gates/manifest.h"
+#include "gates/prompts.h"
+#include "runtime/models.h"
+
+namespace autooptim::gates {
+
+struct RunOutput {
+  at::Tensor video;  // [T, 3, H, W] float32 in [0, 1] (NaN where the run wrote nothing)
+  double seconds = 0;
+  runtime::Trace trace;
+  runtime::StageTimes times;
+  std::string error;  // non-empty when the run failed (NaN, out of memory, a technique error)
+};
+
+class Worker {
+ public:
+  // Loads the model named by the request (weights, device, dtype).
+  explicit Worker(const runtime::LoadRequest& request);
+
+  const std::string& model() const { return request_.model; }
+  const runtime::LoadRequest& request() const { return request_; }
+  runtime::WanPipeline& pipeline() { return *loaded_.pipeline; }
+  double load_seconds() const { return loaded_.load_seconds; }
+  const std::string& weights_label() const { return loaded_.weights_label; }
+  at::Device device() const { return request_.precision.device; }
+
+  // One generation of `prompt` under `m`'s flags and config, timed around the whole generate().
+  RunOutput run(const Manifest& m, const Prompt& prompt);
+
+  // Dense matmul rate in the compute dtype, measured once: the ceiling for the FLOP floor.
+  double peak_tflops();
+  // A stable identity of this binary (sha256 of the executable), for caches and the ledger.
+  static const std::string& build_id();
+
+ private:
+  runtime::LoadRequest request_;
+  runtime::LoadedModel loaded_;
+  double peak_tflops_ = 0;
+};
+
+}  // namespace autooptim::gates

@@ -1,0 +1,35 @@
+#pragma once
+// The master process of `autooptim run`: runs the baseline, spawns one executor process per family,
+// gates what they propose, composes the survivors across families, checks every tier candidate on the
+// held-out prompts, and writes the report. Resumable from its ledger.
+#include <string>
+#include <vector>
+
+#include "gates/gate.h"
+#include "runtime/models.h"
+
+namespace autooptim::orchestrator {
+
+struct RunRequest {
+  runtime::LoadRequest load;
+  std::vector<std::string> model_cli;  // the model options, forwarded to the executor processes
+  std::string out_dir;
+  std::string prompts_dir = "prompts";
+  std::string manifests_dir = "manifests";
+  std::string split = "val";
+  std::string heldout_split = "heldout16";
+  int64_t budget_trials = 40;     // gate runs at most
+  double budget_minutes = 60;     // wall-clock budget for the whole run
+  int64_t executor_trials = 8;    // trials each executor may measure
+  bool resume = false;
+  std::vector<std::string> families = {"kernel", "cache", "sparse"};
+  // Reduced configuration (0 = the baseline manifest's): for quick GPU runs; such a run can never win
+  // a tier (the official-config gate), and the report says so.
+  int64_t frames = 0, steps = 0, height = 0, width = 0;
+  gates::GateSettings gate;
+};
+
+// Returns the path of report.json.
+std::string run(const RunRequest& req);
+
+}  // namespace autooptim::orchestrator

@@ -1,0 +1,201 @@
+#include "runtime/models.h"
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+
+namespace autooptim::embedded {
+extern const unsigned char kTinyTokenizer[];
+extern const std::size_t kTinyTokenizer_size;
+}  // namespace autooptim::embedded
+
+namespace autooptim::runtime {
+namespace {
+
+// FNV-1a: a stable per-name seed (std::hash is not stable across standard libraries).
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+std::vector<std::string> known_models() { return {"wan22-tiny", "wan22-ti2v-5b"}; }
+
+const std::string& tiny_tokenizer_model() {
+  static const std::string bytes(reinterpret_cast<const char*>(embedded::kTinyTokenizer), embedded::kTinyTokenizer_size);
+  return bytes;
+}
+
+ModelConfigs ti2v_5b_configs() {
+  ModelConfigs c;
+  c.transformer = WanTransformerConfig::ti2v_5b();
+  c.vae = WanVAEConfig::ti2v_5b();
+  c.text_encoder = UMT5Config::umt5_xxl();
+  return c;
+}
+
+ModelConfigs tiny_configs() {
+  // The TI2V-5B architecture at a tiny size: 4 layers of 4 heads x 24 (rope split 8/8/8), a VAE with
+  // the same structure (16x spatial, 4x temporal) at 4 base channels and 16 latent channels, and a
+  // 2-layer UMT5 over the embedded 512-token SentencePiece vocabulary. The VAE is kept small so that,
+  // as in the real model, denoising dominates the clip's time (the techniques act there).
+  ModelConfigs c;
+  nlohmann::json t = {{"num_attention_heads", 4}, {"attention_head_dim", 24}, {"in_channels", 16},
+                      {"out_channels", 16},       {"text_dim", 64},           {"freq_dim", 64},
+                      {"ffn_dim", 256},           {"num_layers", 4},          {"patch_size", {1, 2, 2}}};
+  c.transformer = WanTransformerConfig::from_json(t);
+  std::vector<double> mean, stdv;
+  for (int i = 0; i < 16; ++i) {
+    mean.push_back(0.05 * (i % 5) - 0.1);
+    stdv.push_back(0.5 + 0.05 * (i % 7));
+  }
+  nlohmann::json v = {{"base_dim", 4},       {"decoder_base_dim", 4},  {"z_dim", 16},
+                      {"dim_mult", {1, 2, 4, 4}}, {"num_res_blocks", 1}, {"is_residual", true},
+                      {"in_channels", 12},   {"out_channels", 12},     {"patch_size", 2},
+                      {"scale_factor_spatial", 16}, {"scale_factor_temporal", 4},
+                      {"temperal_downsample", {false, true, true}},
+                      {"latents_mean", mean}, {"latents_std", stdv}};
+  c.vae = WanVAEConfig::from_json(v);
+  nlohmann::json u = {{"vocab_size", 512}, {"d_model", 64}, {"d_kv", 16}, {"d_ff", 128}, {"num_layers", 2},
+                      {"num_heads", 4}, {"relative_attention_num_buckets", 32},
+                      {"relative_attention_max_distance", 128}, {"feed_forward_proj", "gated-gelu"}};
+  c.text_encoder = UMT5Config::from_json(u);
+  return c;
+}
+
+void fill_synthetic(torch::nn::Module& m, uint64_t seed, const std::string& prefix) {
+  at::NoGradGuard no_grad;
+  for (auto& p : m.named_parameters(true)) {
+    const std::string name = prefix + p.key();
+    at::Tensor t = p.value();
+    const uint64_t s = fnv1a(name) ^ (seed * 0x9e3779b97f4a7c15ull);
+    auto gen = at::globalContext().defaultGenerator(t.device());
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_current_seed(s);
+    }
+    const bool is_norm = contains(name, "norm") || contains(name, "gamma");
+    if (contains(name, "scale_shift_table")) {
+      t.normal_(0.0, 0.05, gen);
+    } else if (contains(name, "shared.") || contains(name, "embed_tokens")) {
+      t.normal_(0.0, 1.0, gen);
+    } else if (contains(name, "relative_attention_bias")) {
+      t.normal_(0.0, 0.5, gen);
+    } else if (is_norm) {
+      t.normal_(0.0, 0.05, gen).add_(name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0 ? 0.0 : 1.0);
+    } else if (t.dim() >= 2) {
+      const double fan_in = static_cast<double>(t.numel() / t.size(0));
+      t.normal_(0.0, 1.0 / std::sqrt(fan_in), gen);
+    } else {
+      t.normal_(0.0, 0.02, gen);
+    }
+  }
+}
+
+ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
+  const fs::path dir(dir_in);
+  if (!fs::is_directory(dir)) throw CheckpointError(dir_in + ": checkpoint folder does not exist");
+  std::vector<std::string> missing;
+  for (const char* f : {"model_index.json", "transformer/config.json", "vae/config.json", "text_encoder/config.json",
+                        "tokenizer/spiece.model", "scheduler/scheduler_config.json"})
+    if (!fs::exists(dir / f)) missing.push_back(f);
+  if (!missing.empty()) {
+    std::ostringstream o;
+    o << dir_in << ": not a Wan2.2 diffusers checkpoint folder; missing:";
+    for (const auto& m : missing) o << " " << m;
+    throw CheckpointError(o.str());
+  }
+  const auto index = read_json_file((dir / "model_index.json").string());
+  const std::string cls = index.value("_class_name", "");
+  if (cls != "WanPipeline" && cls != "WanImageToVideoPipeline")
+    throw CheckpointError((dir / "model_index.json").string() + ": _class_name '" + cls + "' is not a Wan pipeline");
+  if (index.contains("transformer_2") && !index["transformer_2"].is_null() && !(index["transformer_2"].is_array() && index["transformer_2"][0].is_null()))
+    throw CheckpointError((dir / "model_index.json").string() + ": has transformer_2 (the A14B two-expert model), which is not supported");
+  ModelConfigs c;
+  auto with_file = [](const fs::path& f, const std::function<void(const nlohmann::json&)>& fn) {
+    try {
+      fn(read_json_file(f.string()));
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const Error& e) {
+      throw CheckpointError(f.string() + ": " + e.what());
+    }
+  };
+  with_file(dir / "transformer/config.json", [&](const nlohmann::json& j) { c.transformer = WanTransformerConfig::from_json(j); });
+  with_file(dir / "vae/config.json", [&](const nlohmann::json& j) { c.vae = WanVAEConfig::from_json(j); });
+  with_file(dir / "text_encoder/config.json", [&](const nlohmann::json& j) { c.text_encoder = UMT5Config::from_json(j); });
+  with_file(dir / "scheduler/scheduler_config.json", [&](const nlohmann::json& j) { c.scheduler = UniPCConfig::from_json(j); });
+  if (c.transformer.in_channels != c.vae.z_dim)
+    throw CheckpointError(dir_in + ": transformer in_channels " + std::to_string(c.transformer.in_channels) +
+                          " != vae z_dim " + std::to_string(c.vae.z_dim));
+  if (c.transformer.text_dim != c.text_encoder.d_model)
+    throw CheckpointError(dir_in + ": transformer text_dim " + std::to_string(c.transformer.text_dim) +
+                          " != text encoder d_model " + std::to_string(c.text_encoder.d_model));
+  return c;
+}
+
+LoadedModel load_model(const LoadRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedModel out;
+  out.name = req.model;
+  const Precision& p = req.precision;
+  // The VAE and the text encoder run in float32 as the reference's VAE does; the text encoder in
+  // the compute dtype on GPUs (its checkpoint is bf16).
+  Precision vae_p{at::kFloat, p.device};
+  Precision text_p{p.device.is_cuda() ? at::kBFloat16 : at::kFloat, p.device};
+  ModelConfigs c;
+  std::shared_ptr<Tokenizer> tok;
+  if (req.model == "wan22-tiny") {
+    if (!req.weights_dir.empty()) throw Error("wan22-tiny has embedded synthetic weights; --weights is not used with it");
+    c = tiny_configs();
+    tok = std::make_shared<Tokenizer>(Tokenizer::from_serialized(tiny_tokenizer_model()));
+    out.weights_label = "synthetic (embedded tiny model)";
+  } else if (req.model == "wan22-ti2v-5b") {
+    if (req.synthetic_weights == !req.weights_dir.empty())
+      throw Error("wan22-ti2v-5b needs exactly one of --weights DIR (the diffusers checkpoint) or --synthetic-weights");
+    if (req.synthetic_weights) {
+      c = ti2v_5b_configs();
+      tok = std::make_shared<Tokenizer>(Tokenizer::from_serialized(tiny_tokenizer_model()));
+      out.weights_label = "synthetic (full-size shapes, random values)";
+    } else {
+      c = read_checkpoint_configs(req.weights_dir);
+      tok = std::make_shared<Tokenizer>(Tokenizer::load((fs::path(req.weights_dir) / "tokenizer/spiece.model").string()));
+      out.weights_label = req.weights_dir;
+    }
+  } else {
+    throw Error("unknown model '" + req.model + "' (known: wan22-tiny, wan22-ti2v-5b)");
+  }
+  WanTransformer3DModel transformer(c.transformer, p);
+  AutoencoderKLWan vae(c.vae, vae_p);
+  auto text = std::make_shared<UMT5EncoderModel>(c.text_encoder, text_p);
+  if (req.model == "wan22-tiny" || req.synthetic_weights) {
+    fill_synthetic(*transformer, 1, "transformer.");
+    fill_synthetic(*vae, 1, "vae.");
+    fill_synthetic(**text, 1, "text_encoder.");
+  } else {
+    const fs::path d(req.weights_dir);
+    load_strict(*transformer, TensorSource::open((d / "transformer").string()));
+    load_strict(*vae, TensorSource::open((d / "vae").string()));
+    load_umt5(*text, TensorSource::open((d / "text_encoder").string()));
+  }
+  out.pipeline = std::make_unique<WanPipeline>(transformer, vae, text, tok, c.scheduler, p, req.options);
+  device_synchronize(p.device);
+  out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace autooptim::runtime

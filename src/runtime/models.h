@@ -1,0 +1,53 @@
+#pragma once
+// The models autooptim knows: the real Wan2.2-TI2V-5B from a diffusers checkpoint folder (or with
+// synthetic weights of the real shapes), and wan22-tiny, the same architecture at a tiny size with
+// deterministic synthetic weights made at start-up and an embedded tokenizer.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/wan_pipeline.h"
+
+namespace autooptim::runtime {
+
+struct ModelConfigs {
+  WanTransformerConfig transformer;
+  WanVAEConfig vae;
+  UMT5Config text_encoder;
+  UniPCConfig scheduler;
+};
+
+struct LoadRequest {
+  std::string model = "wan22-tiny";  // wan22-tiny | wan22-ti2v-5b
+  std::string weights_dir;           // diffusers checkpoint folder (wan22-ti2v-5b)
+  bool synthetic_weights = false;    // wan22-ti2v-5b without a checkpoint: deterministic random weights
+  Precision precision;               // device and compute dtype of the transformer
+  RuntimeOptions options;
+};
+
+struct LoadedModel {
+  std::string name;
+  std::unique_ptr<WanPipeline> pipeline;
+  double load_seconds = 0;
+  std::string weights_label;  // where the weights came from ("synthetic", a folder)
+};
+
+std::vector<std::string> known_models();
+ModelConfigs tiny_configs();
+ModelConfigs ti2v_5b_configs();
+
+// Reads and checks a diffusers checkpoint folder: model_index.json, transformer/, vae/, text_encoder/,
+// tokenizer/spiece.model, scheduler/scheduler_config.json. Every missing part is named in one error.
+ModelConfigs read_checkpoint_configs(const std::string& dir);
+
+LoadedModel load_model(const LoadRequest& req);
+
+// Fills every parameter of `m` with deterministic random values: each tensor seeded from its name, so
+// the same name gets the same values on every device and build. Weights ~ N(0, 1/fan_in) (scaled),
+// biases small, norm gains near 1.
+void fill_synthetic(torch::nn::Module& m, uint64_t seed, const std::string& prefix = "");
+
+// The embedded tokenizer of wan22-tiny (SentencePiece model bytes).
+const std::string& tiny_tokenizer_model();
+
+}  // namespace autooptim::runtime

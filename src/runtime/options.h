@@ -1,0 +1,51 @@
+#pragma once
+// The runtime's typed options: every acceleration technique is one switch here, off by default.
+// Manifests (src/gates/manifest.*) map their "flags" onto this struct; the runtime knows nothing of
+// manifests. A default-constructed RuntimeOptions is the baseline.
+#include <cstdint>
+#include <string>
+
+namespace autooptim::runtime {
+
+struct EasyCacheOptions {
+  bool enabled = false;
+  double threshold = 0.05;   // accumulated relative-change budget before a full forward (0, 1]
+  int64_t warmup_steps = 10; // first steps always computed in full
+  bool dense_last_step = true;
+};
+
+struct SparseAttentionOptions {
+  // "none" | "spatial_temporal" (heads split: within-frame and across-frames groups)
+  // | "tile_window" (3D sliding window over tiles of tokens)
+  std::string pattern = "none";
+  int64_t window_frames = 1;   // tile_window: half-width in latent frames
+  int64_t window_tiles = 1;    // tile_window: half-width in spatial tiles
+  int64_t dense_layers = 1;    // first layers kept dense
+  int64_t dense_steps = 5;     // first steps kept dense
+};
+
+// Red-team switches: deliberately dishonest behaviours that the gate harness must catch. Manifests may
+// set them only where red-team flags are explicitly allowed (the harness's own tests). They are not
+// technique flags: they stay on in the off run.
+struct RedTeamOptions {
+  bool off_leak = false;            // perturbs the output even with every technique off (off identity)
+  bool write_output_early = false;  // makes the clip outside the timed run and skips writing it then
+};
+
+struct RuntimeOptions {
+  std::string dtype = "bf16";  // "bf16" | "fp32" (GPU); the CPU always runs fp32
+  int64_t cpu_threads = 0;     // 0 = all cores; 1 = the slow control on the CPU
+  // kernel family
+  std::string attention_backend = "auto";  // auto | math | flash | efficient | cudnn (what the build has)
+  bool fused_qkv = false;         // q/k/v weights merged at load into one GEMM
+  bool cross_kv_cache = false;    // cross-attention K/V computed once per prompt, reused across steps
+  bool timestep_dedup = false;    // time embedding computed once per distinct timestep value
+  bool cuda_graph = false;        // transformer forward captured and replayed (GPU builds)
+  // cache family
+  EasyCacheOptions easycache;
+  // sparse-attention family
+  SparseAttentionOptions sparse;
+  RedTeamOptions redteam;
+};
+
+}  // namespace autooptim::runtime

@@ -1,0 +1,76 @@
+#include "runtime/techniques/sparse/video_sparse_attention.h"
+
+#include "runtime/error.h"
+#include "runtime/techniques/kernel/attention_backend.h"
+
+namespace autooptim::runtime::techniques {
+namespace {
+
+void record(const ForwardContext& fc, double attended, double total, bool sparse) {
+  if (!fc.trace) return;
+  fc.trace->add(sparse ? "sparse.attention.calls" : "sparse.attention.dense_calls");
+  fc.trace->add("sparse.attention.pairs_attended", attended);
+  fc.trace->add("sparse.attention.pairs_total", total);
+  const double t = fc.trace->get("sparse.attention.pairs_total");
+  fc.trace->set("sparse.attention.density", t > 0 ? fc.trace->get("sparse.attention.pairs_attended") / t : 1.0);
+}
+
+// Tile size along an axis of n positions for half-width w: 2w+1 when it divides n, else the whole axis.
+int64_t tile(int64_t n, int64_t w) {
+  const int64_t s = 2 * w + 1;
+  return (w > 0 && s < n && n % s == 0) ? s : n;
+}
+
+}  // namespace
+
+bool sparse_engaged(const ForwardContext* fc) {
+  if (!fc || !fc->options || fc->options->sparse.pattern == "none") return false;
+  const auto& s = fc->options->sparse;
+  return fc->layer >= s.dense_layers && fc->step >= s.dense_steps && fc->grid_f > 0;
+}
+
+void count_dense_attention(const at::Tensor& q, const ForwardContext* fc) {
+  if (!fc || !fc->options || fc->options->sparse.pattern == "none") return;
+  const double L = static_cast<double>(q.size(2));
+  record(*fc, L * L * q.size(0) * q.size(1), L * L * q.size(0) * q.size(1), false);
+}
+
+at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc) {
+  const auto& s = fc.options->sparse;
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
+  const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
+  if (F * P != L) throw Error("sparse attention: token count does not match the latent grid");
+  const double total = static_cast<double>(L) * L * B * H;
+  if (s.pattern == "spatial_temporal") {
+    const int64_t hs = H / 2, ht = H - hs;  // spatial heads first, temporal heads after
+    auto spatial = [&](const at::Tensor& x) {  // [B, hs, F*P, d] -> [B*F, hs, P, d]
+      return x.slice(1, 0, hs).reshape({B, hs, F, P, d}).permute({0, 2, 1, 3, 4}).reshape({B * F, hs, P, d});
+    };
+    auto temporal = [&](const at::Tensor& x) {  // [B, ht, F*P, d] -> [B*P, ht, F, d]
+      return x.slice(1, hs, H).reshape({B, ht, F, P, d}).permute({0, 3, 1, 2, 4}).reshape({B * P, ht, F, d});
+    };
+    const at::Tensor os = attention(spatial(q), spatial(k), spatial(v), &fc)
+                              .reshape({B, F, hs, P, d}).permute({0, 2, 1, 3, 4}).reshape({B, hs, L, d});
+    const at::Tensor ot = attention(temporal(q), temporal(k), temporal(v), &fc)
+                              .reshape({B, P, ht, F, d}).permute({0, 2, 3, 1, 4}).reshape({B, ht, L, d});
+    const double attended = static_cast<double>(B) * (hs * F * static_cast<double>(P) * P + ht * P * static_cast<double>(F) * F);
+    record(fc, attended, total, true);
+    return at::cat({os, ot}, 1);
+  }
+  if (s.pattern == "tile_window") {
+    const int64_t tf = tile(F, s.window_frames), th = tile(Hh, s.window_tiles), tw = tile(W, s.window_tiles);
+    const int64_t nf = F / tf, nh = Hh / th, nw = W / tw, n = tf * th * tw;
+    auto group = [&](const at::Tensor& x) {  // [B, H, F*Hh*W, d] -> [B*tiles, H, n, d]
+      return x.reshape({B, H, nf, tf, nh, th, nw, tw, d})
+          .permute({0, 2, 4, 6, 1, 3, 5, 7, 8})
+          .reshape({B * nf * nh * nw, H, n, d});
+    };
+    at::Tensor o = attention(group(q), group(k), group(v), &fc);
+    o = o.reshape({B, nf, nh, nw, H, tf, th, tw, d}).permute({0, 4, 1, 5, 2, 6, 3, 7, 8}).reshape({B, H, L, d});
+    record(fc, static_cast<double>(B) * H * (nf * nh * nw) * static_cast<double>(n) * n, total, true);
+    return o;
+  }
+  throw Error("sparse attention: unknown pattern '" + s.pattern + "'");
+}
+
+}  // namespace autooptim::runtime::techniques

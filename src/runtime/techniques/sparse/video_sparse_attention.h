@@ -1,0 +1,26 @@
+#pragma once
+// Sparse-attention technique: training-free patterns for the video tokens of self-attention, run
+// through dense attention on regrouped tokens (no custom kernel):
+// - spatial_temporal: half the heads attend within their frame (tokens grouped per frame), the other
+//   half across frames at the same spatial position (grouped per position), as in Sparse VideoGen's
+//   spatial and temporal heads.
+// - tile_window: tokens attend within 3D tiles of 2*window_frames+1 latent frames and, when
+//   window_tiles > 0, (2*window_tiles+1)^2 spatial positions (block-diagonal attention).
+// The first dense_layers blocks and the first dense_steps steps stay dense. Counts
+// sparse.attention.calls, .dense_calls, .pairs_attended, .pairs_total and the achieved .density.
+#include <ATen/ATen.h>
+
+#include "runtime/forward_context.h"
+
+namespace autooptim::runtime::techniques {
+
+// True when this self-attention call should use the sparse pattern.
+bool sparse_engaged(const ForwardContext* fc);
+
+// q, k, v [B, heads, L, d] with L = grid_f * grid_h * grid_w (f-major) -> [B, heads, L, d].
+at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc);
+
+// Counts a dense self-attention call (for the achieved density).
+void count_dense_attention(const at::Tensor& q, const ForwardContext* fc);
+
+}  // namespace autooptim::runtime::techniques

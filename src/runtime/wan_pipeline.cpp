@@ -1,0 +1,181 @@
+#include "runtime/wan_pipeline.h"
+
+#include <chrono>
+
+#include "runtime/error.h"
+#include "runtime/forward_context.h"
+#include "runtime/techniques/cache/easycache.h"
+
+namespace autooptim::runtime {
+
+void validate_params(const GenerateParams& p) {
+  if (p.height <= 0 || p.height % 32)
+    throw Error("height " + std::to_string(p.height) + " is not a positive multiple of 32 (VAE 16x times patch 2)");
+  if (p.width <= 0 || p.width % 32)
+    throw Error("width " + std::to_string(p.width) + " is not a positive multiple of 32 (VAE 16x times patch 2)");
+  if (p.frames < 1 || (p.frames - 1) % 4)
+    throw Error("frames " + std::to_string(p.frames) + " is not of the form 4k+1 (1, 5, 9, ..., 121)");
+  if (p.steps < 1 || p.steps > 1000) throw Error("steps must be between 1 and 1000, got " + std::to_string(p.steps));
+  if (!(p.guidance >= 0.0) || p.guidance > 50.0) throw Error("guidance must be between 0 and 50");
+  if (p.seed < 0) throw Error("seed must be non-negative");
+  if (!(p.fps > 0.0)) throw Error("fps must be positive");
+}
+
+WanPipeline::WanPipeline(WanTransformer3DModel transformer, AutoencoderKLWan vae,
+                         std::shared_ptr<UMT5EncoderModel> text_encoder, std::shared_ptr<Tokenizer> tokenizer,
+                         UniPCConfig scheduler, Precision precision, RuntimeOptions options)
+    : transformer_(std::move(transformer)),
+      vae_(std::move(vae)),
+      text_encoder_(std::move(text_encoder)),
+      tokenizer_(std::move(tokenizer)),
+      scheduler_config_(std::move(scheduler)),
+      precision_(precision),
+      options_(std::move(options)) {}
+
+at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step, const StepCallback& on_step,
+                                Trace* trace, StageTimes* times) {
+  at::InferenceMode guard;
+  const auto dev = precision_.device;
+  const auto dt = precision_.compute;
+  UniPCScheduler sched(scheduler_config_);
+  sched.set_timesteps(in.steps);
+  at::Tensor latents = in.latents.to(dev, at::kFloat);  // [B, z, T', h, w]
+  const int64_t B = latents.size(0);
+  const auto& pc = transformer_->config().patch_size;
+  const bool cfg = in.negative_embeds.defined() && in.guidance > 1.0;  // as diffusers: CFG only above 1
+  const at::Tensor pos = in.prompt_embeds.to(dev, dt);
+  const at::Tensor neg = cfg ? in.negative_embeds.to(dev, dt) : at::Tensor();
+
+  // TI2V: mask 0 on latent frame 0 (the image), 1 elsewhere; a token's timestep is mask * t.
+  at::Tensor mask = at::ones({1, 1, latents.size(2), latents.size(3), latents.size(4)}, latents.options());
+  at::Tensor condition;
+  if (in.condition.defined()) {
+    condition = in.condition.to(dev, at::kFloat);
+    mask.select(2, 0).zero_();
+  }
+  // [T'/pt, h/ph, w/pw] -> [L]
+  const at::Tensor token_mask = mask[0][0]
+                                    .slice(0, 0, c10::nullopt, pc[0])
+                                    .slice(1, 0, c10::nullopt, pc[1])
+                                    .slice(2, 0, c10::nullopt, pc[2])
+                                    .reshape({-1});
+  // Per-generation technique state: nothing here survives into the next generation.
+  CrossKVCache cross_kv;
+  ForwardContext fc;
+  fc.options = &options_;
+  fc.trace = trace;
+  fc.cross_kv = &cross_kv;
+  fc.steps = in.steps;
+  std::unique_ptr<techniques::EasyCache> easycache;
+  if (options_.easycache.enabled) easycache = std::make_unique<techniques::EasyCache>(options_.easycache, in.steps, trace);
+  auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
+                      const at::Tensor& embeds) {
+    auto full = [&] {
+      if (trace) trace->add("transformer.forwards");
+      return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
+    };
+    return easycache ? easycache->forward(step, branch, model_in, full) : full();
+  };
+  for (int64_t i = 0; i < in.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fc.step = i;
+    const double t = static_cast<double>(sched.timesteps()[static_cast<size_t>(i)]);
+    at::Tensor model_in = condition.defined() ? (1 - mask) * condition + mask * latents : latents;
+    model_in = model_in.to(dt);
+    const at::Tensor timestep = (token_mask * t).unsqueeze(0).expand({B, -1});  // [B, L] float32
+    at::Tensor v = velocity(i, 0, model_in, timestep, pos);
+    if (cfg) {
+      const at::Tensor vu = velocity(i, 1, model_in, timestep, neg);
+      v = vu + in.guidance * (v - vu);  // in float32
+    }
+    latents = sched.step(v, latents);
+    if (!at::isfinite(latents).all().item<bool>())
+      throw NumericError("denoising step " + std::to_string(i) + " produced NaN or Inf latents");
+    if (per_step) per_step->push_back(latents.to(at::kCPU));
+    const double secs = synced_seconds_since(t0, dev);
+    if (times) times->step_seconds.push_back(secs);
+    if (on_step) on_step(i, in.steps, secs);
+  }
+  if (condition.defined()) latents = (1 - mask) * condition + mask * latents;
+  return latents;
+}
+
+at::Tensor WanPipeline::decode(const at::Tensor& latents) {
+  at::InferenceMode guard;
+  const at::Tensor z = vae_->denormalize(latents.to(precision_.device, at::kFloat));
+  at::Tensor video = vae_->decode(z);  // [B, 3, T, H, W] in [-1, 1]
+  video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);
+  if (!at::isfinite(video).all().item<bool>()) throw NumericError("VAE decode produced NaN or Inf pixels");
+  return video;
+}
+
+at::Tensor WanPipeline::encode_image(const at::Tensor& image) {
+  at::InferenceMode guard;
+  const at::Tensor x = (image.to(precision_.device, at::kFloat) * 2 - 1).unsqueeze(2);  // [B, 3, 1, H, W]
+  const auto [mu, logvar] = vae_->encode(x);
+  return vae_->normalize(mu.to(at::kFloat));
+}
+
+at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts) {
+  if (!text_encoder_ || !tokenizer_) throw Error("this pipeline has no text encoder");
+  at::InferenceMode guard;
+  return encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute);
+}
+
+GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback& on_step, at::Tensor* out_video) {
+  validate_params(p);
+  at::InferenceMode guard;
+  GenerateResult r;
+  const std::string early_key = p.prompt + "\x1f" + std::to_string(p.seed);
+  if (options_.redteam.write_output_early && early_.count(early_key)) {
+    // The cheat: the clip was made (and written) before this run; return at once without writing.
+    r.video = early_.at(early_key);
+    r.latents = at::zeros({1});
+    return r;
+  }
+  const auto dev = precision_.device;
+  const auto& vc = vae_->config();
+  const int64_t sf = vc.scale_factor_spatial, tf = vc.scale_factor_temporal;
+
+  auto t0 = std::chrono::steady_clock::now();
+  DenoiseInputs in;
+  in.prompt_embeds = encode_text({p.prompt});
+  if (p.guidance > 1.0) in.negative_embeds = encode_text({p.negative_prompt});
+  r.times.text_encoding = synced_seconds_since(t0, dev);
+
+  if (p.image) {
+    t0 = std::chrono::steady_clock::now();
+    at::Tensor img = p.image->to(at::kFloat);
+    if (img.dim() != 3 || img.size(0) != 3) throw Error("image must be [3, H, W]");
+    if (img.size(1) != p.height || img.size(2) != p.width)
+      img = at::upsample_bicubic2d(img.unsqueeze(0), {p.height, p.width}, false).squeeze(0).clamp(0, 1);
+    in.condition = encode_image(img.unsqueeze(0));
+    r.times.image_encoding = synced_seconds_since(t0, dev);
+  }
+
+  // Initial noise from a CPU generator so a seed gives the same clip on every device.
+  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(p.seed));
+  const int64_t T = (p.frames - 1) / tf + 1;
+  in.latents = at::randn({1, vc.z_dim, T, p.height / sf, p.width / sf}, gen, at::kFloat);
+  in.steps = p.steps;
+  in.guidance = p.guidance;
+
+  t0 = std::chrono::steady_clock::now();
+  r.latents = denoise(in, nullptr, on_step, &r.trace, &r.times);
+  r.times.denoising = synced_seconds_since(t0, dev);
+
+  t0 = std::chrono::steady_clock::now();
+  r.video = decode(r.latents)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
+  if (options_.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
+  r.times.decoding = synced_seconds_since(t0, dev);
+  if (out_video) {
+    if (out_video->sizes() != r.video.sizes())
+      throw Error("output buffer has the wrong shape for this clip");
+    out_video->copy_(r.video);
+    r.video = *out_video;
+  }
+  if (options_.redteam.write_output_early) early_[early_key] = r.video.clone();
+  return r;
+}
+
+}  // namespace autooptim::runtime

@@ -1,0 +1,108 @@
+#pragma once
+// The Wan2.2-TI2V-5B pipelines: text-to-video and image-to-video in TI2V mode (diffusers' WanPipeline
+// and WanImageToVideoPipeline with expand_timesteps=True), classifier-free guidance, UniPC.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/options.h"
+#include "runtime/trace.h"
+#include "runtime/umt5.h"
+#include "runtime/unipc_scheduler.h"
+#include "runtime/wan_transformer.h"
+#include "runtime/wan_vae.h"
+
+namespace autooptim::runtime {
+
+struct GenerateParams {
+  std::string prompt;
+  std::string negative_prompt;  // diffusers' default is empty
+  std::optional<at::Tensor> image;  // [3, H, W] float in [0, 1], any size: resized to height x width
+  int64_t height = 704;
+  int64_t width = 1280;
+  int64_t frames = 121;
+  int64_t steps = 50;
+  double guidance = 5.0;
+  int64_t seed = 42;
+  double fps = 24.0;
+};
+
+// Checks sizes: height and width multiples of 32 (16x VAE, 2x patch), frames 4k+1, steps >= 1.
+void validate_params(const GenerateParams& p);
+
+struct StageTimes {
+  double text_encoding = 0;  // seconds, synchronised
+  double image_encoding = 0;
+  double denoising = 0;
+  double decoding = 0;
+  std::vector<double> step_seconds;
+  double total() const { return text_encoding + image_encoding + denoising + decoding; }
+};
+
+struct GenerateResult {
+  at::Tensor video;    // [T, 3, H, W] float32 in [0, 1], CPU
+  at::Tensor latents;  // [1, z_dim, T', h, w] float32, final (after re-imposing the image latent)
+  StageTimes times;
+  Trace trace;
+};
+
+// Called after each denoising step with (step index, steps, seconds of that step).
+using StepCallback = std::function<void(int64_t, int64_t, double)>;
+
+struct DenoiseInputs {
+  at::Tensor latents;         // [B, z, T', h, w] float32 initial noise
+  at::Tensor prompt_embeds;   // [B, S, text_dim]
+  at::Tensor negative_embeds; // [B, S, text_dim] or undefined (no CFG)
+  at::Tensor condition;       // [B, z, 1, h, w] normalised image latent (I2V) or undefined (T2V)
+  int64_t steps = 50;
+  double guidance = 5.0;
+};
+
+class WanPipeline {
+ public:
+  WanPipeline(WanTransformer3DModel transformer, AutoencoderKLWan vae, std::shared_ptr<UMT5EncoderModel> text_encoder,
+              std::shared_ptr<Tokenizer> tokenizer, UniPCConfig scheduler, Precision precision,
+              RuntimeOptions options = {});
+
+  // The denoising loop alone. per_step (optional) gets the scheduler's latents after each step (before
+  // the final re-imposition of the image latent). Returns the final latents (re-imposed for I2V).
+  at::Tensor denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step = nullptr,
+                     const StepCallback& on_step = {}, Trace* trace = nullptr, StageTimes* times = nullptr);
+
+  // Raw latents -> video [B, 3, T, H, W] in [0, 1] (un-normalises with latents_mean/std first).
+  at::Tensor decode(const at::Tensor& latents);
+  // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
+  at::Tensor encode_image(const at::Tensor& image);
+  // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed).
+  at::Tensor encode_text(const std::vector<std::string>& prompts);
+
+  // out_video (optional): a [T, 3, H, W] float32 CPU buffer the clip is written into (the gate
+  // harness poisons it with NaN first, so a run that does not write its output is caught).
+  GenerateResult generate(const GenerateParams& p, const StepCallback& on_step = {}, at::Tensor* out_video = nullptr);
+
+  WanTransformer3DModel& transformer() { return transformer_; }
+  AutoencoderKLWan& vae() { return vae_; }
+  const Precision& precision() const { return precision_; }
+  const RuntimeOptions& options() const { return options_; }
+  void set_options(const RuntimeOptions& o) { options_ = o; }
+  int64_t max_text_length = 512;
+
+ private:
+  WanTransformer3DModel transformer_;
+  AutoencoderKLWan vae_;
+  std::shared_ptr<UMT5EncoderModel> text_encoder_;
+  std::shared_ptr<Tokenizer> tokenizer_;
+  UniPCConfig scheduler_config_;
+  Precision precision_;
+  RuntimeOptions options_;
+  // Red-team only: clips made ahead of the timed run, by prompt and seed.
+  std::map<std::string, at::Tensor> early_;
+};
+
+}  // namespace autooptim::runtime

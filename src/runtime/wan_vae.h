@@ -1,0 +1,213 @@
+#pragma once
+// AutoencoderKLWan (diffusers) with the Wan2.2 structure: residual down/up blocks, patch size 2, 16x
+// spatial and 4x temporal compression. Registered module names are the checkpoint keys
+// (encoder.down_blocks.0.resnets.0.conv1.weight, ...). The causal 3D convolutions run chunk by chunk
+// with a per-conv cache of the last two input frames, as the reference does: decode one latent frame
+// per chunk, encode frame chunks [0], [1..4], [5..8], ... See ../shared/docs/wan22-spec.md section 2.
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/nn.h"
+#include "runtime/wan_transformer.h"  // Precision, Intermediates
+
+namespace autooptim::runtime {
+
+struct WanVAEConfig {
+  int64_t base_dim = 160;
+  int64_t decoder_base_dim = 256;
+  int64_t z_dim = 48;
+  std::vector<int64_t> dim_mult{1, 2, 4, 4};
+  int64_t num_res_blocks = 2;
+  std::vector<double> attn_scales;
+  std::vector<bool> temperal_downsample{false, true, true};  // the checkpoint's spelling
+  bool is_residual = true;
+  int64_t in_channels = 12;   // channels into encoder.conv_in: 3 colours x patch_size^2
+  int64_t out_channels = 12;  // channels out of decoder.conv_out
+  int64_t patch_size = 2;     // 1 = no patchify (a null patch_size in the json)
+  int64_t scale_factor_spatial = 16;
+  int64_t scale_factor_temporal = 4;
+  std::vector<double> latents_mean;  // [z_dim]
+  std::vector<double> latents_std;   // [z_dim]
+
+  // Pixel channels of a video: in_channels / patch_size^2.
+  int64_t video_channels() const { return in_channels / (patch_size * patch_size); }
+  // Reads a diffusers vae/config.json object; missing keys keep the TI2V-5B values. Errors name the key;
+  // settings this implementation does not run (is_residual false, attention scales, ...) are errors.
+  static WanVAEConfig from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  static WanVAEConfig ti2v_5b();
+};
+
+// Per-conv caches of one encode or decode: slot i belongs to the i-th cached conv in call order, and
+// holds that conv's last (up to) two input frames of the previous chunk. "rep" marks an upsample3d
+// whose first chunk skipped its time_conv (the reference's "Rep" sentinel).
+struct WanCausalCache {
+  struct Slot {
+    at::Tensor frames;  // [B, C, 1 or 2, H, W] or undefined (first chunk)
+    bool rep = false;
+  };
+  std::vector<Slot> slots;
+  size_t next = 0;
+  Slot& take();
+  void begin_chunk() { next = 0; }
+};
+
+// Conv3d whose temporal padding is 2*pad_t zero frames at the front only, replaced by cached frames.
+class WanCausalConv3dImpl : public torch::nn::Module {
+ public:
+  WanCausalConv3dImpl(int64_t in, int64_t out, std::vector<int64_t> kernel, std::vector<int64_t> padding,
+                      std::vector<int64_t> stride, const at::TensorOptions& opts);
+  // x [B, Cin, T, H, W]; cache [B, Cin, n<=2, H, W] or undefined -> [B, Cout, T', H, W].
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cache = {}) const;
+  // The cached form: takes the next slot of `cache`, uses its frames as front context and keeps the
+  // last two frames of x (with the slot's last frame ahead of a single-frame x) for the next chunk.
+  at::Tensor forward_cached(const at::Tensor& x, WanCausalCache& cache) const;
+  at::Tensor weight, bias;
+  int64_t front_pad;
+  std::vector<int64_t> stride, spatial_pad;
+};
+TORCH_MODULE(WanCausalConv3d);
+
+// L2 normalisation over channels times sqrt(C) times gamma, statistics in float32.
+class WanRMSNormImpl : public torch::nn::Module {
+ public:
+  // images: gamma [C, 1, 1] (attention, per frame) instead of [C, 1, 1, 1].
+  WanRMSNormImpl(int64_t dim, bool images, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x) const;  // x [B, C, ...]
+  at::Tensor gamma;
+};
+TORCH_MODULE(WanRMSNorm);
+
+class WanResidualBlockImpl : public torch::nn::Module {
+ public:
+  WanResidualBlockImpl(int64_t in, int64_t out, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
+  WanRMSNorm norm1{nullptr}, norm2{nullptr};
+  WanCausalConv3d conv1{nullptr}, conv2{nullptr}, conv_shortcut{nullptr};
+};
+TORCH_MODULE(WanResidualBlock);
+
+// Single-head self-attention over the H*W positions of each frame.
+class WanAttentionBlockImpl : public torch::nn::Module {
+ public:
+  WanAttentionBlockImpl(int64_t dim, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x) const;  // [B, C, T, H, W] -> same
+  WanRMSNorm norm{nullptr};
+  Conv2d to_qkv{nullptr}, proj{nullptr};
+};
+TORCH_MODULE(WanAttentionBlock);
+
+class WanMidBlockImpl : public torch::nn::Module {
+ public:
+  WanMidBlockImpl(int64_t dim, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
+  std::vector<WanResidualBlock> resnets;  // 2
+  WanAttentionBlock attention{nullptr};
+};
+TORCH_MODULE(WanMidBlock);
+
+// Spatial 2x resampling per frame (resample.1 is the Conv2d), with a causal temporal conv for the
+// 3D modes: upsample3d doubles the frames, downsample3d halves them.
+class WanResampleImpl : public torch::nn::Module {
+ public:
+  enum class Mode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };
+  WanResampleImpl(int64_t dim, Mode mode, const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
+  Mode mode;
+  Conv2d resample{nullptr};
+  WanCausalConv3d time_conv{nullptr};  // upsample3d: dim -> 2*dim, (3,1,1); downsample3d: stride 2
+};
+TORCH_MODULE(WanResample);
+
+class WanResidualDownBlockImpl : public torch::nn::Module {
+ public:
+  WanResidualDownBlockImpl(int64_t in, int64_t out, int64_t num_res_blocks, bool temporal, bool down,
+                           const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
+  std::vector<WanResidualBlock> resnets;
+  WanResample downsampler{nullptr};
+  int64_t in_dim, out_dim, factor_t, factor_s;  // AvgDown3D shortcut
+};
+TORCH_MODULE(WanResidualDownBlock);
+
+class WanResidualUpBlockImpl : public torch::nn::Module {
+ public:
+  WanResidualUpBlockImpl(int64_t in, int64_t out, int64_t num_res_blocks, bool temporal, bool up,
+                         const at::TensorOptions& opts);
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache, bool first_chunk) const;
+  std::vector<WanResidualBlock> resnets;
+  WanResample upsampler{nullptr};
+  bool up;
+  int64_t in_dim, out_dim, factor_t;  // DupUp3D shortcut (spatial factor 2)
+};
+TORCH_MODULE(WanResidualUpBlock);
+
+class WanEncoder3dImpl : public torch::nn::Module {
+ public:
+  WanEncoder3dImpl(const WanVAEConfig& c, const at::TensorOptions& opts);
+  // One chunk: x [B, in_channels, t, H, W] -> [B, 2*z_dim, t', H/2^n, W/2^n].
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
+  WanCausalConv3d conv_in{nullptr}, conv_out{nullptr};
+  std::vector<WanResidualDownBlock> down_blocks;
+  WanMidBlock mid_block{nullptr};
+  WanRMSNorm norm_out{nullptr};
+};
+TORCH_MODULE(WanEncoder3d);
+
+class WanDecoder3dImpl : public torch::nn::Module {
+ public:
+  WanDecoder3dImpl(const WanVAEConfig& c, const at::TensorOptions& opts);
+  // One latent frame: x [B, z_dim, 1, h, w] -> [B, out_channels, 1 (first chunk) or 4, h*2^n, w*2^n].
+  // record(name, tensor) receives the module outputs named as the golden intermediates.
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache, bool first_chunk,
+                     const std::function<void(const std::string&, const at::Tensor&)>& record) const;
+  WanCausalConv3d conv_in{nullptr}, conv_out{nullptr};
+  WanMidBlock mid_block{nullptr};
+  std::vector<WanResidualUpBlock> up_blocks;
+  WanRMSNorm norm_out{nullptr};
+};
+TORCH_MODULE(WanDecoder3d);
+
+class AutoencoderKLWanImpl : public torch::nn::Module {
+ public:
+  AutoencoderKLWanImpl(const WanVAEConfig& c, const Precision& p = {});
+
+  // z [B, z_dim, T, h, w] raw latents (already un-normalised) -> video [B, 3, 1+4(T-1), 16h, 16w] in
+  // the compute dtype, clamped to [-1, 1]. inter receives post_quant_conv and decoder.* outputs, each
+  // concatenated over chunks along time.
+  at::Tensor decode(const at::Tensor& z, Intermediates* inter = nullptr);
+  // Same, streaming: sink gets each latent frame's pixel frames [B, 3, n, H, W] (n = 1 for the first
+  // latent frame, then 4), so only one chunk's activations and the caches are alive at a time.
+  void decode_streaming(const at::Tensor& z, const std::function<void(const at::Tensor&)>& sink);
+  // video [B, 3, T, H, W] in [-1, 1], T = 1 + 4k, H and W multiples of the spatial factor ->
+  // {mean, logvar (clamped to [-30, 20])}, each [B, z_dim, 1+k, H/16, W/16].
+  std::pair<at::Tensor, at::Tensor> encode(const at::Tensor& video);
+  at::Tensor normalize(const at::Tensor& mu) const;   // (mu - latents_mean) / latents_std per channel
+  at::Tensor denormalize(const at::Tensor& z) const;  // z * latents_std + latents_mean
+
+  const WanVAEConfig& config() const { return config_; }
+  const Precision& precision() const { return precision_; }
+
+  WanEncoder3d encoder{nullptr};
+  WanDecoder3d decoder{nullptr};
+  WanCausalConv3d quant_conv{nullptr}, post_quant_conv{nullptr};
+
+ private:
+  void decode_chunks(const at::Tensor& z, Intermediates* inter, const std::function<void(const at::Tensor&)>& sink);
+  WanVAEConfig config_;
+  Precision precision_;
+};
+TORCH_MODULE(AutoencoderKLWan);
+
+// Channel order of the reference's patchify: channel c*p*p + pw*p + ph holds pixel (p*h+ph, p*w+pw).
+at::Tensor wan_vae_patchify(const at::Tensor& x, int64_t p);    // [B, C, T, H, W] -> [B, C*p*p, T, H/p, W/p]
+at::Tensor wan_vae_unpatchify(const at::Tensor& x, int64_t p);  // inverse
+
+}  // namespace autooptim::runtime

@@ -1,0 +1,332 @@
+// Manifests: strict parsing with errors naming file and key, the resolved canonical form, the
+// content hash, the mapping onto RuntimeOptions, and every shipped manifest file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "gates/manifest.h"
+#include "runtime/error.h"
+#include "test_util.h"
+
+namespace autooptim::gates {
+namespace {
+
+using nlohmann::json;
+
+json valid_patch() {
+  return json::parse(R"({
+    "id": "wan22-tiny/cache/ec-0.1",
+    "kind": "patch",
+    "family": "cache",
+    "model": "wan22-tiny",
+    "runtime": "autooptim/1",
+    "base": "wan22-tiny/baseline",
+    "flags": {"easycache": {"enabled": true, "threshold": 0.1}},
+    "lossless": false,
+    "config": {"height": 96, "width": 160, "frames": 49, "fps": 24, "steps": 50,
+               "guidance": 5.0, "seed": 42, "flow_shift": 5.0},
+    "description": "EasyCache at 0.1"
+  })");
+}
+
+// The message of the Error that parsing `j` raises ("" when it parses).
+std::string parse_error(const json& j, const std::string& label = "manifests/x.json") {
+  try {
+    parse_manifest(j, label);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "expected '" << part << "' in '" << text << "'";
+}
+
+std::string mutated_error(const std::function<void(json&)>& mutate) {
+  json j = valid_patch();
+  mutate(j);
+  return parse_error(j);
+}
+
+TEST(Manifest, ParsesAValidPatch) {
+  const Manifest m = parse_manifest(valid_patch(), "x");
+  EXPECT_EQ(m.id, "wan22-tiny/cache/ec-0.1");
+  EXPECT_EQ(m.kind, "patch");
+  EXPECT_EQ(m.family, "cache");
+  ASSERT_TRUE(m.base.has_value());
+  EXPECT_EQ(*m.base, "wan22-tiny/baseline");
+  EXPECT_FALSE(m.lossless);
+  EXPECT_EQ(m.config, official_config("wan22-tiny"));
+  EXPECT_EQ(m.description, "EasyCache at 0.1");
+  EXPECT_TRUE(m.parents.empty());
+}
+
+TEST(Manifest, ErrorsNameFileAndKeyPath) {
+  EXPECT_EQ(mutated_error([](json& j) { j["flags"]["easycache"]["threshold"] = 1.7; }),
+            "manifests/x.json: flags.easycache.threshold: 1.7 is out of range (0, 1]");
+  EXPECT_EQ(mutated_error([](json& j) { j["config"]["frames"] = 40; }),
+            "manifests/x.json: config.frames: 40 is not 4k+1");
+  EXPECT_EQ(mutated_error([](json& j) { j["config"]["height"] = 700; }),
+            "manifests/x.json: config.height: 700 is not a multiple of 32");
+  expect_contains(mutated_error([](json& j) { j["flgs"] = json::object(); }), "manifests/x.json: unknown key 'flgs'");
+  expect_contains(mutated_error([](json& j) { j["flags"]["fuse_qkv"] = true; }),
+                  "manifests/x.json: flags: unknown flag 'fuse_qkv' (did you mean 'fused_qkv'?)");
+  expect_contains(mutated_error([](json& j) { j["flags"]["easycache"]["thresh"] = 0.1; }),
+                  "manifests/x.json: flags.easycache: unknown key 'thresh'");
+  expect_contains(mutated_error([](json& j) { j["config"]["cfg"] = 1; }), "manifests/x.json: config: unknown key 'cfg'");
+}
+
+TEST(Manifest, RejectsWrongTypesAndRanges) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j.erase("config"); }, "missing key 'config'"},
+      {[](json& j) { j["config"].erase("seed"); }, "config: missing key 'seed'"},
+      {[](json& j) { j["id"] = "Bad Id"; }, "id: 'Bad Id' must match"},
+      {[](json& j) { j["id"] = 7; }, "id: expected a string"},
+      {[](json& j) { j["kind"] = "candidate"; }, "kind: 'candidate' is not one of"},
+      {[](json& j) { j["family"] = "quant"; }, "family: 'quant' is not one of"},
+      {[](json& j) { j["model"] = "wan21"; }, "model: 'wan21' is not one of"},
+      {[](json& j) { j["runtime"] = ""; }, "runtime: must not be empty"},
+      {[](json& j) { j["lossless"] = "yes"; }, "lossless: expected true or false"},
+      {[](json& j) { j["flags"] = json::array(); }, "flags: expected an object"},
+      {[](json& j) { j["flags"]["dtype"] = "fp16"; }, "flags.dtype: 'fp16' is not one of"},
+      {[](json& j) { j["flags"]["cpu_threads"] = 300; }, "flags.cpu_threads: 300 is out of range [0, 256]"},
+      {[](json& j) { j["flags"]["cpu_threads"] = -1; }, "flags.cpu_threads: -1 is out of range"},
+      {[](json& j) { j["flags"]["attention_backend"] = "sdpa"; }, "flags.attention_backend: 'sdpa' is not one of"},
+      {[](json& j) { j["flags"]["cuda_graph"] = 1; }, "flags.cuda_graph: expected true or false"},
+      {[](json& j) { j["flags"]["easycache"] = true; }, "flags.easycache: expected an object"},
+      {[](json& j) { j["flags"]["easycache"]["threshold"] = 0; }, "flags.easycache.threshold: 0 is out of range (0, 1]"},
+      {[](json& j) { j["flags"]["easycache"]["warmup_steps"] = 0; }, "flags.easycache.warmup_steps: 0 is out of range"},
+      {[](json& j) { j["flags"]["easycache"]["warmup_steps"] = 2.5; }, "flags.easycache.warmup_steps: expected an integer"},
+      {[](json& j) { j["flags"]["sparse"] = {{"pattern", "radial"}}; }, "flags.sparse.pattern: 'radial' is not one of"},
+      {[](json& j) { j["flags"]["sparse"] = {{"window_frames", -1}}; }, "flags.sparse.window_frames: -1 is out of range"},
+      {[](json& j) { j["flags"]["sparse"] = {{"dense_steps", "5"}}; }, "flags.sparse.dense_steps: expected an integer"},
+      {[](json& j) { j["config"]["frames"] = 121.0; }, "config.frames: expected an integer"},
+      {[](json& j) { j["config"]["width"] = 0; }, "config.width: 0 is out of range"},
+      {[](json& j) { j["config"]["steps"] = 0; }, "config.steps: 0 is out of range [1, 1000]"},
+      {[](json& j) { j["config"]["steps"] = 1001; }, "config.steps: 1001 is out of range [1, 1000]"},
+      {[](json& j) { j["config"]["steps"] = "50"; }, "config.steps: expected an integer, got string \"50\""},
+      {[](json& j) { j["config"]["guidance"] = -1; }, "config.guidance: -1 is out of range [0, 50]"},
+      {[](json& j) { j["config"]["guidance"] = 51; }, "config.guidance: 51 is out of range [0, 50]"},
+      {[](json& j) { j["config"]["seed"] = -3; }, "config.seed: -3 is out of range"},
+      {[](json& j) { j["config"]["fps"] = 0; }, "config.fps: 0 must be > 0"},
+      {[](json& j) { j["config"]["flow_shift"] = -5.0; }, "config.flow_shift: -5.0 must be > 0"},
+      {[](json& j) { j["description"] = 3; }, "description: expected a string"},
+      {[](json& j) { j["parents"] = "a"; }, "parents: expected an array"},
+      {[](json& j) { j["parents"] = json::array({"ok", "Not OK"}); }, "parents[1]: 'Not OK' must match"},
+      {[](json& j) { j["base"] = nullptr; }, "base: is null, but only a baseline may have no base"},
+      {[](json& j) { j["base"] = j["id"]; }, "base: a manifest cannot be its own base"},
+      {[](json& j) { j["family"] = "none"; }, "family: a patch must name its technique family"},
+      {[](json& j) { j["kind"] = "baseline"; }, "base: must be null for a baseline"},
+      {[](json& j) {
+         j["kind"] = "baseline";
+         j["base"] = nullptr;
+       },
+       "flags: a baseline sets no technique flags, but sets: easycache.enabled, easycache.threshold"},
+  };
+  for (const auto& [mutate, expected] : cases) {
+    const std::string message = mutated_error(mutate);
+    expect_contains(message, expected);
+    EXPECT_EQ(message.rfind("manifests/x.json: ", 0), 0u) << message;
+  }
+  EXPECT_EQ(parse_error(json::array()), "manifests/x.json: expected an object, got array []");
+  EXPECT_EQ(parse_error(json{{"kind", "baseline"}}, ""), "missing key 'id'");
+}
+
+TEST(Manifest, LoadNamesTheFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("m.json");
+  json j = valid_patch();
+  j["flags"]["easycache"]["threshold"] = 1.7;
+  test::write_bytes(path, j.dump(2));
+  try {
+    load_manifest(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": flags.easycache.threshold: 1.7 is out of range (0, 1]");
+  }
+
+  test::write_bytes(path, "{\"id\": ");
+  EXPECT_THROW(load_manifest(path), Error);
+  EXPECT_THROW(load_manifest(dir.file("missing.json")), Error);
+
+  // The last of two duplicated keys would win silently; refuse instead.
+  std::string text = valid_patch().dump(2);
+  text.insert(text.find("\"threshold\""), "\"threshold\": 0.9, ");
+  test::write_bytes(path, text);
+  try {
+    load_manifest(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": duplicated key 'threshold'");
+  }
+}
+
+TEST(Manifest, ResolvedJsonHasEveryFlagAndRoundTrips) {
+  const Manifest m = parse_manifest(valid_patch(), "x");
+  const json j = to_json(m);
+  const json& flags = j["flags"];
+  for (const char* name : {"dtype", "cpu_threads", "attention_backend", "fused_qkv", "cross_kv_cache",
+                           "timestep_dedup", "cuda_graph", "easycache", "sparse"}) {
+    EXPECT_TRUE(flags.contains(name)) << name;
+  }
+  EXPECT_EQ(flags["easycache"], (json{{"enabled", true}, {"threshold", 0.1}, {"warmup_steps", 10},
+                                     {"dense_last_step", true}}));
+  EXPECT_EQ(flags["sparse"]["pattern"], "none");
+  EXPECT_EQ(flags["dtype"], "bf16");
+  EXPECT_EQ(j["base"], "wan22-tiny/baseline");
+  EXPECT_EQ(j["description"], "EasyCache at 0.1");
+
+  const Manifest again = parse_manifest(j, "resolved");
+  EXPECT_EQ(to_json(again), j);
+  EXPECT_EQ(manifest_hash(again), manifest_hash(m));
+}
+
+TEST(Manifest, HashIgnoresCosmeticsOnly) {
+  const Manifest m = parse_manifest(valid_patch(), "x");
+  const std::string h = manifest_hash(m);
+  EXPECT_EQ(h.size(), 64u);
+
+  json cosmetic = valid_patch();
+  cosmetic["id"] = "another/name";
+  cosmetic["description"] = "reworded";
+  cosmetic["config"]["guidance"] = 5;             // 5 vs 5.0
+  cosmetic["flags"]["fused_qkv"] = false;         // a default written out
+  cosmetic["flags"]["easycache"]["warmup_steps"] = 10;
+  cosmetic["flags"]["dtype"] = "bf16";
+  cosmetic.erase("description");
+  EXPECT_EQ(manifest_hash(parse_manifest(cosmetic, "y")), h);
+
+  for (const auto& change : std::vector<std::function<void(json&)>>{
+           [](json& j) { j["flags"]["easycache"]["threshold"] = 0.11; },
+           [](json& j) { j["flags"]["cuda_graph"] = true; },
+           [](json& j) { j["config"]["seed"] = 43; },
+           [](json& j) { j["config"]["steps"] = 40; },
+           [](json& j) { j["base"] = "wan22-tiny/other"; },
+           [](json& j) { j["lossless"] = true; },
+       }) {
+    json j = valid_patch();
+    change(j);
+    EXPECT_NE(manifest_hash(parse_manifest(j, "z")), h) << j.dump();
+  }
+}
+
+TEST(Manifest, MapsFlagsOntoRuntimeOptions) {
+  const runtime::RuntimeOptions defaults = to_runtime_options(parse_manifest(valid_patch(), "x"));
+  EXPECT_TRUE(defaults.easycache.enabled);
+  EXPECT_DOUBLE_EQ(defaults.easycache.threshold, 0.1);
+  EXPECT_FALSE(defaults.fused_qkv);
+
+  json j = valid_patch();
+  j["family"] = "composite";
+  j["parents"] = json::array({"a", "b"});
+  j["flags"] = json::parse(R"({
+    "dtype": "fp32", "cpu_threads": 3, "attention_backend": "flash", "fused_qkv": true,
+    "cross_kv_cache": true, "timestep_dedup": true, "cuda_graph": true,
+    "easycache": {"enabled": true, "threshold": 0.25, "warmup_steps": 4, "dense_last_step": false},
+    "sparse": {"pattern": "tile_window", "window_frames": 2, "window_tiles": 3, "dense_layers": 0, "dense_steps": 7}
+  })");
+  const Manifest m = parse_manifest(j, "x");
+  const runtime::RuntimeOptions o = to_runtime_options(m);
+  EXPECT_EQ(o.dtype, "fp32");
+  EXPECT_EQ(o.cpu_threads, 3);
+  EXPECT_EQ(o.attention_backend, "flash");
+  EXPECT_TRUE(o.fused_qkv && o.cross_kv_cache && o.timestep_dedup && o.cuda_graph);
+  EXPECT_TRUE(o.easycache.enabled);
+  EXPECT_DOUBLE_EQ(o.easycache.threshold, 0.25);
+  EXPECT_EQ(o.easycache.warmup_steps, 4);
+  EXPECT_FALSE(o.easycache.dense_last_step);
+  EXPECT_EQ(o.sparse.pattern, "tile_window");
+  EXPECT_EQ(o.sparse.window_frames, 2);
+  EXPECT_EQ(o.sparse.window_tiles, 3);
+  EXPECT_EQ(o.sparse.dense_layers, 0);
+  EXPECT_EQ(o.sparse.dense_steps, 7);
+  EXPECT_EQ(m.parents, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(flags_to_json(o), to_json(m)["flags"]);
+
+  EXPECT_EQ(technique_flags_set(m),
+            (std::vector<std::string>{"attention_backend", "cross_kv_cache", "cuda_graph", "easycache.dense_last_step",
+                                      "easycache.enabled", "easycache.threshold", "easycache.warmup_steps",
+                                      "fused_qkv", "sparse.dense_layers", "sparse.dense_steps", "sparse.pattern",
+                                      "sparse.window_frames", "sparse.window_tiles", "timestep_dedup"}));
+
+  const Manifest off = with_flags_off(m);
+  EXPECT_TRUE(technique_flags_set(off).empty());
+  const runtime::RuntimeOptions off_options = to_runtime_options(off);
+  EXPECT_EQ(off_options.dtype, "fp32");
+  EXPECT_EQ(off_options.cpu_threads, 3);
+  EXPECT_FALSE(off_options.easycache.enabled);
+  EXPECT_EQ(off_options.sparse.pattern, "none");
+  EXPECT_EQ(off.config, m.config);
+  EXPECT_EQ(off.model, m.model);
+  EXPECT_EQ(off.id, m.id + ".off");
+  EXPECT_EQ(off.kind, "control");
+  EXPECT_EQ(off.base, m.base);
+  // The off run is itself a valid manifest.
+  EXPECT_EQ(manifest_hash(parse_manifest(to_json(off), "off")), manifest_hash(off));
+}
+
+TEST(Manifest, OfficialConfigs) {
+  const RunConfig big = official_config("wan22-ti2v-5b");
+  EXPECT_EQ(big.height, 704);
+  EXPECT_EQ(big.width, 1280);
+  EXPECT_EQ(big.frames, 121);
+  EXPECT_EQ(big.fps, 24);
+  EXPECT_EQ(big.steps, 50);
+  EXPECT_EQ(big.guidance, 5.0);
+  EXPECT_EQ(big.seed, 42);
+  EXPECT_EQ(big.flow_shift, 5.0);
+  const RunConfig tiny = official_config("wan22-tiny");
+  EXPECT_EQ(tiny.height, 96);
+  EXPECT_EQ(tiny.width, 160);
+  EXPECT_EQ(tiny.frames, 49);
+  EXPECT_NE(tiny, big);
+  RunConfig other = tiny;
+  other.seed = 1;
+  EXPECT_NE(other, tiny);
+  EXPECT_THROW(official_config("sd15"), Error);
+}
+
+TEST(ShippedManifests, EveryFileValidates) {
+  const std::filesystem::path root = std::filesystem::path(AUTOOPTIM_SOURCE_DIR) / "manifests";
+  std::map<std::string, Manifest> by_id;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().string());
+    Manifest m;
+    ASSERT_NO_THROW(m = load_manifest(entry.path().string()));
+    // The id is the file's path under manifests/, and the folder is the model.
+    const std::string relative = std::filesystem::relative(entry.path(), root).replace_extension("").generic_string();
+    EXPECT_EQ(m.id, relative);
+    EXPECT_EQ(m.model, entry.path().parent_path().filename().string());
+    EXPECT_TRUE(by_id.emplace(m.id, m).second) << "duplicate id " << m.id;
+  }
+  for (const char* id : {"wan22-ti2v-5b/baseline", "wan22-ti2v-5b/control-fp32", "wan22-tiny/baseline",
+                         "wan22-tiny/control-single-thread"}) {
+    ASSERT_TRUE(by_id.count(id)) << id;
+  }
+  for (const auto& [id, m] : by_id) {
+    SCOPED_TRACE(id);
+    if (m.base) {
+      ASSERT_TRUE(by_id.count(*m.base)) << "base " << *m.base << " is not shipped";
+      EXPECT_EQ(by_id.at(*m.base).model, m.model);
+    }
+    if (m.kind == "baseline") {
+      EXPECT_EQ(m.config, official_config(m.model));
+    }
+  }
+  EXPECT_EQ(to_runtime_options(by_id.at("wan22-ti2v-5b/control-fp32")).dtype, "fp32");
+  EXPECT_EQ(to_runtime_options(by_id.at("wan22-ti2v-5b/baseline")).dtype, "bf16");
+  EXPECT_EQ(to_runtime_options(by_id.at("wan22-tiny/control-single-thread")).cpu_threads, 1);
+  EXPECT_EQ(to_runtime_options(by_id.at("wan22-tiny/baseline")).cpu_threads, 0);
+  EXPECT_EQ(by_id.at("wan22-ti2v-5b/control-fp32").kind, "control");
+  EXPECT_EQ(by_id.at("wan22-tiny/control-single-thread").kind, "control");
+  // A control differs from its baseline only in the switch it names.
+  EXPECT_NE(manifest_hash(by_id.at("wan22-tiny/control-single-thread")), manifest_hash(by_id.at("wan22-tiny/baseline")));
+}
+
+}  // namespace
+}  // namespace autooptim::gates

@@ -1,0 +1,177 @@
+// The whole pipeline: golden text- and image-to-video within 1e-4, the real checkpoint folder layout
+// loaded from synthetic weights, the embedded tiny model, and bad sizes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/models.h"
+#include "runtime/verify.h"
+#include "test_util.h"
+
+using namespace autooptim;
+using namespace autooptim::runtime;
+namespace fs = std::filesystem;
+
+TEST(Pipeline, GoldenTextAndImageToVideo) {
+  const std::string g = test::golden_dir();
+  GoldenPair p{"pipeline_tiny", g + "/pipeline_tiny_weights.json", g + "/pipeline_tiny_weights.safetensors",
+               g + "/pipeline_tiny_io.json", g + "/pipeline_tiny_io.safetensors"};
+  VerifyOptions o;
+  o.tolerance = 1e-4;
+  VerifyReport rep;
+  verify_pipeline(p, o, rep);
+  std::set<std::string> names;
+  for (const auto& r : rep.rows) {
+    EXPECT_TRUE(r.pass) << r.tensor << " rel_l2 " << r.rel_l2;
+    names.insert(r.tensor);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"t2v_final_latents", "t2v_latents_per_step", "t2v_video",
+                                          "i2v_final_latents", "i2v_latents_per_step"}));
+}
+
+TEST(Pipeline, BadSizesAreClearErrors) {
+  GenerateParams p;
+  p.height = 700;
+  EXPECT_THROW(validate_params(p), Error);
+  p = {};
+  p.width = 1290;
+  EXPECT_THROW(validate_params(p), Error);
+  p = {};
+  p.frames = 120;
+  try {
+    validate_params(p);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4k+1"), std::string::npos);
+  }
+  p = {};
+  EXPECT_NO_THROW(validate_params(p));  // the official 1280x704, 121 frames
+}
+
+namespace {
+
+// Writes a diffusers-layout checkpoint folder of the given configs from a loaded model's weights:
+// transformer sharded in two with an index, the text encoder sharded too, the VAE one file.
+void write_checkpoint_folder(const fs::path& dir, const ModelConfigs& c, WanPipeline& pipe, UMT5EncoderModel& te) {
+  fs::create_directories(dir);
+  for (const char* sub : {"transformer", "vae", "text_encoder", "tokenizer", "scheduler"}) fs::create_directories(dir / sub);
+  auto dump = [](const fs::path& f, const nlohmann::json& j) { std::ofstream(f) << j.dump(2); };
+  dump(dir / "model_index.json", {{"_class_name", "WanPipeline"}, {"_diffusers_version", "0.35.0"},
+                                  {"expand_timesteps", true}, {"transformer", {"diffusers", "WanTransformer3DModel"}},
+                                  {"vae", {"diffusers", "AutoencoderKLWan"}}, {"text_encoder", {"transformers", "UMT5EncoderModel"}},
+                                  {"tokenizer", {"transformers", "T5TokenizerFast"}}, {"scheduler", {"diffusers", "UniPCMultistepScheduler"}},
+                                  {"transformer_2", {nullptr, nullptr}}});
+  dump(dir / "transformer/config.json", c.transformer.to_json());
+  dump(dir / "vae/config.json", c.vae.to_json());
+  dump(dir / "text_encoder/config.json", c.text_encoder.to_json());
+  dump(dir / "scheduler/scheduler_config.json", c.scheduler.to_json());
+  std::ofstream(dir / "tokenizer/spiece.model", std::ios::binary) << tiny_tokenizer_model();
+
+  auto sharded = [&](torch::nn::Module& m, const fs::path& sub, const std::string& stem) {
+    std::vector<std::pair<std::string, at::Tensor>> a, b;
+    nlohmann::json map = nlohmann::json::object();
+    size_t i = 0;
+    for (const auto& kv : m.named_parameters()) {
+      const bool first = (i++ % 2) == 0;
+      (first ? a : b).emplace_back(kv.key(), kv.value());
+      map[kv.key()] = stem + (first ? "-00001-of-00002.safetensors" : "-00002-of-00002.safetensors");
+    }
+    write_safetensors((sub / (stem + "-00001-of-00002.safetensors")).string(), a);
+    write_safetensors((sub / (stem + "-00002-of-00002.safetensors")).string(), b);
+    dump(sub / (stem + ".safetensors.index.json"), {{"metadata", {{"total_size", 0}}}, {"weight_map", map}});
+  };
+  sharded(*pipe.transformer(), dir / "transformer", "diffusion_pytorch_model");
+  sharded(*te, dir / "text_encoder", "model");
+  std::vector<std::pair<std::string, at::Tensor>> v;
+  for (const auto& kv : pipe.vae()->named_parameters()) v.emplace_back(kv.key(), kv.value());
+  write_safetensors((dir / "vae/diffusion_pytorch_model.safetensors").string(), v);
+}
+
+GenerateParams small_params() {
+  GenerateParams p;
+  p.prompt = "a red fox running through snow";
+  p.height = 64;
+  p.width = 96;
+  p.frames = 9;
+  p.steps = 3;
+  return p;
+}
+
+}  // namespace
+
+TEST(Pipeline, CheckpointFolderLoadsAndGeneratesTheSameClip) {
+  LoadRequest tiny;
+  auto loaded = load_model(tiny);
+  // A separate text encoder with the same synthetic weights, to write its tensors out.
+  const auto c = tiny_configs();
+  UMT5EncoderModel te(c.text_encoder);
+  fill_synthetic(*te, 1, "text_encoder.");
+  test::TempDir tmp;
+  const fs::path dir = tmp.path() / "Wan2.2-TI2V-5B-Diffusers";
+  write_checkpoint_folder(dir, c, *loaded.pipeline, te);
+
+  LoadRequest real;
+  real.model = "wan22-ti2v-5b";
+  real.weights_dir = dir.string();
+  auto from_folder = load_model(real);
+  const auto a = loaded.pipeline->generate(small_params());
+  const auto b = from_folder.pipeline->generate(small_params());
+  EXPECT_EQ(a.video.sizes(), (std::vector<int64_t>{9, 3, 64, 96}));
+  EXPECT_TRUE(at::equal(a.video, b.video));
+  EXPECT_TRUE(at::equal(a.latents, b.latents));
+
+  // A truncated shard is named in the error.
+  const fs::path shard = dir / "transformer/diffusion_pytorch_model-00002-of-00002.safetensors";
+  fs::resize_file(shard, fs::file_size(shard) - 16);
+  try {
+    load_model(real);
+    FAIL() << "truncated shard accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("diffusion_pytorch_model-00002-of-00002.safetensors"), std::string::npos) << e.what();
+  }
+  // Missing parts are listed together.
+  fs::remove(dir / "vae/config.json");
+  fs::remove(dir / "tokenizer/spiece.model");
+  try {
+    load_model(real);
+    FAIL() << "incomplete folder accepted";
+  } catch (const CheckpointError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("vae/config.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tokenizer/spiece.model"), std::string::npos) << msg;
+  }
+}
+
+TEST(Pipeline, TinyModelIsDeterministicAndSeedsMatter) {
+  auto m = load_model(LoadRequest{});
+  auto p = small_params();
+  const auto a = m.pipeline->generate(p);
+  const auto b = m.pipeline->generate(p);
+  EXPECT_TRUE(at::equal(a.video, b.video));
+  EXPECT_EQ(a.trace.get("transformer.forwards"), 6.0);  // 3 steps x (cond + uncond)
+  EXPECT_EQ(a.times.step_seconds.size(), 3u);
+  p.seed = 43;
+  const auto c = m.pipeline->generate(p);
+  EXPECT_FALSE(at::equal(a.video, c.video));
+  EXPECT_GE(a.video.min().item<float>(), 0.0f);
+  EXPECT_LE(a.video.max().item<float>(), 1.0f);
+  // Without guidance there is a single forward per step.
+  p.guidance = 1.0;
+  EXPECT_EQ(m.pipeline->generate(p).trace.get("transformer.forwards"), 3.0);
+}
+
+TEST(Pipeline, ImageToVideoKeepsTheFirstFrameLatent) {
+  auto m = load_model(LoadRequest{});
+  auto p = small_params();
+  p.image = at::rand({3, 64, 96});
+  const auto r = m.pipeline->generate(p);
+  const at::Tensor z0 = m.pipeline->encode_image(p.image->unsqueeze(0));
+  EXPECT_TRUE(at::equal(r.latents.slice(2, 0, 1), z0.to(at::kCPU)));
+  // An image of another size is resized to the requested size.
+  p.image = at::rand({3, 50, 70});
+  EXPECT_EQ(m.pipeline->generate(p).video.sizes(), (std::vector<int64_t>{9, 3, 64, 96}));
+}
