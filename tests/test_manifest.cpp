@@ -305,7 +305,7 @@ TEST(ShippedManifests, EveryFileValidates) {
     EXPECT_TRUE(by_id.emplace(m.id, m).second) << "duplicate id " << m.id;
   }
   for (const char* id : {"wan22-ti2v-5b/baseline", "wan22-ti2v-5b/control-fp32", "wan22-tiny/baseline",
-                         "wan22-tiny/control-single-thread"}) {
+                         "wan22-tiny/control-fp64"}) {
     ASSERT_TRUE(by_id.count(id)) << id;
   }
   for (const auto& [id, m] : by_id) {
@@ -320,12 +320,12 @@ TEST(ShippedManifests, EveryFileValidates) {
   }
   EXPECT_EQ(to_runtime_options(by_id.at("wan22-ti2v-5b/control-fp32")).dtype, "fp32");
   EXPECT_EQ(to_runtime_options(by_id.at("wan22-ti2v-5b/baseline")).dtype, "bf16");
-  EXPECT_EQ(to_runtime_options(by_id.at("wan22-tiny/control-single-thread")).cpu_threads, 1);
+  EXPECT_EQ(to_runtime_options(by_id.at("wan22-tiny/control-fp64")).dtype, "fp64");
   EXPECT_EQ(to_runtime_options(by_id.at("wan22-tiny/baseline")).cpu_threads, 0);
   EXPECT_EQ(by_id.at("wan22-ti2v-5b/control-fp32").kind, "control");
-  EXPECT_EQ(by_id.at("wan22-tiny/control-single-thread").kind, "control");
+  EXPECT_EQ(by_id.at("wan22-tiny/control-fp64").kind, "control");
   // A control differs from its baseline only in the switch it names.
-  EXPECT_NE(manifest_hash(by_id.at("wan22-tiny/control-single-thread")), manifest_hash(by_id.at("wan22-tiny/baseline")));
+  EXPECT_NE(manifest_hash(by_id.at("wan22-tiny/control-fp64")), manifest_hash(by_id.at("wan22-tiny/baseline")));
 }
 
 }  // namespace

@@ -75,7 +75,6 @@ void run_bench(const BenchArgs& a) {
     if (req.precision.device.is_cuda()) req.precision.compute = req.options.dtype == "fp32" ? at::kFloat : at::kBFloat16;
     out["manifest"] = gates::to_json(m);
   }
-  if (req.options.cpu_threads > 0) at::set_num_threads(static_cast<int>(req.options.cpu_threads));
   const auto dev = req.precision.device;
   const bool cuda = dev.is_cuda();
 

@@ -24,10 +24,10 @@ const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "composite"};
 const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
-const std::vector<std::string> kDtypes = {"bf16", "fp32"};
+const std::vector<std::string> kDtypes = {"bf16", "fp32", "fp64"};
 const std::vector<std::string> kAttentionBackends = {"auto", "math", "flash", "efficient", "cudnn"};
 const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "tile_window"};
-const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "attention_backend",
+const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "onednn", "attention_backend",
                                              "fused_qkv",      "cross_kv_cache", "timestep_dedup",
                                              "cuda_graph",     "easycache",   "sparse"};
 const std::vector<std::string> kRedTeamKeys = {"off_leak", "write_output_early"};
@@ -217,6 +217,7 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
   }
   if (flags.contains("dtype")) o.dtype = c.get_choice(flags["dtype"], "flags.dtype", kDtypes);
   if (flags.contains("cpu_threads")) o.cpu_threads = c.get_int_in(flags["cpu_threads"], "flags.cpu_threads", 0, 256);
+  if (flags.contains("onednn")) o.onednn = c.get_bool(flags["onednn"], "flags.onednn");
   if (flags.contains("attention_backend")) {
     o.attention_backend = c.get_choice(flags["attention_backend"], "flags.attention_backend", kAttentionBackends);
   }
@@ -355,6 +356,7 @@ json flags_to_json(const runtime::RuntimeOptions& o) {
   json j = json{
       {"dtype", o.dtype},
       {"cpu_threads", o.cpu_threads},
+      {"onednn", o.onednn},
       {"attention_backend", o.attention_backend},
       {"fused_qkv", o.fused_qkv},
       {"cross_kv_cache", o.cross_kv_cache},
@@ -433,7 +435,7 @@ std::vector<std::string> technique_flags_set(const Manifest& m) {
   const json defaults = flags_to_json(runtime::RuntimeOptions{});
   std::vector<std::string> names;
   for (const auto& item : set.items()) {
-    if (item.key() == "dtype" || item.key() == "cpu_threads" || item.key() == "redteam") continue;
+    if (item.key() == "dtype" || item.key() == "cpu_threads" || item.key() == "onednn" || item.key() == "redteam") continue;
     if (item.value().is_object()) {
       for (const auto& sub : item.value().items()) {
         if (sub.value() != defaults[item.key()][sub.key()]) names.push_back(item.key() + "." + sub.key());
@@ -453,7 +455,7 @@ Manifest with_flags_off(const Manifest& m) {
   off.base = m.base ? m.base : std::optional<std::string>(m.id);
   off.lossless = true;
   off.flags = json::object();
-  for (const char* kept : {"dtype", "cpu_threads", "redteam"}) {
+  for (const char* kept : {"dtype", "cpu_threads", "onednn", "redteam"}) {
     if (m.flags.contains(kept)) off.flags[kept] = m.flags[kept];
   }
   off.description = "'" + m.id + "' with its technique flags off";

@@ -66,9 +66,9 @@ void set_redteam_allowed(bool allowed);
 RunConfig official_config(const std::string& model);
 
 // Technique flags whose resolved value differs from the default, as dotted names
-// ("fused_qkv", "easycache.enabled", "sparse.pattern"). dtype and cpu_threads are not techniques.
+// ("fused_qkv", "easycache.enabled", "sparse.pattern"). dtype, cpu_threads and onednn are not techniques.
 std::vector<std::string> technique_flags_set(const Manifest& m);
-// The off run for the off-identity gate: the same model, config, dtype and cpu_threads with every
+// The off run for the off-identity gate: the same model, config, dtype, cpu_threads and onednn with every
 // technique flag at its default. Its id is "<id>.off", kind "control", family "none", lossless,
 // base the original's base (the original's id when it is a baseline), parents {original id}.
 Manifest with_flags_off(const Manifest& m);

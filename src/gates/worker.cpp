@@ -45,16 +45,24 @@ double Worker::peak_tflops() {
   return best;
 }
 
+runtime::WanPipeline& Worker::pipeline_for(const std::string& dtype) {
+  const at::ScalarType want = runtime::compute_dtype(dtype, device());
+  if (want == request_.precision.compute) return pipeline();
+  auto it = other_precisions_.find(want);
+  if (it == other_precisions_.end()) {
+    runtime::LoadRequest r = request_;
+    r.precision.compute = want;
+    it = other_precisions_.emplace(want, runtime::load_model(r)).first;
+  }
+  return *it->second.pipeline;
+}
+
 RunOutput Worker::run(const Manifest& m, const Prompt& prompt) {
   if (m.model != request_.model)
     throw Error("manifest '" + m.id + "' is for model '" + m.model + "', this worker runs '" + request_.model + "'");
   RunOutput out;
-  runtime::RuntimeOptions opts = to_runtime_options(m);
-  opts.dtype = request_.options.dtype == "fp32" && opts.dtype == "bf16" && !device().is_cuda() ? "fp32" : opts.dtype;
-  const int threads = static_cast<int>(opts.cpu_threads);
-  static const int default_threads = at::get_num_threads();
-  at::set_num_threads(threads > 0 ? threads : default_threads);
-  auto& pipe = pipeline();
+  const runtime::RuntimeOptions opts = to_runtime_options(m);
+  auto& pipe = pipeline_for(opts.dtype);
   pipe.set_options(opts);
 
   runtime::GenerateParams p;

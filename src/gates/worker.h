@@ -5,6 +5,7 @@
 // (NaN) before the run, and the engagement trace is collected.
 #include <ATen/ATen.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,11 @@ class Worker {
 
   const std::string& model() const { return request_.model; }
   const runtime::LoadRequest& request() const { return request_; }
+  // The model in the request's dtype (what baselines run in).
   runtime::WanPipeline& pipeline() { return *loaded_.pipeline; }
+  // The model in the compute dtype a manifest asks for: a second copy is loaded once when a control
+  // runs in another precision (the fp32 control on a GPU, fp64 on the CPU).
+  runtime::WanPipeline& pipeline_for(const std::string& dtype);
   double load_seconds() const { return loaded_.load_seconds; }
   const std::string& weights_label() const { return loaded_.weights_label; }
   at::Device device() const { return request_.precision.device; }
@@ -45,6 +50,7 @@ class Worker {
  private:
   runtime::LoadRequest request_;
   runtime::LoadedModel loaded_;
+  std::map<at::ScalarType, runtime::LoadedModel> other_precisions_;
   double peak_tflops_ = 0;
 };
 

@@ -85,7 +85,8 @@ int64_t peak_memory_bytes(const at::Device& device) {
 #ifdef AUTOOPTIM_WITH_CUDA
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    // Index 0 is StatType::AGGREGATE (all pools); the enum moved between namespaces across 2.x.
+    return stats.allocated_bytes[0].peak;
   }
 #else
   (void)device;

@@ -33,6 +33,13 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 
 }  // namespace
 
+at::ScalarType compute_dtype(const std::string& dtype, const at::Device& device) {
+  if (dtype == "fp64") return at::kDouble;
+  if (dtype == "fp32") return at::kFloat;
+  if (dtype == "bf16") return device.is_cuda() ? at::kBFloat16 : at::kFloat;
+  throw Error("unknown dtype '" + dtype + "' (bf16, fp32, fp64)");
+}
+
 std::vector<std::string> known_models() { return {"wan22-tiny", "wan22-ti2v-5b"}; }
 
 const std::string& tiny_tokenizer_model() {

@@ -33,6 +33,10 @@ struct LoadedModel {
 };
 
 std::vector<std::string> known_models();
+
+// The transformer's compute dtype for a manifest dtype on a device: bf16/fp32/fp64 on GPUs; the CPU
+// has no fast bf16, so it runs bf16 manifests in fp32 (and fp64 ones in fp64).
+at::ScalarType compute_dtype(const std::string& dtype, const at::Device& device);
 ModelConfigs tiny_configs();
 ModelConfigs ti2v_5b_configs();
 

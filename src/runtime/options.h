@@ -33,8 +33,10 @@ struct RedTeamOptions {
 };
 
 struct RuntimeOptions {
-  std::string dtype = "bf16";  // "bf16" | "fp32" (GPU); the CPU always runs fp32
-  int64_t cpu_threads = 0;     // 0 = all cores; 1 = the slow control on the CPU
+  std::string dtype = "bf16";  // "bf16" | "fp32" | "fp64": the transformer's compute dtype (see
+                               // compute_dtype: the CPU runs bf16 manifests in fp32)
+  int64_t cpu_threads = 0;     // 0 = libtorch's own setting (OMP_NUM_THREADS, else its default)
+  bool onednn = true;          // oneDNN (MKL-DNN) CPU kernels where libtorch would pick them
   // kernel family
   std::string attention_backend = "auto";  // auto | math | flash | efficient | cudnn (what the build has)
   bool fused_qkv = false;         // q/k/v weights merged at load into one GEMM

@@ -1,5 +1,7 @@
 #include "runtime/wan_pipeline.h"
 
+#include <ATen/Parallel.h>
+
 #include <chrono>
 
 #include "runtime/error.h"
@@ -30,7 +32,18 @@ WanPipeline::WanPipeline(WanTransformer3DModel transformer, AutoencoderKLWan vae
       tokenizer_(std::move(tokenizer)),
       scheduler_config_(std::move(scheduler)),
       precision_(precision),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  set_options(options_);
+}
+
+void WanPipeline::set_options(const RuntimeOptions& o) {
+  options_ = o;
+  // libtorch's own thread count (OMP_NUM_THREADS, else its default) unless the options name one.
+  static const int initial_threads = at::get_num_threads();
+  const int want = o.cpu_threads > 0 ? static_cast<int>(o.cpu_threads) : initial_threads;
+  if (at::get_num_threads() != want) at::set_num_threads(want);
+  at::globalContext().setUserEnabledMkldnn(o.onednn);
+}
 
 at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step, const StepCallback& on_step,
                                 Trace* trace, StageTimes* times) {

@@ -90,7 +90,8 @@ class WanPipeline {
   AutoencoderKLWan& vae() { return vae_; }
   const Precision& precision() const { return precision_; }
   const RuntimeOptions& options() const { return options_; }
-  void set_options(const RuntimeOptions& o) { options_ = o; }
+  // Also applies the process-wide settings: cpu_threads and onednn.
+  void set_options(const RuntimeOptions& o);
   int64_t max_text_length = 512;
 
  private:
