@@ -30,12 +30,6 @@ if(CLI11_FOUND)
   target_link_libraries(autooptim_deps INTERFACE CLI11::CLI11)
 endif()
 
-find_package(spdlog QUIET)
-if(spdlog_FOUND AND NOT DEPS_INCLUDE)
-  target_link_libraries(autooptim_deps INTERFACE spdlog::spdlog)
-else()
-  target_compile_definitions(autooptim_deps INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
-endif()
 
 # OpenCV: the Debian package's config when present; otherwise the libraries by path.
 find_package(OpenCV QUIET COMPONENTS core imgproc video videoio imgcodecs)

@@ -12,6 +12,7 @@ using namespace autooptim::runtime;
 
 TEST(Gpu, GoldenFloat32OnTheDevice) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  set_strict_fp32(true);
   VerifyOptions o;
   o.precision = Precision{at::kFloat, at::Device(at::kCUDA, 0)};
   o.tolerance = 1e-4;

@@ -28,6 +28,7 @@ struct BenchArgs {
   int64_t repeat = 3;
   bool skip_vae = false;
   bool full_generation = false;
+  int64_t generation_steps = 50;
   std::string json;
 };
 
@@ -150,16 +151,34 @@ void run_bench(const BenchArgs& a) {
   std::fprintf(stderr, "denoising step: %.3f s median\n", st.median);
 
   if (!a.skip_vae) {
-    runtime::reset_peak_memory(dev);
-    auto vae = time_region(dev, cuda ? 1 : 0, cuda ? a.repeat : 1, [&] { pipe.decode(lat); });
-    nlohmann::json vj = vae.to_json();
-    vj["peak_memory_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
-    out["vae_decode"] = vj;
-    std::fprintf(stderr, "VAE decode: %.3f s median, peak %.1f GB\n", vae.median, vj["peak_memory_gb"].get<double>());
+    // The pipeline's VAE runs in float32 as the reference's does; a bf16 copy of the same weights is
+    // timed too. Memory: the decode's own peak above what was allocated before it (the models).
+    auto time_vae = [&](runtime::AutoencoderKLWan& vae, const char* name) {
+      const at::Tensor z = vae->denormalize(lat.to(dev, at::kFloat));
+      const int64_t before = runtime::current_memory_bytes(dev);
+      runtime::reset_peak_memory(dev);
+      auto st = time_region(dev, cuda ? 1 : 0, cuda ? a.repeat : 1, [&] { vae->decode(z); });
+      nlohmann::json vj = st.to_json();
+      vj["peak_memory_gb"] = (runtime::peak_memory_bytes(dev) - before) / 1e9;
+      vj["peak_memory_total_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
+      out[name] = vj;
+      std::fprintf(stderr, "%s: %.3f s median, decode's own peak %.1f GB\n", name, st.median, vj["peak_memory_gb"].get<double>());
+    };
+    time_vae(pipe.vae(), "vae_decode_fp32");
+    if (cuda) {
+      runtime::AutoencoderKLWan vae16(vc, runtime::Precision{at::kBFloat16, dev});
+      {
+        at::NoGradGuard g;
+        auto src = pipe.vae()->named_parameters();
+        for (auto& p : vae16->named_parameters()) p.value().copy_(src[p.key()]);
+      }
+      time_vae(vae16, "vae_decode_bf16");
+    }
   }
 
   if (a.full_generation) {
     runtime::GenerateParams p = shape;
+    p.steps = a.generation_steps;
     p.prompt = "a red fox running through fresh snow";
     runtime::reset_peak_memory(dev);
     const auto r = pipe.generate(p, [](int64_t i, int64_t n, double s) {
@@ -198,7 +217,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str();
   cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str();
   cmd->add_flag("--skip-vae", a->skip_vae, "Do not time the VAE decode");
-  cmd->add_flag("--full-generation", a->full_generation, "Also time one complete generation at --steps");
+  cmd->add_flag("--full-generation", a->full_generation, "Also time one complete generation (CFG, --generation-steps)");
+  cmd->add_option("--generation-steps", a->generation_steps, "Steps of the complete generation")->capture_default_str();
   cmd->add_option("--json", a->json, "Write the results here");
   cmd->callback([a, cmd] {
     if (a->model.model == "wan22-tiny") {

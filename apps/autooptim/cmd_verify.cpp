@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/verify.h"
 
@@ -26,6 +27,7 @@ void run_verify(const VerifyArgs& a) {
     o.precision.device = at::Device(at::kCUDA);
   }
   o.precision.compute = a.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  runtime::set_strict_fp32(true);  // the reference's float32 is IEEE float32
   // float32 on the CPU must hold 1e-5; GPU kernels reorder sums (1e-4); bf16 rounds (2e-2).
   o.fp32_tolerance = a.device == "cuda" ? 1e-4 : 1e-5;
   o.tolerance = a.tolerance > 0 ? a.tolerance : a.dtype == "bf16" ? 2e-2 : o.fp32_tolerance;

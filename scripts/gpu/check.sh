@@ -20,10 +20,16 @@ for s in "${steps[@]}"; do
       $bin verify --golden tests/data/golden --device cuda --dtype bf16 | tee "$OUT/verify-bf16.txt" | tail -3; echo "bf16 rc=${PIPESTATUS[0]}" ;;
     tests) (cd build-gpu && ctest -R "Gpu|Cuda" --output-on-failure 2>&1 | tail -15) ;;
     bench)
-      $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 3 --repeat 3 --json "$OUT/bench-bf16.json" 2>&1 | grep -v '^ ' | tail -12
+      $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 2 --repeat 3 --json "$OUT/bench-bf16.json" 2>&1 | grep -v '^ ' | tail -12 ;;
+    bench-fp32)
       $bin bench --model wan22-ti2v-5b --synthetic-weights --dtype fp32 --steps 2 --repeat 2 --json "$OUT/bench-fp32.json" 2>&1 | grep -v '^ ' | tail -8 ;;
+    bench-kernel)
+      for m in kernel-cudnn-attention kernel-all; do
+        $bin bench --model wan22-ti2v-5b --synthetic-weights --manifest manifests/wan22-ti2v-5b/$m.json --steps 2 --repeat 3 --skip-vae \
+          --json "$OUT/bench-$m.json" 2>&1 | grep -E "forward|step" | tail -3
+      done ;;
     bench-full)
-      $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 50 --repeat 1 --skip-vae --full-generation --json "$OUT/bench-full.json" 2>&1 | grep -v '^ ' | tail -8 ;;
+      $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 2 --repeat 1 --skip-vae --full-generation --json "$OUT/bench-full.json" 2>&1 | grep -v '^ ' | tail -8 ;;
     run)
       $bin run --model wan22-ti2v-5b --synthetic-weights --out "$OUT/run" --frames 17 --steps 12 --height 256 --width 448 \
         --budget-minutes 7 --budget-trials 14 --max-prompts 2 --repeats 2 2>&1 | tail -20 ;;

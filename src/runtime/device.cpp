@@ -73,6 +73,11 @@ double DeviceTimer::stop_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
+void set_strict_fp32(bool strict) {
+  if (strict) at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(!strict);
+}
+
 void reset_peak_memory(const at::Device& device) {
 #ifdef AUTOOPTIM_WITH_CUDA
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
@@ -87,6 +92,18 @@ int64_t peak_memory_bytes(const at::Device& device) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
     // Index 0 is StatType::AGGREGATE (all pools); the enum moved between namespaces across 2.x.
     return stats.allocated_bytes[0].peak;
+  }
+#else
+  (void)device;
+#endif
+  return 0;
+}
+
+int64_t current_memory_bytes(const at::Device& device) {
+#ifdef AUTOOPTIM_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return stats.allocated_bytes[0].current;
   }
 #else
   (void)device;

@@ -31,8 +31,13 @@ class DeviceTimer {
   void* stop_event_ = nullptr;
 };
 
+// IEEE float32 in cuBLAS and cuDNN (no TF32), for golden checks; libtorch's default lets cuDNN
+// convolutions use TF32, which is what the reference's fp32 timings ran with.
+void set_strict_fp32(bool strict);
+
 void reset_peak_memory(const at::Device& device);
-int64_t peak_memory_bytes(const at::Device& device);  // 0 on the CPU
+int64_t peak_memory_bytes(const at::Device& device);     // 0 on the CPU
+int64_t current_memory_bytes(const at::Device& device);  // allocated now; 0 on the CPU
 std::string device_name(const at::Device& device);     // GPU model, or the CPU model from /proc/cpuinfo
 std::string gpu_clocks(const at::Device& device);      // SM/memory clocks where the driver tells them
 

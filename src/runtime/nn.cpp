@@ -1,6 +1,8 @@
 #include "runtime/nn.h"
 
 #include <cmath>
+
+#include "runtime/torch_compat.h"
 #include <limits>
 
 namespace autooptim::runtime {
@@ -23,11 +25,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_in, const at::TensorOptions& op
   weight = add_param(*this, "weight", {dim}, opts);
 }
 
-at::Tensor RMSNormImpl::forward(const at::Tensor& x) const {
-  const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor r = at::rsqrt(xf.pow(2).mean(-1, true) + eps);
-  return (xf * r * weight.to(at::kFloat)).to(x.scalar_type());
-}
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) const { return compat::rms_norm(x, weight, eps); }
 
 at::Tensor layer_norm_fp32(const at::Tensor& x, double eps, const at::Tensor& weight, const at::Tensor& bias) {
   const at::Tensor xf = x.to(at::kFloat);

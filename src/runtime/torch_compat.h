@@ -21,6 +21,16 @@ inline at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 #endif
 }
 
+// RMSNorm over the last dim with a gain, statistics in float32: libtorch 2.x has a fused op (one pass
+// on CUDA), 1.13 gets the composite. Returns the input's dtype.
+inline at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, weight.to(x.scalar_type()), eps);
+#endif
+  const at::Tensor xf = x.to(at::kFloat);
+  return (xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps) * weight.to(at::kFloat)).to(x.scalar_type());
+}
+
 // The same on one named backend: "math" everywhere; "flash", "efficient", "cudnn" on CUDA builds of
 // libtorch 2.x (cudnn from 2.5). Throws std::invalid_argument naming what is missing.
 inline at::Tensor sdpa_on(const std::string& backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {

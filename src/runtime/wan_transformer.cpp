@@ -27,13 +27,13 @@ at::Tensor mod_chunk(const at::Tensor& mod, int64_t k) {
   return mod.dim() == 3 ? mod.select(1, k).unsqueeze(1) : mod.select(2, k);
 }
 
-// Interleaved-pair rotation (complex multiply) of x [B, L, H, d] by angles cos/sin [L, d/2].
+// Interleaved-pair rotation of x [B, L, H, d] by angles cos/sin [L, d/2]: each pair (a, b) is the
+// complex number a + ib multiplied by cos + i sin, in float32 (one pass instead of six).
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const auto B = x.size(0), L = x.size(1), H = x.size(2), d = x.size(3);
-  const at::Tensor xf = x.to(at::kFloat).reshape({B, L, H, d / 2, 2});
-  const at::Tensor x1 = xf.select(-1, 0), x2 = xf.select(-1, 1);
-  const at::Tensor c = cos.view({1, L, 1, d / 2}), s = sin.view({1, L, 1, d / 2});
-  return at::stack({x1 * c - x2 * s, x1 * s + x2 * c}, -1).reshape({B, L, H, d}).to(x.scalar_type());
+  const at::Tensor xc = at::view_as_complex(x.to(at::kFloat).reshape({B, L, H, d / 2, 2}));  // [B, L, H, d/2]
+  const at::Tensor rot = at::view_as_complex(at::stack({cos, sin}, -1)).view({1, L, 1, d / 2});
+  return at::view_as_real(xc * rot).reshape({B, L, H, d}).to(x.scalar_type());
 }
 
 }  // namespace
