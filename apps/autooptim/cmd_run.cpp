@@ -47,7 +47,16 @@ void add_run(CLI::App& app) {
   cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)");
   cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)");
   cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)");
-  cmd->callback([model, req] {
+  cmd->callback([model, req, cmd] {
+    // The embedded tiny model's run must fit a 2-core CI machine in under 5 minutes: a smaller
+    // budget and the first prompts of each split, unless the user says otherwise.
+    if (model->model == "wan22-tiny") {
+      if (cmd->count("--budget-minutes") == 0) req->budget_minutes = 4.0;
+      if (cmd->count("--budget-trials") == 0) req->budget_trials = 10;
+      if (cmd->count("--executor-trials") == 0) req->executor_trials = 5;
+      if (cmd->count("--max-prompts") == 0) req->gate.max_prompts = 2;
+      if (cmd->count("--repeats") == 0) req->gate.timing_repeats = 2;
+    }
     req->load = model->request();
     req->model_cli = model_cli(*model);
     const std::string report = orchestrator::run(*req);

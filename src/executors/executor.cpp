@@ -123,10 +123,10 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
 // half on the smoke prompts, the better half of those on more visible prompts.
 int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   std::vector<double> thresholds = {0.02, 0.05, 0.08, 0.12, 0.2, 0.3};
-  const int64_t steps = 0;
-  (void)steps;
-  auto flags = [](double th) {
-    return json{{"easycache", {{"enabled", true}, {"threshold", th}, {"warmup_steps", 10}, {"dense_last_step", true}}}};
+  // EasyCache's dense warm-up is the first 20% of the steps (10 of 50 in the paper's setting).
+  const int64_t warmup = std::max<int64_t>(1, run.steps() / 5);
+  auto flags = [warmup](double th) {
+    return json{{"easycache", {{"enabled", true}, {"threshold", th}, {"warmup_steps", warmup}, {"dense_last_step", true}}}};
   };
   std::vector<std::pair<double, Trial>> pool;
   int64_t n = 1;
@@ -158,12 +158,14 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
 // sparse: a density sweep over the two patterns and the number of dense steps.
 int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   std::vector<std::pair<std::string, json>> grid;
-  for (int64_t ds : {10, 20})
+  // Dense steps as a fraction of the run's steps (10 and 20 of 50).
+  const int64_t ds10 = std::max<int64_t>(1, run.steps() / 5), ds20 = std::max<int64_t>(1, 2 * run.steps() / 5);
+  for (int64_t ds : {ds10, ds20})
     grid.push_back({"st-ds" + std::to_string(ds),
                     {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_layers", 1}, {"dense_steps", ds}}}}});
   for (int64_t wf : {1, 2})
     grid.push_back({"tw-f" + std::to_string(wf) + "-ds10",
-                    {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", 10}}}}});
+                    {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
   std::vector<std::pair<std::string, Trial>> results;
   for (const auto& [slug, f] : grid) {
     if (run.trials() >= r.budget_trials) break;

@@ -54,6 +54,8 @@ at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::
 Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
   ++trials_;
   gates::Manifest m = base_;
+  m.id = base_.model + "/trial";
+  m.family = "composite";
   m.kind = "patch";
   m.flags = flags;
   m.base = base_.id;

@@ -20,6 +20,7 @@ class TrialRunner {
   Trial measure(const nlohmann::json& flags, const std::string& label, int64_t n);
   int64_t trials() const { return trials_; }
   const std::vector<gates::Prompt>& prompts() const { return prompts_; }
+  int64_t steps() const { return base_.config.steps; }
   bool on_gpu() const { return loaded_.pipeline->precision().device.is_cuda(); }
 
  private:

@@ -51,6 +51,10 @@ LoadedModel load_model(const LoadRequest& req);
 // biases small, norm gains near 1.
 void fill_synthetic(torch::nn::Module& m, uint64_t seed, const std::string& prefix = "");
 
+// wan22-tiny's weights on top of fill_synthetic: a near-identity path and small block contributions,
+// so the tiny denoiser is smooth rather than chaotic (see models.cpp).
+void condition_tiny_transformer(WanTransformer3DModel& m);
+
 // The embedded tokenizer of wan22-tiny (SentencePiece model bytes).
 const std::string& tiny_tokenizer_model();
 
