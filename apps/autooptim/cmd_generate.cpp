@@ -10,6 +10,7 @@
 #endif
 
 #include "commands.h"
+#include "gates/manifest.h"
 #include "model_args.h"
 #include "runtime/error.h"
 #include "runtime/video_io.h"
@@ -25,7 +26,7 @@ struct GenerateArgs {
   std::string image;
   std::string out;
   std::string frames_dir;
-  bool official_defaults_set = false;
+  std::string manifest;
 };
 
 // An RGB image file -> [3, H, W] float in [0, 1].
@@ -44,11 +45,30 @@ at::Tensor read_image(const std::string& path) {
 
 void run_generate(GenerateArgs& a) {
   auto& p = a.params;
+  runtime::RuntimeOptions opts;
+  if (!a.manifest.empty()) {
+    // Reproduce a manifest (a tier from a report): its model, configuration and switches.
+    const auto m = gates::load_manifest(a.manifest);
+    a.model.model = m.model;
+    p.height = m.config.height;
+    p.width = m.config.width;
+    p.frames = m.config.frames;
+    p.fps = m.config.fps;
+    p.steps = m.config.steps;
+    p.guidance = m.config.guidance;
+    p.seed = m.config.seed;
+    opts = gates::to_runtime_options(m);
+  }
   if (a.out.empty() && a.frames_dir.empty()) throw Error("give --out clip.mp4 and/or --frames-dir DIR");
   runtime::validate_params(p);
   if (!a.image.empty()) p.image = read_image(a.image);
   std::fprintf(stderr, "loading %s ...\n", a.model.model.c_str());
-  auto loaded = runtime::load_model(a.model.request());
+  auto req = a.model.request();
+  if (!a.manifest.empty()) {
+    req.precision.compute = runtime::compute_dtype(opts.dtype, req.precision.device);
+    req.options = opts;
+  }
+  auto loaded = runtime::load_model(req);
   std::fprintf(stderr, "model loaded in %.2f s (%s; weights: %s)\n", loaded.load_seconds,
                runtime::device_name(loaded.pipeline->precision().device).c_str(), loaded.weights_label.c_str());
   const auto result = loaded.pipeline->generate(p, [](int64_t i, int64_t n, double secs) {
@@ -90,9 +110,11 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str();
   cmd->add_option("--out", a->out, "Output video (.mp4 H.264/MPEG-4, or .y4m)");
   cmd->add_option("--frames-dir", a->frames_dir, "Also write PNG frames here");
+  cmd->add_option("--manifest", a->manifest, "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")
+      ->check(CLI::ExistingFile);
   cmd->callback([a, cmd] {
     // The tiny model's defaults are its own small official setting unless the user says otherwise.
-    if (a->model.model == "wan22-tiny") {
+    if (a->model.model == "wan22-tiny" && a->manifest.empty()) {
       if (cmd->count("--height") == 0) a->params.height = 96;
       if (cmd->count("--width") == 0) a->params.width = 160;
       if (cmd->count("--frames") == 0) a->params.frames = 49;

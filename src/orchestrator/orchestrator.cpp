@@ -68,7 +68,10 @@ struct Candidate {
   std::string hash;
   json val;      // verdict on the gating split
   json heldout;  // verdict on the held-out split (tier candidates only)
-  bool accepted() const { return val.value("accepted", false); }
+  // A candidate the budget left ungated has a null verdict.
+  template <typename T>
+  T get(const char* k, T d) const { return val.is_object() ? val.value(k, d) : d; }
+  bool accepted() const { return get("accepted", false); }
   // Passed every gate but the official-config one: what a reduced-configuration run can show.
   bool survived_reduced() const {
     if (accepted()) return true;
@@ -77,9 +80,9 @@ struct Candidate {
       if (g != "official_config" && !x.value("pass", false)) return false;
     return true;
   }
-  double speedup() const { return val.value("speedup", 0.0); }
-  double psnr() const { return val.value("psnr", 0.0); }
-  double ssim() const { return val.value("ssim", 0.0); }
+  double speedup() const { return get("speedup", 0.0); }
+  double psnr() const { return get("psnr", 0.0); }
+  double ssim() const { return get("ssim", 0.0); }
 };
 
 // Spawns `autooptim executor ...` for one family; its output goes to log.
@@ -185,7 +188,7 @@ std::string run(const RunRequest& req) {
   // 1. The baseline against itself: its time is the denominator, and it fills the output cache.
   progress.line("baseline: " + base.id + (official ? " (official configuration)" : " (REDUCED configuration: no tier can be won)"));
   const json base_verdict = gate(base, req.split, "baseline");
-  const double base_seconds = base_verdict.value("baseline_seconds", 0.0);
+  const double base_seconds = base_verdict.is_object() ? base_verdict.value("baseline_seconds", 0.0) : 0.0;
 
   // 2. Executors, one process per family, in parallel; each writes manifests to its outbox.
   const double explore_deadline_s = req.budget_minutes * 60.0 * 0.5;
@@ -296,7 +299,7 @@ std::string run(const RunRequest& req) {
     tiers[bucket] = nullptr;
     for (auto* c : pool) {
       if (c->heldout.is_null()) c->heldout = gate(c->m, req.heldout_split, "heldout");
-      if (c->heldout.is_null()) break;  // budget spent
+      if (!c->heldout.is_object()) break;  // budget spent
       if (!c->heldout.value("accepted", false) || c->heldout.value("speedup", 0.0) < need) continue;
       tiers[bucket] = {{"manifest", c->m.id},
                        {"speedup", c->speedup()},
@@ -337,8 +340,8 @@ std::string run(const RunRequest& req) {
                   {"passed_all_but_official_config", c.survived_reduced()},
                   {"psnr", c.psnr()},       {"ssim", c.ssim()},       {"accepted", c.accepted()},
                   {"verdicts", verdicts},   {"flags", c.m.flags},     {"lossless", c.m.lossless},
-                  {"gated", !c.val.is_null()}, {"failure_signature", c.val.value("failure_signature", "")}};
-    if (!c.heldout.is_null()) entry["heldout"] = {{"accepted", c.heldout.value("accepted", false)}, {"speedup", c.heldout.value("speedup", 0.0)}};
+                  {"gated", !c.val.is_null()}, {"failure_signature", c.get("failure_signature", std::string())}};
+    if (c.heldout.is_object()) entry["heldout"] = {{"accepted", c.heldout.value("accepted", false)}, {"speedup", c.heldout.value("speedup", 0.0)}};
     report["candidates"].push_back(entry);
   }
   write_reports(out.string(), report);
