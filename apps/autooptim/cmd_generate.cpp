@@ -10,7 +10,7 @@
 #endif
 
 #include "commands.h"
-#include "gates/manifest.h"
+#include "gates/generate_params.h"
 #include "model_args.h"
 #include "runtime/error.h"
 #include "runtime/video_io.h"
@@ -50,13 +50,9 @@ void run_generate(GenerateArgs& a) {
     // Reproduce a manifest (a tier from a report): its model, configuration and switches.
     const auto m = gates::load_manifest(a.manifest);
     a.model.model = m.model;
-    p.height = m.config.height;
-    p.width = m.config.width;
-    p.frames = m.config.frames;
-    p.fps = m.config.fps;
-    p.steps = m.config.steps;
-    p.guidance = m.config.guidance;
-    p.seed = m.config.seed;
+    const std::string prompt = p.prompt, negative = p.negative_prompt;
+    p = gates::generate_params(m.config, prompt);
+    p.negative_prompt = negative;
     opts = gates::to_runtime_options(m);
   }
   if (a.out.empty() && a.frames_dir.empty()) throw Error("give --out clip.mp4 and/or --frames-dir DIR");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "gates/generate_params.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/stats.h"
@@ -34,15 +35,7 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
 at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds) {
   auto& pipe = *loaded_.pipeline;
   pipe.set_options(o);
-  runtime::GenerateParams g;
-  g.prompt = p.text;
-  g.height = base_.config.height;
-  g.width = base_.config.width;
-  g.frames = base_.config.frames;
-  g.steps = base_.config.steps;
-  g.guidance = base_.config.guidance;
-  g.seed = base_.config.seed;
-  g.fps = base_.config.fps;
+  const runtime::GenerateParams g = gates::generate_params(base_.config, p.text);
   const auto dev = pipe.precision().device;
   runtime::device_synchronize(dev);
   const auto t0 = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gates/generate_params.h"
 #include "gates/sha256.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -65,15 +66,7 @@ RunOutput Worker::run(const Manifest& m, const Prompt& prompt) {
   auto& pipe = pipeline_for(opts.dtype);
   pipe.set_options(opts);
 
-  runtime::GenerateParams p;
-  p.prompt = prompt.text;
-  p.height = m.config.height;
-  p.width = m.config.width;
-  p.frames = m.config.frames;
-  p.steps = m.config.steps;
-  p.guidance = m.config.guidance;
-  p.seed = m.config.seed;
-  p.fps = m.config.fps;
+  const runtime::GenerateParams p = generate_params(m.config, prompt.text);
   // Poison: the output buffer starts as NaN, so a run that does not write its output fails.
   const int64_t T = m.config.frames;
   out.video = at::full({T, 3, m.config.height, m.config.width}, std::numeric_limits<float>::quiet_NaN());
