@@ -4,22 +4,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "runtime/config_json.h"
 #include "runtime/error.h"
 #include "runtime/tokenizer.h"
 #include "runtime/verify.h"
 
 namespace autooptim::runtime {
 namespace {
-
-template <typename T>
-void read_key(const nlohmann::json& j, const char* key, T& out) {
-  if (!j.contains(key) || j[key].is_null()) return;
-  try {
-    out = j[key].get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(std::string("umt5 config: key '") + key + "' has the wrong type (" + j[key].dump() + ")");
-  }
-}
 
 // A child module that only groups others (transformers' T5LayerSelfAttention, T5LayerFF, ...).
 std::shared_ptr<torch::nn::Module> group(torch::nn::Module& parent, const std::string& name) {
@@ -31,28 +22,26 @@ std::shared_ptr<torch::nn::Module> group(torch::nn::Module& parent, const std::s
 UMT5Config UMT5Config::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("umt5 config: not a JSON object");
   UMT5Config c;
-  read_key(j, "vocab_size", c.vocab_size);
-  read_key(j, "d_model", c.d_model);
-  read_key(j, "d_kv", c.d_kv);
-  read_key(j, "d_ff", c.d_ff);
-  read_key(j, "num_layers", c.num_layers);
-  read_key(j, "num_heads", c.num_heads);
-  read_key(j, "relative_attention_num_buckets", c.relative_attention_num_buckets);
-  read_key(j, "relative_attention_max_distance", c.relative_attention_max_distance);
-  read_key(j, "layer_norm_epsilon", c.layer_norm_epsilon);
-  read_key(j, "feed_forward_proj", c.feed_forward_proj);
+  const ConfigReader cfg(j, "umt5");
+  cfg.read("vocab_size", c.vocab_size);
+  cfg.read("d_model", c.d_model);
+  cfg.read("d_kv", c.d_kv);
+  cfg.read("d_ff", c.d_ff);
+  cfg.read("num_layers", c.num_layers);
+  cfg.read("num_heads", c.num_heads);
+  cfg.read("relative_attention_num_buckets", c.relative_attention_num_buckets);
+  cfg.read("relative_attention_max_distance", c.relative_attention_max_distance);
+  cfg.read("layer_norm_epsilon", c.layer_norm_epsilon);
+  cfg.read("feed_forward_proj", c.feed_forward_proj);
   if (c.feed_forward_proj != "gated-gelu")
     throw Error("umt5 config: feed_forward_proj '" + c.feed_forward_proj + "' is not supported (only gated-gelu, as umt5)");
-  auto positive = [](const char* k, int64_t v) {
-    if (v <= 0) throw Error(std::string("umt5 config: '") + k + "' must be positive, got " + std::to_string(v));
-  };
-  positive("vocab_size", c.vocab_size);
-  positive("d_model", c.d_model);
-  positive("d_kv", c.d_kv);
-  positive("d_ff", c.d_ff);
-  positive("num_layers", c.num_layers);
-  positive("num_heads", c.num_heads);
-  positive("relative_attention_max_distance", c.relative_attention_max_distance);
+  cfg.positive("vocab_size", c.vocab_size);
+  cfg.positive("d_model", c.d_model);
+  cfg.positive("d_kv", c.d_kv);
+  cfg.positive("d_ff", c.d_ff);
+  cfg.positive("num_layers", c.num_layers);
+  cfg.positive("num_heads", c.num_heads);
+  cfg.positive("relative_attention_max_distance", c.relative_attention_max_distance);
   if (c.relative_attention_num_buckets < 4 || c.relative_attention_num_buckets % 4)
     throw Error("umt5 config: 'relative_attention_num_buckets' must be a positive multiple of 4");
   if (c.relative_attention_max_distance <= c.relative_attention_num_buckets / 4)

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "runtime/config_json.h"
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/techniques/kernel/timestep_dedup.h"
@@ -11,16 +12,6 @@
 
 namespace autooptim::runtime {
 namespace {
-
-template <typename T>
-void read_key(const nlohmann::json& j, const char* key, T& out) {
-  if (!j.contains(key) || j[key].is_null()) return;
-  try {
-    out = j[key].get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(std::string("transformer config: key '") + key + "' has the wrong type (" + j[key].dump() + ")");
-  }
-}
 
 // Chunk k of a modulation table: [B, n, D] -> [B, 1, D] (broadcast over tokens); [B, L, n, D] -> [B, L, D].
 at::Tensor mod_chunk(const at::Tensor& mod, int64_t k) {
@@ -41,19 +32,20 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("transformer config: not a JSON object");
   WanTransformerConfig c;
-  read_key(j, "patch_size", c.patch_size);
-  read_key(j, "num_attention_heads", c.num_attention_heads);
-  read_key(j, "attention_head_dim", c.attention_head_dim);
-  read_key(j, "in_channels", c.in_channels);
-  read_key(j, "out_channels", c.out_channels);
-  read_key(j, "text_dim", c.text_dim);
-  read_key(j, "freq_dim", c.freq_dim);
-  read_key(j, "ffn_dim", c.ffn_dim);
-  read_key(j, "num_layers", c.num_layers);
-  read_key(j, "cross_attn_norm", c.cross_attn_norm);
-  read_key(j, "qk_norm", c.qk_norm);
-  read_key(j, "eps", c.eps);
-  read_key(j, "rope_max_seq_len", c.rope_max_seq_len);
+  const ConfigReader cfg(j, "transformer");
+  cfg.read("patch_size", c.patch_size);
+  cfg.read("num_attention_heads", c.num_attention_heads);
+  cfg.read("attention_head_dim", c.attention_head_dim);
+  cfg.read("in_channels", c.in_channels);
+  cfg.read("out_channels", c.out_channels);
+  cfg.read("text_dim", c.text_dim);
+  cfg.read("freq_dim", c.freq_dim);
+  cfg.read("ffn_dim", c.ffn_dim);
+  cfg.read("num_layers", c.num_layers);
+  cfg.read("cross_attn_norm", c.cross_attn_norm);
+  cfg.read("qk_norm", c.qk_norm);
+  cfg.read("eps", c.eps);
+  cfg.read("rope_max_seq_len", c.rope_max_seq_len);
   for (const char* k : {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"})
     if (j.contains(k) && !j[k].is_null())
       throw Error(std::string("transformer config: '") + k + "' = " + j[k].dump() +
@@ -61,21 +53,18 @@ WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   if (c.qk_norm != "rms_norm_across_heads")
     throw Error("transformer config: qk_norm '" + c.qk_norm + "' is not supported (only rms_norm_across_heads)");
   if (c.patch_size.size() != 3) throw Error("transformer config: patch_size must have 3 entries");
-  auto positive = [](const char* k, int64_t v) {
-    if (v <= 0) throw Error(std::string("transformer config: '") + k + "' must be positive, got " + std::to_string(v));
-  };
-  positive("num_attention_heads", c.num_attention_heads);
-  positive("attention_head_dim", c.attention_head_dim);
-  positive("in_channels", c.in_channels);
-  positive("out_channels", c.out_channels);
-  positive("text_dim", c.text_dim);
-  positive("ffn_dim", c.ffn_dim);
-  positive("num_layers", c.num_layers);
-  positive("rope_max_seq_len", c.rope_max_seq_len);
+  cfg.positive("num_attention_heads", c.num_attention_heads);
+  cfg.positive("attention_head_dim", c.attention_head_dim);
+  cfg.positive("in_channels", c.in_channels);
+  cfg.positive("out_channels", c.out_channels);
+  cfg.positive("text_dim", c.text_dim);
+  cfg.positive("ffn_dim", c.ffn_dim);
+  cfg.positive("num_layers", c.num_layers);
+  cfg.positive("rope_max_seq_len", c.rope_max_seq_len);
   if (c.freq_dim <= 0 || c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
   if (c.attention_head_dim % 2 || (c.attention_head_dim / 6) * 2 * 2 >= c.attention_head_dim)
     throw Error("transformer config: 'attention_head_dim' must be even and split into t/h/w rotary parts");
-  for (auto p : c.patch_size) positive("patch_size", p);
+  for (auto p : c.patch_size) cfg.positive("patch_size", p);
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
+#include "runtime/config_json.h"
 #include "runtime/error.h"
 #include "runtime/torch_compat.h"
 #include "runtime/verify.h"
@@ -24,16 +25,6 @@ const std::vector<double> kTi2vLatentsStd = {
     0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
     0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
     0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
-
-template <typename T>
-void read_key(const nlohmann::json& j, const char* key, T& out) {
-  if (!j.contains(key) || j[key].is_null()) return;
-  try {
-    out = j[key].get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(std::string("vae config: key '") + key + "' has the wrong type (" + j[key].dump() + ")");
-  }
-}
 
 std::string shape_str(const at::Tensor& t) {
   std::string s = "[";
@@ -113,24 +104,25 @@ WanVAEConfig WanVAEConfig::ti2v_5b() {
 WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("vae config: not a JSON object");
   WanVAEConfig c = ti2v_5b();
-  read_key(j, "base_dim", c.base_dim);
+  const ConfigReader cfg(j, "vae");
+  cfg.read("base_dim", c.base_dim);
   // diffusers: a missing or null decoder_base_dim means base_dim (TI2V-5B's default when neither is given).
   if (j.contains("base_dim") || j.contains("decoder_base_dim")) c.decoder_base_dim = c.base_dim;
-  read_key(j, "decoder_base_dim", c.decoder_base_dim);
-  read_key(j, "z_dim", c.z_dim);
-  read_key(j, "dim_mult", c.dim_mult);
-  read_key(j, "num_res_blocks", c.num_res_blocks);
-  read_key(j, "attn_scales", c.attn_scales);
-  read_key(j, "temperal_downsample", c.temperal_downsample);
-  read_key(j, "is_residual", c.is_residual);
-  read_key(j, "in_channels", c.in_channels);
-  read_key(j, "out_channels", c.out_channels);
+  cfg.read("decoder_base_dim", c.decoder_base_dim);
+  cfg.read("z_dim", c.z_dim);
+  cfg.read("dim_mult", c.dim_mult);
+  cfg.read("num_res_blocks", c.num_res_blocks);
+  cfg.read("attn_scales", c.attn_scales);
+  cfg.read("temperal_downsample", c.temperal_downsample);
+  cfg.read("is_residual", c.is_residual);
+  cfg.read("in_channels", c.in_channels);
+  cfg.read("out_channels", c.out_channels);
   if (j.contains("patch_size") && j["patch_size"].is_null()) c.patch_size = 1;
-  read_key(j, "patch_size", c.patch_size);
-  read_key(j, "scale_factor_spatial", c.scale_factor_spatial);
-  read_key(j, "scale_factor_temporal", c.scale_factor_temporal);
-  read_key(j, "latents_mean", c.latents_mean);
-  read_key(j, "latents_std", c.latents_std);
+  cfg.read("patch_size", c.patch_size);
+  cfg.read("scale_factor_spatial", c.scale_factor_spatial);
+  cfg.read("scale_factor_temporal", c.scale_factor_temporal);
+  cfg.read("latents_mean", c.latents_mean);
+  cfg.read("latents_std", c.latents_std);
   if (j.contains("dropout") && j["dropout"].is_number() && j["dropout"].get<double>() != 0.0)
     throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
 
@@ -139,18 +131,15 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   if (!c.attn_scales.empty())
     throw Error("vae config: 'attn_scales' = " + j.value("attn_scales", nlohmann::json::array()).dump() +
                 " is not supported (the Wan VAEs have no attention outside the mid blocks)");
-  auto positive = [](const char* k, int64_t v) {
-    if (v <= 0) throw Error(std::string("vae config: '") + k + "' must be positive, got " + std::to_string(v));
-  };
-  positive("base_dim", c.base_dim);
-  positive("decoder_base_dim", c.decoder_base_dim);
-  positive("z_dim", c.z_dim);
-  positive("num_res_blocks", c.num_res_blocks);
-  positive("in_channels", c.in_channels);
-  positive("out_channels", c.out_channels);
-  positive("patch_size", c.patch_size);
+  cfg.positive("base_dim", c.base_dim);
+  cfg.positive("decoder_base_dim", c.decoder_base_dim);
+  cfg.positive("z_dim", c.z_dim);
+  cfg.positive("num_res_blocks", c.num_res_blocks);
+  cfg.positive("in_channels", c.in_channels);
+  cfg.positive("out_channels", c.out_channels);
+  cfg.positive("patch_size", c.patch_size);
   if (c.dim_mult.size() < 2) throw Error("vae config: 'dim_mult' needs at least 2 entries");
-  for (auto m : c.dim_mult) positive("dim_mult", m);
+  for (auto m : c.dim_mult) cfg.positive("dim_mult", m);
   if (c.temperal_downsample.size() != c.dim_mult.size() - 1)
     throw Error("vae config: 'temperal_downsample' must have " + std::to_string(c.dim_mult.size() - 1) +
                 " entries (one per downsampling stage), got " + std::to_string(c.temperal_downsample.size()));
