@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -174,4 +175,38 @@ TEST(Pipeline, ImageToVideoKeepsTheFirstFrameLatent) {
   // An image of another size is resized to the requested size.
   p.image = at::rand({3, 50, 70});
   EXPECT_EQ(m.pipeline->generate(p).video.sizes(), (std::vector<int64_t>{9, 3, 64, 96}));
+}
+
+TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBaseline) {
+  auto m = load_model(LoadRequest{});
+  const GenerateParams p = small_params();
+  const RuntimeOptions defaults;
+  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.cuda_graph ||
+               defaults.easycache.enabled || defaults.sparse.pattern != "none" || defaults.attention_backend != "auto");
+  const auto base = m.pipeline->generate(p);
+  struct Case {
+    const char* name;
+    std::function<void(RuntimeOptions&)> on;
+    const char* counter;
+  };
+  const std::vector<Case> cases = {
+      {"fused_qkv", [](RuntimeOptions& o) { o.fused_qkv = true; }, "kernel.fused_qkv.launches"},
+      {"cross_kv_cache", [](RuntimeOptions& o) { o.cross_kv_cache = true; }, "kernel.cross_kv_cache.hits"},
+      {"timestep_dedup", [](RuntimeOptions& o) { o.timestep_dedup = true; }, "kernel.timestep_dedup.rows_saved"},
+      {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},
+      {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 1; o.easycache.dense_last_step = false; },
+       "cache.easycache.skipped_forwards"},
+      {"sparse", [](RuntimeOptions& o) { o.sparse.pattern = "spatial_temporal"; o.sparse.dense_steps = 0; o.sparse.dense_layers = 0; },
+       "sparse.attention.calls"},
+  };
+  for (const auto& c : cases) {
+    RuntimeOptions o;
+    c.on(o);
+    m.pipeline->set_options(o);
+    const auto on = m.pipeline->generate(p);
+    EXPECT_GT(on.trace.get(c.counter), 0) << c.name;
+    m.pipeline->set_options({});
+    const auto off = m.pipeline->generate(p);
+    EXPECT_TRUE(at::equal(off.video, base.video)) << c.name << ": off does not reproduce the baseline";
+  }
 }
