@@ -4,6 +4,7 @@
 
 #include "runtime/device.h"
 #include "runtime/models.h"
+#include "runtime/techniques/engagement.h"
 #include "runtime/verify.h"
 #include "test_util.h"
 
@@ -61,4 +62,57 @@ TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
   const auto c = m.pipeline->generate(p);
   EXPECT_TRUE(at::equal(a.video, c.video));
   EXPECT_LT(rel_l2(b.video, a.video), 1e-2);
+}
+
+// CUDA-graph capture: off reproduces the baseline bit-exactly; on, the clip matches the eager run of the
+// same switches, one graph is captured per prompt and attention phase, every later forward replays, and
+// the other techniques' engagement counters are the same as in the eager run.
+TEST(Gpu, CudaGraphReplaysTheForwardAndKeepsOtherCountersTrue) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  LoadRequest r;
+  r.precision = Precision{at::kBFloat16, at::Device(at::kCUDA, 0)};
+  auto m = load_model(r);
+  GenerateParams p;
+  p.prompt = "a red fox";
+  p.height = 64;
+  p.width = 96;
+  p.frames = 9;
+  p.steps = 6;
+  const auto base = m.pipeline->generate(p);
+
+  RuntimeOptions g;
+  g.cuda_graph = true;
+  m.pipeline->set_options(g);
+  const auto graphed = m.pipeline->generate(p);
+  EXPECT_LT(rel_l2(graphed.video, base.video), 1e-3);
+  // 2 prompts (CFG) x 1 phase: step 0 eager, step 1 captures, steps 1..5 replay.
+  EXPECT_EQ(graphed.trace.get("kernel.cuda_graph.captures"), 2);
+  EXPECT_EQ(graphed.trace.get("kernel.cuda_graph.eager_runs"), 2);
+  EXPECT_EQ(graphed.trace.get("kernel.cuda_graph.replays"), 10);
+  m.pipeline->set_options({});
+  EXPECT_TRUE(at::equal(m.pipeline->generate(p).video, base.video));
+
+  // With the other kernel switches and a sparse pattern that starts at step 2: two phases, two graphs each.
+  RuntimeOptions e;
+  e.cross_kv_cache = true;
+  e.timestep_dedup = true;
+  e.fused_qkv = true;
+  e.sparse.pattern = "spatial_temporal";
+  e.sparse.dense_steps = 2;
+  e.sparse.dense_layers = 1;
+  m.pipeline->set_options(e);
+  const auto eager = m.pipeline->generate(p);
+  RuntimeOptions eg = e;
+  eg.cuda_graph = true;
+  m.pipeline->set_options(eg);
+  const auto both = m.pipeline->generate(p);
+  m.pipeline->set_options({});
+  EXPECT_LT(rel_l2(both.video, eager.video), 1e-3);
+  EXPECT_EQ(both.trace.get("kernel.cuda_graph.captures"), 4);
+  EXPECT_EQ(both.trace.get("kernel.cuda_graph.eager_runs"), 4);
+  EXPECT_EQ(both.trace.get("kernel.cuda_graph.replays"), 8);
+  for (const char* k : {"sparse.attention.calls", "sparse.attention.dense_calls", "sparse.attention.density",
+                        "kernel.cross_kv_cache.hits", "kernel.fused_qkv.launches", "kernel.timestep_dedup.rows_saved"})
+    EXPECT_DOUBLE_EQ(both.trace.get(k), eager.trace.get(k)) << k;
+  EXPECT_TRUE(engagement_problems(eg, both.trace).empty());
 }

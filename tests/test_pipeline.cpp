@@ -10,6 +10,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/models.h"
+#include "runtime/techniques/engagement.h"
 #include "runtime/verify.h"
 #include "test_util.h"
 
@@ -209,4 +210,16 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
     const auto off = m.pipeline->generate(p);
     EXPECT_TRUE(at::equal(off.video, base.video)) << c.name << ": off does not reproduce the baseline";
   }
+  // cuda_graph where there is no CUDA (a CPU build, or the model on the CPU): the forward stays eager and
+  // bit-identical, nothing is replayed, and the harness's engagement check names the switch.
+  RuntimeOptions g;
+  g.cuda_graph = true;
+  m.pipeline->set_options(g);
+  const auto eager = m.pipeline->generate(p);
+  m.pipeline->set_options({});
+  EXPECT_TRUE(at::equal(eager.video, base.video));
+  EXPECT_EQ(eager.trace.get("kernel.cuda_graph.replays"), 0);
+  const auto problems = engagement_problems(g, eager.trace);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("cuda_graph"), std::string::npos);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU work: build, golden checks on the GPU (fp32 and bf16), the GPU tests,
 # then the benchmarks. Results land in $OUT (JSON + logs). Steps can be chosen:
-#   scripts/gpu/check.sh [build] [verify] [tests] [bench] [bench-full] [run]
+#   scripts/gpu/check.sh [build] [verify] [tests] [bench] [bench-fp32] [bench-kernel] [bench-graph] [bench-full] [run]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -27,6 +27,16 @@ for s in "${steps[@]}"; do
       for m in kernel-cudnn-attention kernel-all; do
         $bin bench --model wan22-ti2v-5b --synthetic-weights --manifest manifests/wan22-ti2v-5b/$m.json --steps 2 --repeat 3 --skip-vae \
           --json "$OUT/bench-$m.json" 2>&1 | grep -E "forward|step" | tail -3
+      done ;;
+    bench-graph)
+      # CUDA graphs at the official shape and at the reduced run's shape (launch-bound), same process each.
+      for m in baseline kernel-cuda-graph kernel-all; do
+        $bin bench --model wan22-ti2v-5b --synthetic-weights --manifest manifests/wan22-ti2v-5b/$m.json --steps 4 --repeat 3 --skip-vae \
+          --json "$OUT/bench-official-$m.json" 2>&1 | grep -E "forward|step" | tail -3
+      done
+      for m in baseline kernel-cuda-graph kernel-all; do
+        $bin bench --model wan22-ti2v-5b --synthetic-weights --manifest manifests/wan22-ti2v-5b/$m.json --steps 6 --repeat 5 --skip-vae \
+          --frames 17 --height 256 --width 448 --json "$OUT/bench-reduced-$m.json" 2>&1 | grep -E "forward|step" | tail -3
       done ;;
     bench-full)
       $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 2 --repeat 1 --skip-vae --full-generation --json "$OUT/bench-full.json" 2>&1 | grep -v '^ ' | tail -8 ;;

@@ -72,6 +72,7 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   std::vector<std::pair<std::string, json>> switches = {
       {"cross_kv_cache", true}, {"timestep_dedup", true}, {"fused_qkv", true}};
   if (run.on_gpu()) {
+    switches.push_back({"cuda_graph", true});
     switches.push_back({"attention_backend", "cudnn"});
     switches.push_back({"attention_backend", "flash"});
   }

@@ -11,6 +11,9 @@
 #include "runtime/trace.h"
 
 namespace autooptim::runtime {
+namespace techniques {
+class CudaGraphs;
+}
 
 // Cross-attention keys and values of each block for one prompt embedding, reused across the steps of
 // one generation (never across generations: the cache lives in the generation's context).
@@ -23,6 +26,7 @@ struct ForwardContext {
   const RuntimeOptions* options = nullptr;
   Trace* trace = nullptr;
   CrossKVCache* cross_kv = nullptr;
+  techniques::CudaGraphs* cuda_graphs = nullptr;  // per-generation captured forwards (cuda_graph switch)
   int64_t step = 0;   // denoising step of this forward
   int64_t steps = 0;  // steps of the generation
   // Latent grid after patching, for attention patterns that regroup tokens: frames, height, width.

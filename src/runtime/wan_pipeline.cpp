@@ -7,6 +7,7 @@
 #include "runtime/error.h"
 #include "runtime/forward_context.h"
 #include "runtime/techniques/cache/easycache.h"
+#include "runtime/techniques/kernel/cuda_graph.h"
 
 namespace autooptim::runtime {
 
@@ -74,10 +75,12 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
                                     .reshape({-1});
   // Per-generation technique state: nothing here survives into the next generation.
   CrossKVCache cross_kv;
+  techniques::CudaGraphs graphs;  // declared after the K/V cache: destroyed first, as its graphs read it
   ForwardContext fc;
   fc.options = &options_;
   fc.trace = trace;
   fc.cross_kv = &cross_kv;
+  if (options_.cuda_graph) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
   std::unique_ptr<techniques::EasyCache> easycache;
   if (options_.easycache.enabled) easycache = std::make_unique<techniques::EasyCache>(options_.easycache, in.steps, trace);

@@ -7,6 +7,7 @@
 #include "runtime/config_json.h"
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
+#include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/kernel/timestep_dedup.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
@@ -266,17 +267,14 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     if (inter) (*inter)[name] = v;
   };
 
-  at::Tensor h = patch_embedding->forward(x);  // [B, D, F, H, W]
-  record("patch_embedding.out", h);
-  h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
-
   // Time: [B] -> temb [B, D], tproj [B, 6, D]; per token: [B, L] -> [B, L, D], [B, L, 6, D].
   ForwardContext fc_local = fc_in ? *fc_in : ForwardContext{};
   const ForwardContext* fc = fc_in ? &fc_local : nullptr;
   fc_local.grid_f = F;
   fc_local.grid_h = H;
   fc_local.grid_w = W;
-  const bool dedup = fc && fc->options && fc->options->timestep_dedup;
+  const RuntimeOptions* opts = fc ? fc->options : nullptr;
+  const bool dedup = opts && opts->timestep_dedup;
   auto [temb, tproj] = dedup ? techniques::dedup_time_embedding(
                                    t.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
                              : time_embedding(t.reshape({-1}));
@@ -289,7 +287,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
   // The projected text depends only on the prompt; with the K/V cache it is computed once too.
   const void* ctx_key = ctx.data_ptr();
-  CrossKVCache* cache = fc && fc->options && fc->options->cross_kv_cache ? fc->cross_kv : nullptr;
+  CrossKVCache* cache = opts && opts->cross_kv_cache ? fc->cross_kv : nullptr;
   at::Tensor text;
   if (cache && cache->entries.count({-1, ctx_key})) {
     text = cache->entries.at({-1, ctx_key}).first;
@@ -298,27 +296,44 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     if (cache) cache->entries[{-1, ctx_key}] = {text, at::Tensor()};
   }
   record("condition_embedder.out2", text);
-
   const auto [cos, sin] = rope(F, H, W);
-  for (size_t i = 0; i < block_list.size(); ++i) {
-    fc_local.layer = static_cast<int64_t>(i);
-    h = block_list[i]->forward(h, text, tproj, cos, sin, fc, ctx_key);
-    record("blocks." + std::to_string(i) + ".out", h);
+
+  // The body: everything from here on runs on the GPU without the CPU deciding anything, so the
+  // cuda_graph switch can capture and replay it (inputs: x, temb, tproj, text, cos, sin).
+  auto body = [&, B, F, H, W](const std::vector<at::Tensor>& in, ForwardContext& bfc) -> at::Tensor {
+    const at::Tensor &bx = in[0], &btemb = in[1], &btproj = in[2], &btext = in[3], &bcos = in[4], &bsin = in[5];
+    ForwardContext* fcb = fc ? &bfc : nullptr;
+    at::Tensor h = patch_embedding->forward(bx);  // [B, D, F, H, W]
+    record("patch_embedding.out", h);
+    h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
+    for (size_t i = 0; i < block_list.size(); ++i) {
+      bfc.layer = static_cast<int64_t>(i);
+      h = block_list[i]->forward(h, btext, btproj, bcos, bsin, fcb, ctx_key);
+      record("blocks." + std::to_string(i) + ".out", h);
+    }
+    // Head: shift/scale = table + temb (not tproj), per sample or per token.
+    const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + btemb.unsqueeze(2).to(at::kFloat)
+                                     : scale_shift_table + btemb.unsqueeze(1).to(at::kFloat);
+    const at::Tensor normed = layer_norm_fp32(h, c.eps);
+    record("norm_out.out", normed);
+    h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(dt);
+    h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
+    record("proj_out.out", h);
+    // Unpatchify: feature ((it*ph + ih)*pw + iw)*Cout + c -> out[b, c, f*pt+it, h*ph+ih, w*pw+iw].
+    h = h.reshape({B, F, H, W, pt, ph, pw, c.out_channels});
+    return h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
+  };
+  std::vector<at::Tensor> inputs{x, temb, tproj, text, cos, sin};
+  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter && techniques::CudaGraphs::available(x)) {
+    // One graph per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
+    const bool sparse_phase = opts->sparse.pattern != "none" && fc->step >= opts->sparse.dense_steps;
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) + (sparse_phase ? "/sparse" : "/dense") +
+                      "/" + std::string(c10::toString(x.scalar_type())) + (per_token ? "/tok" : "/sample");
+    for (auto d : x.sizes()) key += "/" + std::to_string(d);
+    for (auto d : ctx.sizes()) key += "/" + std::to_string(d);
+    return fc->cuda_graphs->run(key, inputs, fc_local, body);
   }
-
-  // Head: shift/scale = table + temb (not tproj), per sample or per token.
-  const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + temb.unsqueeze(2).to(at::kFloat)
-                                   : scale_shift_table + temb.unsqueeze(1).to(at::kFloat);
-  const at::Tensor normed = layer_norm_fp32(h, c.eps);
-  record("norm_out.out", normed);
-  h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(dt);
-  h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
-  record("proj_out.out", h);
-
-  // Unpatchify: feature ((it*ph + ih)*pw + iw)*Cout + c -> out[b, c, f*pt+it, h*ph+ih, w*pw+iw].
-  h = h.reshape({B, F, H, W, pt, ph, pw, c.out_channels});
-  h = h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
-  return h;
+  return body(inputs, fc_local);
 }
 
 }  // namespace autooptim::runtime

@@ -11,8 +11,7 @@ void record(const ForwardContext& fc, double attended, double total, bool sparse
   fc.trace->add(sparse ? "sparse.attention.calls" : "sparse.attention.dense_calls");
   fc.trace->add("sparse.attention.pairs_attended", attended);
   fc.trace->add("sparse.attention.pairs_total", total);
-  const double t = fc.trace->get("sparse.attention.pairs_total");
-  fc.trace->set("sparse.attention.density", t > 0 ? fc.trace->get("sparse.attention.pairs_attended") / t : 1.0);
+  update_sparse_density(*fc.trace);
 }
 
 // Tile size along an axis of n positions for half-width w: 2w+1 when it divides n, else the whole axis.
@@ -22,6 +21,12 @@ int64_t tile(int64_t n, int64_t w) {
 }
 
 }  // namespace
+
+void update_sparse_density(Trace& trace) {
+  if (!trace.has("sparse.attention.pairs_total")) return;
+  const double t = trace.get("sparse.attention.pairs_total");
+  trace.set("sparse.attention.density", t > 0 ? trace.get("sparse.attention.pairs_attended") / t : 1.0);
+}
 
 bool sparse_engaged(const ForwardContext* fc) {
   if (!fc || !fc->options || fc->options->sparse.pattern == "none") return false;

@@ -1,0 +1,116 @@
+#include "runtime/techniques/kernel/cuda_graph.h"
+
+#include <map>
+
+#include "runtime/error.h"
+#include "runtime/techniques/sparse/video_sparse_attention.h"
+#include "runtime/trace.h"
+
+#ifdef AUTOOPTIM_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace autooptim::runtime::techniques {
+
+struct CudaGraphs::Impl {
+  struct Entry {
+    int64_t calls = 0;
+    std::vector<at::Tensor> static_in;
+    at::Tensor static_out;
+    std::map<std::string, double> counts;  // what one run of the body counts
+#ifdef AUTOOPTIM_WITH_CUDA
+    std::unique_ptr<at::cuda::CUDAGraph> graph;
+#endif
+  };
+  std::map<std::string, Entry> entries;
+#ifdef AUTOOPTIM_WITH_CUDA
+  bool have_pool = false;
+  decltype(at::cuda::graph_pool_handle()) pool{0, 0};  // one private pool for all graphs of a generation: they never run at once
+#endif
+};
+
+CudaGraphs::CudaGraphs() : impl_(std::make_unique<Impl>()) {}
+
+CudaGraphs::~CudaGraphs() {
+#ifdef AUTOOPTIM_WITH_CUDA
+  // Graphs are destroyed before their static buffers and pool memory; wait for pending replays first.
+  if (!impl_->entries.empty()) cudaDeviceSynchronize();
+#endif
+}
+
+bool CudaGraphs::available(const at::Tensor& t) {
+#ifdef AUTOOPTIM_WITH_CUDA
+  return t.is_cuda();
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+size_t CudaGraphs::graphs() const {
+  size_t n = 0;
+  for (const auto& [k, e] : impl_->entries) n += e.static_out.defined() ? 1 : 0;
+  return n;
+}
+
+at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
+                           const Body& body) {
+  ForwardContext local = fc;
+  if (inputs.empty() || !available(inputs.front())) return body(inputs, local);
+  auto& e = impl_->entries[key];
+  if (e.calls++ == 0) {
+    fc.count("kernel.cuda_graph.eager_runs");
+    return body(inputs, local);
+  }
+#ifdef AUTOOPTIM_WITH_CUDA
+  if (!e.graph) {
+    // Capture on a side stream (libtorch refuses the default stream), after everything queued so far.
+    for (const auto& t : inputs) e.static_in.push_back(t.clone());
+    Trace counted;
+    local.trace = fc.trace ? &counted : nullptr;
+    if (!impl_->have_pool) {
+      impl_->pool = at::cuda::graph_pool_handle();
+      impl_->have_pool = true;
+    }
+    cudaDeviceSynchronize();
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    {
+      c10::cuda::CUDAStreamGuard side(c10::cuda::getStreamFromPool(false, inputs.front().device().index()));
+      graph->capture_begin(impl_->pool);
+      try {
+        e.static_out = body(e.static_in, local);
+      } catch (const std::exception& ex) {
+        try {
+          graph->capture_end();
+        } catch (...) {
+        }
+        impl_->entries.erase(key);
+        throw Error(std::string("cuda_graph: the transformer forward could not be captured: ") + ex.what());
+      }
+      graph->capture_end();
+    }
+    cudaDeviceSynchronize();
+    e.graph = std::move(graph);
+    for (const auto& [k, v] : counted.counters())
+      if (k != "sparse.attention.density") e.counts[k] = v;
+    fc.count("kernel.cuda_graph.captures");
+  } else {
+    if (e.static_in.size() != inputs.size()) throw Error("cuda_graph: input count changed for key " + key);
+    for (size_t i = 0; i < inputs.size(); ++i) e.static_in[i].copy_(inputs[i]);
+  }
+  e.graph->replay();
+  if (fc.trace) {
+    for (const auto& [k, v] : e.counts) fc.trace->add(k, v);
+    update_sparse_density(*fc.trace);
+  }
+  fc.count("kernel.cuda_graph.replays");
+  return e.static_out.clone();
+#else
+  return body(inputs, local);
+#endif
+}
+
+}  // namespace autooptim::runtime::techniques
