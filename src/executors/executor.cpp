@@ -25,8 +25,9 @@ class Outbox {
   void log(const Trial& t) {
     std::ofstream out(fs::path(dir_) / "trials.jsonl", std::ios::app);
     out << t.to_json().dump() << "\n";
-    std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)\n", family_.c_str(), t.label.c_str(), t.speedup,
-                 t.psnr_min, static_cast<long long>(t.prompts));
+    std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)%s%s\n", family_.c_str(), t.label.c_str(), t.speedup,
+                 t.psnr_min, static_cast<long long>(t.prompts), t.engaged() ? "" : "  not engaged: ",
+                 t.engaged() ? "" : t.not_engaged.front().c_str());
   }
 
   // Writes a manifest proposal (atomically: temp file then rename) and returns its path.
@@ -113,7 +114,7 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
       if (t.speedup > all.speedup) on = alt, all = t;
     }
   }
-  if (all.speedup > 1.0) box.propose("greedy", flags_of(on), true, "greedy ablation survivors: " + flags_of(on).dump());
+  if (all.speedup > 1.0 && all.engaged()) box.propose("greedy", flags_of(on), true, "greedy ablation survivors: " + flags_of(on).dump());
   for (const auto& s : on)
     if (on.size() > 1) box.propose(s.first + (s.second.is_string() ? "-" + s.second.get<std::string>() : ""), flags_of({s}), true,
                                    "single switch from the greedy ablation");
@@ -151,7 +152,7 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     if (n >= static_cast<int64_t>(run.prompts().size())) break;
   }
   for (const auto& [th, t] : pool)
-    if (t.speedup > 1.0) box.propose("easycache-t" + fmt(th), flags(th), false, "EasyCache threshold " + fmt(th) + " (successive halving survivor)");
+    if (t.speedup > 1.0 && t.engaged()) box.propose("easycache-t" + fmt(th), flags(th), false, "EasyCache threshold " + fmt(th) + " (successive halving survivor)");
   // The gates pick the tiers: also propose the fastest that still looked acceptable.
   return box.proposed();
 }
@@ -175,7 +176,7 @@ int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     results.push_back({slug, t});
   }
   for (size_t i = 0; i < results.size(); ++i)
-    if (results[i].second.speedup > 1.0 && results[i].second.psnr_min >= r.min_psnr - 5.0)
+    if (results[i].second.speedup > 1.0 && results[i].second.engaged() && results[i].second.psnr_min >= r.min_psnr - 5.0)
       box.propose(results[i].first, grid[i].second, false, "sparse attention sweep survivor");
   return box.proposed();
 }

@@ -28,6 +28,10 @@ struct Trial {
   std::string label;
   int64_t prompts = 0;
   double baseline_s = 0, candidate_s = 0, speedup = 0, psnr_min = 0;
+  // What the harness's authenticity check would say of the candidate runs' engagement counters
+  // (a switch that did nothing): such a trial is logged but never proposed.
+  std::vector<std::string> not_engaged;
+  bool engaged() const { return not_engaged.empty(); }
   nlohmann::json to_json() const;
 };
 

@@ -8,12 +8,13 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/stats.h"
+#include "runtime/techniques/engagement.h"
 
 namespace autooptim::executors {
 
 nlohmann::json Trial::to_json() const {
   return {{"label", label}, {"flags", flags}, {"prompts", prompts}, {"baseline_s", baseline_s},
-          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}};
+          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}, {"not_engaged", not_engaged}};
 }
 
 double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
@@ -32,7 +33,8 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
   generate(gates::to_runtime_options(base_), prompts_[0], &s);  // warm-up, untimed
 }
 
-at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds) {
+at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds,
+                                 runtime::Trace* trace) {
   auto& pipe = *loaded_.pipeline;
   pipe.set_options(o);
   const runtime::GenerateParams g = gates::generate_params(base_.config, p.text);
@@ -41,6 +43,7 @@ at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::
   const auto t0 = std::chrono::steady_clock::now();
   auto r = pipe.generate(g);
   *seconds = runtime::synced_seconds_since(t0, dev);
+  if (trace) *trace = r.trace;
   return r.video;
 }
 
@@ -66,8 +69,11 @@ Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label
     const at::Tensor b = generate(base_opts, p, &s);  // interleaved: baseline then candidate
     bt.push_back(s);
     baseline_clips_[p.id] = b;
-    const at::Tensor c = generate(opts, p, &s);
+    runtime::Trace trace;
+    const at::Tensor c = generate(opts, p, &s, &trace);
     ct.push_back(s);
+    for (const auto& problem : runtime::engagement_problems(opts, trace))
+      if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
     worst = std::min(worst, clip_psnr(c, baseline_clips_.at(p.id)));
   }
   t.prompts = n;

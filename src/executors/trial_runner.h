@@ -24,7 +24,8 @@ class TrialRunner {
   bool on_gpu() const { return loaded_.pipeline->precision().device.is_cuda(); }
 
  private:
-  at::Tensor generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds);
+  at::Tensor generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds,
+                      runtime::Trace* trace = nullptr);
   const ExecutorRequest& req_;
   gates::Manifest base_;
   std::vector<gates::Prompt> prompts_;

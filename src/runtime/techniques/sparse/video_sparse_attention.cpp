@@ -63,16 +63,29 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
     return at::cat({os, ot}, 1);
   }
   if (s.pattern == "tile_window") {
-    const int64_t tf = tile(F, s.window_frames), th = tile(Hh, s.window_tiles), tw = tile(W, s.window_tiles);
-    const int64_t nf = F / tf, nh = Hh / th, nw = W / tw, n = tf * th * tw;
-    auto group = [&](const at::Tensor& x) {  // [B, H, F*Hh*W, d] -> [B*tiles, H, n, d]
-      return x.reshape({B, H, nf, tf, nh, th, nw, tw, d})
-          .permute({0, 2, 4, 6, 1, 3, 5, 7, 8})
-          .reshape({B * nf * nh * nw, H, n, d});
+    // Frames are split into tiles of 2*window_frames+1; when that does not divide the latent frames
+    // (31 at 121 frames, a prime), the last, shorter tile is attended on its own. Tokens are f-major,
+    // so each group of frames is one contiguous token range.
+    const int64_t th = tile(Hh, s.window_tiles), tw = tile(W, s.window_tiles);
+    const int64_t want = 2 * s.window_frames + 1;
+    const int64_t tf = (s.window_frames > 0 && want < F) ? want : F;
+    const int64_t main_f = (F / tf) * tf, rest_f = F - main_f;
+    double attended = 0;
+    auto tiled = [&](const at::Tensor& qq, const at::Tensor& kk, const at::Tensor& vv, int64_t frames, int64_t tfr) {
+      const int64_t nf = frames / tfr, nh = Hh / th, nw = W / tw, n = tfr * th * tw;
+      auto group = [&](const at::Tensor& x) {  // [B, H, frames*Hh*W, d] -> [B*tiles, H, n, d]
+        return x.reshape({B, H, nf, tfr, nh, th, nw, tw, d})
+            .permute({0, 2, 4, 6, 1, 3, 5, 7, 8})
+            .reshape({B * nf * nh * nw, H, n, d});
+      };
+      at::Tensor o = attention(group(qq), group(kk), group(vv), &fc);
+      attended += static_cast<double>(B) * H * (nf * nh * nw) * static_cast<double>(n) * n;
+      return o.reshape({B, nf, nh, nw, H, tfr, th, tw, d}).permute({0, 4, 1, 5, 2, 6, 3, 7, 8}).reshape({B, H, frames * P, d});
     };
-    at::Tensor o = attention(group(q), group(k), group(v), &fc);
-    o = o.reshape({B, nf, nh, nw, H, tf, th, tw, d}).permute({0, 4, 1, 5, 2, 6, 3, 7, 8}).reshape({B, H, L, d});
-    record(fc, static_cast<double>(B) * H * (nf * nh * nw) * static_cast<double>(n) * n, total, true);
+    at::Tensor o = tiled(q.slice(2, 0, main_f * P), k.slice(2, 0, main_f * P), v.slice(2, 0, main_f * P), main_f, tf);
+    if (rest_f > 0)
+      o = at::cat({o, tiled(q.slice(2, main_f * P), k.slice(2, main_f * P), v.slice(2, main_f * P), rest_f, rest_f)}, 2);
+    record(fc, attended, total, true);
     return o;
   }
   throw Error("sparse attention: unknown pattern '" + s.pattern + "'");

@@ -4,8 +4,9 @@
 // - spatial_temporal: half the heads attend within their frame (tokens grouped per frame), the other
 //   half across frames at the same spatial position (grouped per position), as in Sparse VideoGen's
 //   spatial and temporal heads.
-// - tile_window: tokens attend within 3D tiles of 2*window_frames+1 latent frames and, when
-//   window_tiles > 0, (2*window_tiles+1)^2 spatial positions (block-diagonal attention).
+// - tile_window: tokens attend within 3D tiles of 2*window_frames+1 latent frames (the last tile
+//   shorter when that does not divide the frames) and, when window_tiles > 0 and 2*window_tiles+1
+//   divides the latent height and width, (2*window_tiles+1)^2 spatial positions (block-diagonal).
 // The first dense_layers blocks and the first dense_steps steps stay dense. Counts
 // sparse.attention.calls, .dense_calls, .pairs_attended, .pairs_total and the achieved .density.
 #include <ATen/ATen.h>
