@@ -151,9 +151,12 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     }
     if (n >= static_cast<int64_t>(run.prompts().size())) break;
   }
+  // Proposed: the survivors that were faster, engaged, and within 5 dB of the gate's quality floor on
+  // the visible prompts (the gates pick the tiers; a threshold far below the floor would only spend
+  // gate runs the composition and the held-out checks need).
   for (const auto& [th, t] : pool)
-    if (t.speedup > 1.0 && t.engaged()) box.propose("easycache-t" + fmt(th), flags(th), false, "EasyCache threshold " + fmt(th) + " (successive halving survivor)");
-  // The gates pick the tiers: also propose the fastest that still looked acceptable.
+    if (t.speedup > 1.0 && t.engaged() && t.psnr_min >= r.min_psnr - 5.0)
+      box.propose("easycache-t" + fmt(th), flags(th), false, "EasyCache threshold " + fmt(th) + " (successive halving survivor)");
   return box.proposed();
 }
 

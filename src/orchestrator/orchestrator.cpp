@@ -103,18 +103,19 @@ pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log) 
 }
 
 // Merges the flags of manifests of different families; empty when two of them set the same flag.
-json merge_flags(const std::vector<const Candidate*>& parts) {
+}  // namespace
+
+json compose_flags(const json& base_flags, const std::vector<json>& parts) {
   json out = json::object();
-  for (const auto* c : parts)
-    for (const auto& [k, v] : c->m.flags.items()) {
+  for (const auto& flags : parts)
+    for (const auto& [k, v] : flags.items()) {
       if (k == "dtype" || k == "cpu_threads") continue;
+      if (base_flags.contains(k) && base_flags[k] == v) continue;  // the part leaves it at the baseline's
       if (out.contains(k) && out[k] != v) return json();
       out[k] = v;
     }
   return out;
 }
-
-}  // namespace
 
 std::string run(const RunRequest& req) {
   const auto start = Clock::now();
@@ -200,7 +201,8 @@ std::string run(const RunRequest& req) {
     std::vector<std::string> args = {"autooptim", "executor", "--family", fam};
     args.insert(args.end(), req.model_cli.begin(), req.model_cli.end());
     for (const auto& a : std::vector<std::string>{"--base", base_path.string(), "--prompts", visible_path.string(), "--outbox",
-                                                  box.string(), "--budget-trials", std::to_string(req.executor_trials)})
+                                                  box.string(), "--budget-trials", std::to_string(req.executor_trials),
+                                                  "--min-psnr", std::to_string(req.gate.min_psnr)})
       args.push_back(a);
     running[spawn_executor(args, out / "outbox" / (fam + ".log"))] = fam;
   }
@@ -263,7 +265,9 @@ std::string run(const RunRequest& req) {
   if (fams.size() >= 3) combos.push_back(fams);
   std::vector<Candidate> composed;
   for (const auto& parts : combos) {
-    const json flags = merge_flags(parts);
+    std::vector<json> part_flags;
+    for (const auto* c : parts) part_flags.push_back(c->m.flags);
+    const json flags = compose_flags(gates::to_json(base)["flags"], part_flags);
     if (flags.is_null()) continue;
     gates::Manifest m = base;
     m.kind = "patch";

@@ -29,6 +29,10 @@ struct RunRequest {
   gates::GateSettings gate;
 };
 
+// The flags of a composition: each part's flags that differ from the baseline's (resolved) flags,
+// merged; null when two parts set one flag differently. dtype and cpu_threads are never taken over.
+nlohmann::json compose_flags(const nlohmann::json& base_flags, const std::vector<nlohmann::json>& parts);
+
 // Returns the path of report.json.
 std::string run(const RunRequest& req);
 
