@@ -58,3 +58,29 @@ TEST(Compose, ConflictingPartsAreRefused) {
   const json m = orchestrator::compose_flags(base_flags, {{{"fused_qkv", true}, {"dtype", "fp32"}}, {{"fused_qkv", true}}});
   EXPECT_EQ(m, json({{"fused_qkv", true}}));
 }
+
+TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
+  const auto base = base_manifest();
+  auto part = [&](const std::string& id, const json& flags, bool lossless) {
+    gates::Manifest m = base;
+    m.id = id;
+    m.kind = "patch";
+    m.family = id.substr(id.find('/') + 1, id.rfind('/') - id.find('/') - 1);
+    m.base = base.id;
+    m.flags = resolved_flags(base, flags, m.family);
+    m.lossless = lossless;
+    return gates::parse_manifest(gates::to_json(m), "part");
+  };
+  const auto cache = part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}}, false);
+  const auto kernel = part("wan22-tiny/kernel/cross_kv_cache", {{"cross_kv_cache", true}}, true);
+  const auto m = orchestrator::compose_manifest(base, {&cache, &kernel});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->id, "wan22-tiny/composite/easycache-t0.02-plus-cross_kv_cache");
+  EXPECT_EQ(m->family, "composite");
+  EXPECT_EQ(m->parents, (std::vector<std::string>{cache.id, kernel.id}));
+  EXPECT_FALSE(m->lossless);
+  const auto o = gates::to_runtime_options(*m);
+  EXPECT_TRUE(o.easycache.enabled && o.cross_kv_cache);
+  const auto other = part("wan22-tiny/cache/easycache-t0.05", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}}, false);
+  EXPECT_FALSE(orchestrator::compose_manifest(base, {&cache, &other}).has_value());
+}

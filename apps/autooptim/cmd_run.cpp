@@ -76,6 +76,7 @@ void add_executor(CLI::App& app) {
   cmd->add_option("--outbox", req->outbox, "Folder the proposals are written to")->required();
   cmd->add_option("--budget-trials", req->budget_trials)->capture_default_str();
   cmd->add_option("--min-psnr", req->min_psnr)->capture_default_str();
+  cmd->add_option("--device-lock", req->device_lock, "Lock file held while timing (shared by the run's executors)");
   cmd->callback([model, req] {
     req->load = model->request();
     const int n = executors::run_executor(*req);

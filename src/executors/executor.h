@@ -20,6 +20,9 @@ struct ExecutorRequest {
   std::string outbox;               // manifests are written here, one file each, atomically
   int64_t budget_trials = 12;       // candidate measurements at most
   double min_psnr = 30.0;           // the quality floor a proposal is expected to clear (gates decide)
+  // A lock file shared by the run's executors: each baseline/candidate pair is timed while holding it,
+  // so executors exploring in parallel never time on a device another one is loading (empty: none).
+  std::string device_lock;
 };
 
 // One measured trial: the candidate's flags, the prompts it ran on, its speedup and quality.

@@ -1,6 +1,11 @@
 #include "executors/trial_runner.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 
@@ -25,11 +30,36 @@ double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
   return std::min(100.0, 10.0 * std::log10(255.0 * 255.0 / mse));
 }
 
+namespace {
+
+// Holds an exclusive flock on a file for its lifetime (nothing when the path is empty).
+class DeviceLock {
+ public:
+  explicit DeviceLock(const std::string& path) {
+    if (path.empty()) return;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error("executor: cannot open the device lock " + path);
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) throw Error("executor: cannot take the device lock " + path);
+  }
+  ~DeviceLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  DeviceLock(const DeviceLock&) = delete;
+  DeviceLock& operator=(const DeviceLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
 TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base, std::vector<gates::Prompt> prompts)
     : req_(req), base_(base), prompts_(std::move(prompts)) {
   if (prompts_.empty()) throw Error("executor: no prompts to explore on");
   loaded_ = runtime::load_model(req.load);
   double s = 0;
+  const DeviceLock lock(req_.device_lock);  // the warm-up is as heavy as a timed run
   generate(gates::to_runtime_options(base_), prompts_[0], &s);  // warm-up, untimed
 }
 
@@ -66,12 +96,15 @@ Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label
   for (int64_t i = 0; i < n; ++i) {
     const auto& p = prompts_[static_cast<size_t>(i)];
     double s = 0;
-    const at::Tensor b = generate(base_opts, p, &s);  // interleaved: baseline then candidate
-    bt.push_back(s);
-    baseline_clips_[p.id] = b;
     runtime::Trace trace;
-    const at::Tensor c = generate(opts, p, &s, &trace);
-    ct.push_back(s);
+    at::Tensor c;
+    {
+      const DeviceLock lock(req_.device_lock);  // no other executor times while this pair runs
+      baseline_clips_[p.id] = generate(base_opts, p, &s);  // interleaved: baseline then candidate
+      bt.push_back(s);
+      c = generate(opts, p, &s, &trace);
+      ct.push_back(s);
+    }
     for (const auto& problem : runtime::engagement_problems(opts, trace))
       if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
     worst = std::min(worst, clip_psnr(c, baseline_clips_.at(p.id)));

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+
+#include <optional>
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,6 +119,27 @@ json compose_flags(const json& base_flags, const std::vector<json>& parts) {
   return out;
 }
 
+std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, const std::vector<const gates::Manifest*>& parts) {
+  std::vector<json> part_flags;
+  for (const auto* p : parts) part_flags.push_back(p->flags);
+  const json flags = compose_flags(gates::to_json(base)["flags"], part_flags);
+  if (flags.is_null()) return std::nullopt;
+  gates::Manifest m = base;
+  m.kind = "patch";
+  m.family = "composite";
+  m.base = base.id;
+  m.flags = flags;
+  m.lossless = std::all_of(parts.begin(), parts.end(), [](const gates::Manifest* p) { return p->lossless; });
+  std::string id = base.model + "/composite/";
+  for (size_t k = 0; k < parts.size(); ++k) {
+    m.parents.push_back(parts[k]->id);
+    id += (k ? "-plus-" : "") + parts[k]->id.substr(parts[k]->id.rfind('/') + 1);
+  }
+  m.id = id;
+  m.description = "composition of the best accepted candidate of each family";
+  return gates::parse_manifest(gates::to_json(m), "composition " + id);
+}
+
 std::string run(const RunRequest& req) {
   const auto start = Clock::now();
   Progress progress(start, req.budget_minutes * 60.0);
@@ -202,7 +225,8 @@ std::string run(const RunRequest& req) {
     args.insert(args.end(), req.model_cli.begin(), req.model_cli.end());
     for (const auto& a : std::vector<std::string>{"--base", base_path.string(), "--prompts", visible_path.string(), "--outbox",
                                                   box.string(), "--budget-trials", std::to_string(req.executor_trials),
-                                                  "--min-psnr", std::to_string(req.gate.min_psnr)})
+                                                  "--min-psnr", std::to_string(req.gate.min_psnr),
+                                                  "--device-lock", (out / "outbox" / "device.lock").string()})
       args.push_back(a);
     running[spawn_executor(args, out / "outbox" / (fam + ".log"))] = fam;
   }
@@ -265,24 +289,17 @@ std::string run(const RunRequest& req) {
   if (fams.size() >= 3) combos.push_back(fams);
   std::vector<Candidate> composed;
   for (const auto& parts : combos) {
-    std::vector<json> part_flags;
-    for (const auto* c : parts) part_flags.push_back(c->m.flags);
-    const json flags = compose_flags(gates::to_json(base)["flags"], part_flags);
-    if (flags.is_null()) continue;
-    gates::Manifest m = base;
-    m.kind = "patch";
-    m.family = "composite";
-    m.base = base.id;
-    m.flags = flags;
-    m.lossless = std::all_of(parts.begin(), parts.end(), [](const Candidate* c) { return c->m.lossless; });
-    std::string id = base.model + "/composite/";
-    for (size_t k = 0; k < parts.size(); ++k) {
-      m.parents.push_back(parts[k]->m.id);
-      id += (k ? "+" : "") + parts[k]->m.id.substr(parts[k]->m.id.rfind('/') + 1);
+    std::vector<const gates::Manifest*> pm;
+    for (const auto* c : parts) pm.push_back(&c->m);
+    std::optional<gates::Manifest> composite;
+    try {
+      composite = compose_manifest(base, pm);
+    } catch (const Error& e) {
+      progress.line(std::string("skipping a composition that is not a valid manifest: ") + e.what());
+      continue;
     }
-    m.id = id;
-    m.description = "composition of the best accepted candidate of each family";
-    m = gates::parse_manifest(gates::to_json(m), "composition " + id);
+    if (!composite) continue;  // the parts set one flag differently
+    const gates::Manifest& m = *composite;
     if (!seen.insert(gates::manifest_hash(m)).second) continue;
     composed.push_back({m, gates::manifest_hash(m), json(), json()});
   }

@@ -2,6 +2,7 @@
 // The master process of `autooptim run`: runs the baseline, spawns one executor process per family,
 // gates what they propose, composes the survivors across families, checks every tier candidate on the
 // held-out prompts, and writes the report. Resumable from its ledger.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct RunRequest {
 // The flags of a composition: each part's flags that differ from the baseline's (resolved) flags,
 // merged; null when two parts set one flag differently. dtype and cpu_threads are never taken over.
 nlohmann::json compose_flags(const nlohmann::json& base_flags, const std::vector<nlohmann::json>& parts);
+
+// The composition of candidates of different families as a new candidate manifest (id
+// <model>/composite/<a>-plus-<b>, parents, lossless only if every part is); nullopt when the parts
+// conflict. Throws Error if the result is not a valid manifest.
+std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, const std::vector<const gates::Manifest*>& parts);
 
 // Returns the path of report.json.
 std::string run(const RunRequest& req);
