@@ -75,6 +75,17 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   EXPECT_TRUE(passed(v, "authenticity")) << v.check("authenticity")->reason;
   EXPECT_TRUE(passed(v, "quality")) << v.check("quality")->reason;  // lossless: within 50 dB
   EXPECT_TRUE(passed(v, "visual")) << v.check("visual")->reason;
+  // Every timed run's stages, in order: 2 interleaved pairs, the audit, the off run's baseline, the off run.
+  const auto& runs = v.check("performance")->details.at("runs");
+  ASSERT_EQ(runs.size(), 7u);
+  std::vector<std::string> order;
+  for (const auto& r : runs) {
+    order.push_back(r.at("run").get<std::string>());
+    EXPECT_GT(r.at("denoise_s").get<double>(), 0.0);
+    EXPECT_LE(r.at("text_s").get<double>() + r.at("denoise_s").get<double>() + r.at("decode_s").get<double>(),
+              r.at("total_s").get<double>() + 1e-6);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"baseline", "candidate", "baseline", "candidate", "audit", "baseline", "off"}));
   const fs::path dir = f.tmp.file("kv");
   for (const char* file : {"manifest.json", "metadata.json", "trace.json", "benchmark.json", "quality.json", "verdict.json"})
     EXPECT_TRUE(fs::exists(dir / file)) << file;

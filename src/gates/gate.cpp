@@ -165,6 +165,12 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   // candidate's outputs for quality come from these timed runs.
   std::vector<PromptRun> runs(prompts.size());
   std::vector<double> base_times, cand_times, paired_cand_times;
+  // Stage times of every timed run, in order (where a slow run lost its time: text, denoising, decode).
+  json timed_stages = json::array();
+  auto stages = [](const char* who, const RunOutput& r) {
+    return json{{"run", who}, {"total_s", r.seconds}, {"text_s", r.times.text_encoding},
+                {"denoise_s", r.times.denoising}, {"decode_s", r.times.decoding}};
+  };
   const int64_t R = std::max<int64_t>(1, S.timing_repeats);
   for (int64_t i = 0; i < std::max<int64_t>(R, static_cast<int64_t>(prompts.size())); ++i) {
     const size_t pi = static_cast<size_t>(i) % prompts.size();
@@ -174,9 +180,11 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       b = w.run(base, prompts[pi]);
       if (!b.error.empty()) throw Error("the baseline '" + base.id + "' failed: " + b.error);
       base_times.push_back(b.seconds);
+      timed_stages.push_back(stages("baseline", b));
     }
     RunOutput c = w.run(cand, prompts[pi]);
     cand_times.push_back(c.seconds);
+    timed_stages.push_back(stages("candidate", c));
     if (timed_pair) paired_cand_times.push_back(c.seconds);
     if (i < static_cast<int64_t>(prompts.size())) {
       runs[pi].prompt = prompts[pi];
@@ -214,6 +222,9 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   const RunOutput off_base = w.run(base, prompts[0]);
   const RunOutput off_run = w.run(off, prompts[0]);
   base_times.push_back(off_base.seconds);
+  timed_stages.push_back(stages("audit", audit));
+  timed_stages.push_back(stages("baseline", off_base));
+  timed_stages.push_back(stages("off", off_run));
 
   for (auto& r : runs) r.cand8 = runtime::frames_from_tensor(r.cand.video);
 
@@ -279,7 +290,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     const double floor_s = forwards * fl.linear / (peak * 1e12);
     g.details = {{"baseline", bstats.to_json()}, {"candidate", cstats.to_json()}, {"noise", noise}, {"margin", margin},
                  {"speedup", v.speedup}, {"floor_s", floor_s}, {"peak_tflops", peak}, {"forwards", forwards},
-                 {"audit_s", audit.seconds}};
+                 {"audit_s", audit.seconds}, {"runs", timed_stages}};
     const double first = runs.empty() ? 0.0 : runs[0].cand.seconds;
     const double audit_drop = first > 0 ? 1.0 - audit.seconds / first : 0.0;
     if (v.speedup < 1.0 + margin) {
