@@ -11,6 +11,26 @@
 using namespace autooptim;
 using namespace autooptim::runtime;
 
+namespace {
+
+LoadedModel tiny_bf16_on_gpu() {
+  LoadRequest r;
+  r.precision = Precision{at::kBFloat16, at::Device(at::kCUDA, 0)};
+  return load_model(r);
+}
+
+GenerateParams small_clip(int64_t steps) {
+  GenerateParams p;
+  p.prompt = "a red fox";
+  p.height = 64;
+  p.width = 96;
+  p.frames = 9;
+  p.steps = steps;
+  return p;
+}
+
+}  // namespace
+
 TEST(Gpu, GoldenFloat32OnTheDevice) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   set_strict_fp32(true);
@@ -41,15 +61,8 @@ TEST(Gpu, GoldenBf16Transformer) {
 
 TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
-  LoadRequest r;
-  r.precision = Precision{at::kBFloat16, at::Device(at::kCUDA, 0)};
-  auto m = load_model(r);
-  GenerateParams p;
-  p.prompt = "a red fox";
-  p.height = 64;
-  p.width = 96;
-  p.frames = 9;
-  p.steps = 4;
+  auto m = tiny_bf16_on_gpu();
+  const GenerateParams p = small_clip(4);
   const auto a = m.pipeline->generate(p);
   RuntimeOptions on;
   on.cross_kv_cache = true;
@@ -69,15 +82,8 @@ TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
 // the other techniques' engagement counters are the same as in the eager run.
 TEST(Gpu, CudaGraphReplaysTheForwardAndKeepsOtherCountersTrue) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
-  LoadRequest r;
-  r.precision = Precision{at::kBFloat16, at::Device(at::kCUDA, 0)};
-  auto m = load_model(r);
-  GenerateParams p;
-  p.prompt = "a red fox";
-  p.height = 64;
-  p.width = 96;
-  p.frames = 9;
-  p.steps = 6;
+  auto m = tiny_bf16_on_gpu();
+  const GenerateParams p = small_clip(6);
   const auto base = m.pipeline->generate(p);
 
   RuntimeOptions g;

@@ -1,6 +1,7 @@
 #include "executors/executor.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -90,7 +91,7 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   const int64_t n = 2;
   Trial all = run.measure(flags_of(on), "all", n);
   box.log(all);
-  for (size_t i = 0; i < on.size() && run.trials() < r.budget_trials;) {
+  for (size_t i = 0; i < on.size() && run.can_measure(r.budget_trials);) {
     auto without = on;
     without.erase(without.begin() + static_cast<long>(i));
     if (without.empty()) break;
@@ -103,7 +104,7 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
       ++i;
     }
   }
-  if (run.on_gpu() && run.trials() < r.budget_trials) {
+  if (run.on_gpu() && run.can_measure(r.budget_trials)) {
     // The other attention backend, on the surviving set.
     auto alt = on;
     for (auto& s : alt)
@@ -133,19 +134,19 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   std::vector<std::pair<double, Trial>> pool;
   int64_t n = 1;
   for (double th : thresholds) {
-    if (run.trials() >= r.budget_trials) break;
+    if (!run.can_measure(r.budget_trials)) break;
     Trial t = run.measure(flags(th), "threshold " + fmt(th), n);
     box.log(t);
     pool.push_back({th, t});
   }
   // Score: speed when the quality floor holds, else nothing.
   auto score = [&r](const Trial& t) { return t.psnr_min >= r.min_psnr - 5.0 ? t.speedup : 0.0; };
-  while (pool.size() > 1 && run.trials() < r.budget_trials) {
+  while (pool.size() > 1 && run.can_measure(r.budget_trials)) {
     std::sort(pool.begin(), pool.end(), [&](const auto& a, const auto& b) { return score(a.second) > score(b.second); });
     pool.resize((pool.size() + 1) / 2);
     n = std::min<int64_t>(n * 3, static_cast<int64_t>(run.prompts().size()));
     for (auto& [th, t] : pool) {
-      if (run.trials() >= r.budget_trials) break;
+      if (!run.can_measure(r.budget_trials)) break;
       t = run.measure(flags(th), "threshold " + fmt(th), n);
       box.log(t);
     }
@@ -173,7 +174,7 @@ int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
                     {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
   std::vector<std::pair<std::string, Trial>> results;
   for (const auto& [slug, f] : grid) {
-    if (run.trials() >= r.budget_trials) break;
+    if (!run.can_measure(r.budget_trials)) break;
     Trial t = run.measure(f, slug, 2);
     box.log(t);
     results.push_back({slug, t});
@@ -187,6 +188,9 @@ int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
 }  // namespace
 
 int run_executor(const ExecutorRequest& req) {
+  // SIGTERM (the orchestrator's exploration deadline) ends the search after the trial in progress;
+  // the family then proposes from what it has measured instead of losing it.
+  std::signal(SIGTERM, [](int) { TrialRunner::request_stop(); });
   const gates::Manifest base = gates::load_manifest(req.base_manifest);
   if (base.kind != "baseline") throw Error(req.base_manifest + ": not a baseline manifest");
   std::vector<gates::Prompt> prompts = gates::load_prompt_file(req.prompts_file);

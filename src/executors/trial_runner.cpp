@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -53,6 +54,14 @@ class DeviceLock {
 };
 
 }  // namespace
+
+namespace {
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the stop flag is set from a signal handler");
+}  // namespace
+
+void TrialRunner::request_stop() { g_stop.store(true); }
+bool TrialRunner::stop_requested() { return g_stop.load(); }
 
 TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base, std::vector<gates::Prompt> prompts)
     : req_(req), base_(base), prompts_(std::move(prompts)) {

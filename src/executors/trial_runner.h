@@ -19,6 +19,11 @@ class TrialRunner {
   // baseline's clip of the same prompt and seed.
   Trial measure(const nlohmann::json& flags, const std::string& label, int64_t n);
   int64_t trials() const { return trials_; }
+  // True while another trial fits the budget and no stop was requested.
+  bool can_measure(int64_t budget) const { return trials_ < budget && !stop_requested(); }
+  // Async-signal-safe: sets a lock-free atomic flag.
+  static void request_stop();
+  static bool stop_requested();
   const std::vector<gates::Prompt>& prompts() const { return prompts_; }
   int64_t steps() const { return base_.config.steps; }
   bool on_gpu() const { return loaded_.pipeline->precision().device.is_cuda(); }

@@ -2,8 +2,6 @@
 
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <optional>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -241,11 +240,26 @@ std::string run(const RunRequest& req) {
       continue;
     }
     if (std::chrono::duration<double>(Clock::now() - start).count() > explore_deadline_s) {
-      for (const auto& [p, fam] : running) {
-        kill(p, SIGTERM);
-        progress.line("executor " + fam + " stopped at the exploration budget");
+      // SIGTERM lets each executor finish its trial in progress and propose from what it measured;
+      // one that is still busy after the grace period is killed (its finished proposals stay).
+      for (const auto& [p, fam] : running) kill(p, SIGTERM);
+      const double grace_s = std::clamp(req.budget_minutes * 60.0 * 0.1, 10.0, 120.0);
+      const auto stop_at = Clock::now();
+      while (!running.empty() && std::chrono::duration<double>(Clock::now() - stop_at).count() < grace_s) {
+        const pid_t done_pid = waitpid(-1, &status, WNOHANG);
+        if (done_pid > 0 && running.count(done_pid)) {
+          progress.line("executor " + running[done_pid] + " stopped at the exploration budget");
+          running.erase(done_pid);
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
       }
-      for (const auto& kv : running) waitpid(kv.first, &status, 0);
+      for (const auto& [p, fam] : running) {
+        kill(p, SIGKILL);
+        waitpid(p, &status, 0);
+        progress.line("executor " + fam + " killed: still busy " + std::to_string(static_cast<int>(grace_s)) +
+                      " s after the exploration budget");
+      }
       running.clear();
       break;
     }
