@@ -53,9 +53,6 @@ class DeviceLock {
   int fd_ = -1;
 };
 
-}  // namespace
-
-namespace {
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the stop flag is set from a signal handler");
 }  // namespace

@@ -103,7 +103,6 @@ pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log) 
   return pid;
 }
 
-// Merges the flags of manifests of different families; empty when two of them set the same flag.
 }  // namespace
 
 json compose_flags(const json& base_flags, const std::vector<json>& parts) {
@@ -229,31 +228,26 @@ std::string run(const RunRequest& req) {
       args.push_back(a);
     running[spawn_executor(args, out / "outbox" / (fam + ".log"))] = fam;
   }
+  // At the exploration deadline SIGTERM lets each executor finish its trial in progress and propose
+  // from what it measured; one still busy after the grace period is killed (its proposals stay).
+  const double grace_s = std::clamp(req.budget_minutes * 60.0 * 0.1, 10.0, 120.0);
+  std::optional<Clock::time_point> stopped_at;
   while (!running.empty()) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
+    if (pid > 0 && running.count(pid)) {
       const std::string fam = running[pid];
       running.erase(pid);
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      progress.line("executor " + fam + (ok ? " finished" : " failed (see outbox/" + fam + ".log)"));
+      progress.line("executor " + fam + (!ok ? " failed (see outbox/" + fam + ".log)"
+                                             : stopped_at ? " stopped at the exploration budget" : " finished"));
       continue;
     }
-    if (std::chrono::duration<double>(Clock::now() - start).count() > explore_deadline_s) {
-      // SIGTERM lets each executor finish its trial in progress and propose from what it measured;
-      // one that is still busy after the grace period is killed (its finished proposals stay).
+    const auto now = Clock::now();
+    if (!stopped_at && std::chrono::duration<double>(now - start).count() > explore_deadline_s) {
       for (const auto& [p, fam] : running) kill(p, SIGTERM);
-      const double grace_s = std::clamp(req.budget_minutes * 60.0 * 0.1, 10.0, 120.0);
-      const auto stop_at = Clock::now();
-      while (!running.empty() && std::chrono::duration<double>(Clock::now() - stop_at).count() < grace_s) {
-        const pid_t done_pid = waitpid(-1, &status, WNOHANG);
-        if (done_pid > 0 && running.count(done_pid)) {
-          progress.line("executor " + running[done_pid] + " stopped at the exploration budget");
-          running.erase(done_pid);
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-      }
+      stopped_at = now;
+    } else if (stopped_at && std::chrono::duration<double>(now - *stopped_at).count() > grace_s) {
       for (const auto& [p, fam] : running) {
         kill(p, SIGKILL);
         waitpid(p, &status, 0);
@@ -263,8 +257,8 @@ std::string run(const RunRequest& req) {
       running.clear();
       break;
     }
-    progress.show("explore", gate_runs, req.budget_trials, best);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    progress.show(stopped_at ? "stopping" : "explore", gate_runs, req.budget_trials, best);
+    std::this_thread::sleep_for(std::chrono::milliseconds(stopped_at ? 100 : 300));
   }
 
   // 3. Collect, de-duplicate by manifest hash, gate on the visible split.

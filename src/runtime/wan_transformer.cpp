@@ -324,10 +324,10 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     return h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
   };
   std::vector<at::Tensor> inputs{x, temb, tproj, text, cos, sin};
-  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter && techniques::CudaGraphs::available(x)) {
+  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter) {
     // One graph per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
-    const bool sparse_phase = opts->sparse.pattern != "none" && fc->step >= opts->sparse.dense_steps;
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) + (sparse_phase ? "/sparse" : "/dense") +
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) +
+                      (techniques::sparse_step(fc) ? "/sparse" : "/dense") +
                       "/" + std::string(c10::toString(x.scalar_type())) + (per_token ? "/tok" : "/sample");
     for (auto d : x.sizes()) key += "/" + std::to_string(d);
     for (auto d : ctx.sizes()) key += "/" + std::to_string(d);

@@ -3,7 +3,6 @@
 #include <map>
 
 #include "runtime/error.h"
-#include "runtime/techniques/sparse/video_sparse_attention.h"
 #include "runtime/trace.h"
 
 #ifdef AUTOOPTIM_WITH_CUDA
@@ -20,7 +19,7 @@ struct CudaGraphs::Impl {
     int64_t calls = 0;
     std::vector<at::Tensor> static_in;
     at::Tensor static_out;
-    std::map<std::string, double> counts;  // what one run of the body counts
+    Trace counts;  // what one run of the body counts
 #ifdef AUTOOPTIM_WITH_CUDA
     std::unique_ptr<at::cuda::CUDAGraph> graph;
 #endif
@@ -50,12 +49,6 @@ bool CudaGraphs::available(const at::Tensor& t) {
 #endif
 }
 
-size_t CudaGraphs::graphs() const {
-  size_t n = 0;
-  for (const auto& [k, e] : impl_->entries) n += e.static_out.defined() ? 1 : 0;
-  return n;
-}
-
 at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
                            const Body& body) {
   ForwardContext local = fc;
@@ -69,8 +62,7 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
   if (!e.graph) {
     // Capture on a side stream (libtorch refuses the default stream), after everything queued so far.
     for (const auto& t : inputs) e.static_in.push_back(t.clone());
-    Trace counted;
-    local.trace = fc.trace ? &counted : nullptr;
+    local.trace = fc.trace ? &e.counts : nullptr;
     if (!impl_->have_pool) {
       impl_->pool = at::cuda::graph_pool_handle();
       impl_->have_pool = true;
@@ -94,18 +86,13 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
     }
     cudaDeviceSynchronize();
     e.graph = std::move(graph);
-    for (const auto& [k, v] : counted.counters())
-      if (k != "sparse.attention.density") e.counts[k] = v;
     fc.count("kernel.cuda_graph.captures");
   } else {
     if (e.static_in.size() != inputs.size()) throw Error("cuda_graph: input count changed for key " + key);
     for (size_t i = 0; i < inputs.size(); ++i) e.static_in[i].copy_(inputs[i]);
   }
   e.graph->replay();
-  if (fc.trace) {
-    for (const auto& [k, v] : e.counts) fc.trace->add(k, v);
-    update_sparse_density(*fc.trace);
-  }
+  if (fc.trace) fc.trace->merge(e.counts);
   fc.count("kernel.cuda_graph.replays");
   return e.static_out.clone();
 #else

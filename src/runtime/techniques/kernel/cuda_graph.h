@@ -40,8 +40,6 @@ class CudaGraphs {
   at::Tensor run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
                  const Body& body);
 
-  size_t graphs() const;
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

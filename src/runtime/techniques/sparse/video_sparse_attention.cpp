@@ -11,7 +11,7 @@ void record(const ForwardContext& fc, double attended, double total, bool sparse
   fc.trace->add(sparse ? "sparse.attention.calls" : "sparse.attention.dense_calls");
   fc.trace->add("sparse.attention.pairs_attended", attended);
   fc.trace->add("sparse.attention.pairs_total", total);
-  update_sparse_density(*fc.trace);
+  fc.trace->define_ratio("sparse.attention.density", "sparse.attention.pairs_attended", "sparse.attention.pairs_total");
 }
 
 // Tile size along an axis of n positions for half-width w: 2w+1 when it divides n, else the whole axis.
@@ -22,16 +22,13 @@ int64_t tile(int64_t n, int64_t w) {
 
 }  // namespace
 
-void update_sparse_density(Trace& trace) {
-  if (!trace.has("sparse.attention.pairs_total")) return;
-  const double t = trace.get("sparse.attention.pairs_total");
-  trace.set("sparse.attention.density", t > 0 ? trace.get("sparse.attention.pairs_attended") / t : 1.0);
+bool sparse_step(const ForwardContext* fc) {
+  if (!fc || !fc->options || fc->options->sparse.pattern == "none") return false;
+  return fc->step >= fc->options->sparse.dense_steps;
 }
 
 bool sparse_engaged(const ForwardContext* fc) {
-  if (!fc || !fc->options || fc->options->sparse.pattern == "none") return false;
-  const auto& s = fc->options->sparse;
-  return fc->layer >= s.dense_layers && fc->step >= s.dense_steps && fc->grid_f > 0;
+  return sparse_step(fc) && fc->layer >= fc->options->sparse.dense_layers && fc->grid_f > 0;
 }
 
 void count_dense_attention(const at::Tensor& q, const ForwardContext* fc) {

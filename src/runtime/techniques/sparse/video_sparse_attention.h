@@ -15,14 +15,14 @@
 
 namespace autooptim::runtime::techniques {
 
+// True when this forward's step is past the pattern's dense steps (its later layers go sparse).
+bool sparse_step(const ForwardContext* fc);
+
 // True when this self-attention call should use the sparse pattern.
 bool sparse_engaged(const ForwardContext* fc);
 
 // q, k, v [B, heads, L, d] with L = grid_f * grid_h * grid_w (f-major) -> [B, heads, L, d].
 at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc);
-
-// Recomputes sparse.attention.density from the pair counters (after counters were added in bulk).
-void update_sparse_density(Trace& trace);
 
 // Counts a dense self-attention call (for the achieved density).
 void count_dense_attention(const at::Tensor& q, const ForwardContext* fc);
