@@ -1,5 +1,7 @@
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
+#include <algorithm>
+
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 
@@ -84,6 +86,24 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
       o = at::cat({o, tiled(q.slice(2, main_f * P), k.slice(2, main_f * P), v.slice(2, main_f * P), rest_f, rest_f)}, 2);
     record(fc, attended, total, true);
     return o;
+  }
+  if (s.pattern == "frame_window") {
+    // A sliding window over latent frames: queries in chunks of query_frames consecutive frames, each
+    // chunk attending to the frames from window_frames before its first to window_frames after its last.
+    // Tokens are f-major, so every chunk's queries and keys are contiguous token ranges: each chunk is
+    // one fused attention call on views of q, k, v (no gather, no mask), written into its rows of out.
+    const int64_t c = std::max<int64_t>(1, s.query_frames), w = std::max<int64_t>(0, s.window_frames);
+    at::Tensor out = at::empty({B, L, H, d}, q.options());  // the layout the caller flattens to [B, L, D]
+    double attended = 0;
+    for (int64_t f0 = 0; f0 < F; f0 += c) {
+      const int64_t f1 = std::min(F, f0 + c), k0 = std::max<int64_t>(0, f0 - w), k1 = std::min(F, f1 + w);
+      const at::Tensor o = attention(q.narrow(2, f0 * P, (f1 - f0) * P), k.narrow(2, k0 * P, (k1 - k0) * P),
+                                     v.narrow(2, k0 * P, (k1 - k0) * P), &fc);  // [B, H, n, d]
+      out.narrow(1, f0 * P, (f1 - f0) * P).copy_(o.transpose(1, 2));
+      attended += static_cast<double>(B) * H * ((f1 - f0) * P) * static_cast<double>((k1 - k0) * P);
+    }
+    record(fc, attended, total, attended < total);
+    return out.transpose(1, 2);
   }
   throw Error("sparse attention: unknown pattern '" + s.pattern + "'");
 }
