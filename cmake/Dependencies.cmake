@@ -11,6 +11,11 @@ if(TARGET c10_cuda OR TARGET torch_cuda)
   set(AUTOOPTIM_CUDA ON)
 endif()
 message(STATUS "autooptim: libtorch ${Torch_VERSION}, CUDA parts: ${AUTOOPTIM_CUDA}")
+if(AUTOOPTIM_CUDA)
+  # Our own kernels (src/runtime/techniques/**/*.cu) are compiled by nvcc; the language is enabled at the
+  # top level because every target that links the runtime links them.
+  enable_language(CUDA)
+endif()
 
 set(DEPS_INCLUDE "$ENV{DEPS_INCLUDE}" CACHE STRING "Extra include dirs for dependencies (GPU machine)")
 set(DEPS_LIB "$ENV{DEPS_LIB}" CACHE STRING "Extra library dir for dependencies (GPU machine)")

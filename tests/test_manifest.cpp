@@ -87,7 +87,7 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
       {[](json& j) { j["id"] = "Bad Id"; }, "id: 'Bad Id' must match"},
       {[](json& j) { j["id"] = 7; }, "id: expected a string"},
       {[](json& j) { j["kind"] = "candidate"; }, "kind: 'candidate' is not one of"},
-      {[](json& j) { j["family"] = "quant"; }, "family: 'quant' is not one of"},
+      {[](json& j) { j["family"] = "quantum"; }, "family: 'quantum' is not one of"},
       {[](json& j) { j["model"] = "wan21"; }, "model: 'wan21' is not one of"},
       {[](json& j) { j["runtime"] = ""; }, "runtime: must not be empty"},
       {[](json& j) { j["lossless"] = "yes"; }, "lossless: expected true or false"},
@@ -326,6 +326,37 @@ TEST(ShippedManifests, EveryFileValidates) {
   EXPECT_EQ(by_id.at("wan22-tiny/control-fp64").kind, "control");
   // A control differs from its baseline only in the switch it names.
   EXPECT_NE(manifest_hash(by_id.at("wan22-tiny/control-fp64")), manifest_hash(by_id.at("wan22-tiny/baseline")));
+}
+
+// The fused kernels, the quant family and the frame-window query chunks: parsed onto the options,
+// written back only when on (so older manifests keep their canonical form and hash), and round-tripped.
+TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
+  const std::string plain_hash = manifest_hash(parse_manifest(valid_patch(), "x"));
+  EXPECT_FALSE(to_json(parse_manifest(valid_patch(), "x"))["flags"].contains("quant"));
+  json j = valid_patch();
+  j["family"] = "quant";
+  j["flags"] = json::parse(R"({
+    "fused_norm_modulate": true, "fused_gate_residual": true, "fused_qk_norm_rope": true, "gelu_epilogue": true,
+    "quant": {"fp8": true},
+    "sparse": {"pattern": "frame_window", "window_frames": 2, "query_frames": 4}
+  })");
+  const Manifest m = parse_manifest(j, "x");
+  const runtime::RuntimeOptions o = to_runtime_options(m);
+  EXPECT_TRUE(o.fused_norm_modulate && o.fused_gate_residual && o.fused_qk_norm_rope && o.gelu_epilogue);
+  EXPECT_TRUE(o.quant.fp8);
+  EXPECT_EQ(o.sparse.pattern, "frame_window");
+  EXPECT_EQ(o.sparse.query_frames, 4);
+  const json out = to_json(m);
+  EXPECT_EQ(out["flags"]["quant"], (json{{"fp8", true}}));
+  EXPECT_EQ(out["flags"]["sparse"]["query_frames"], 4);
+  EXPECT_EQ(out["flags"]["gelu_epilogue"], true);
+  const Manifest again = parse_manifest(out, "resolved");
+  EXPECT_EQ(to_json(again), out);
+  EXPECT_NE(manifest_hash(again), plain_hash);
+
+  expect_contains(mutated_error([](json& k) { k["flags"]["quant"] = json::parse(R"({"fp4": true})"); }), "flags.quant");
+  expect_contains(mutated_error([](json& k) { k["flags"]["sparse"] = json::parse(R"({"query_frames": 0})"); }),
+                  "flags.sparse.query_frames");
 }
 
 }  // namespace

@@ -22,19 +22,22 @@ const std::vector<std::string> kOptionalTopKeys = {"description", "parents"};
 const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps",
                                               "steps",  "guidance", "seed", "flow_shift"};
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
-const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "composite"};
+const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
 const std::vector<std::string> kDtypes = {"bf16", "fp32", "fp64"};
 const std::vector<std::string> kAttentionBackends = {"auto", "math", "flash", "efficient", "cudnn"};
-const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "tile_window"};
+const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "tile_window", "frame_window"};
 const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "onednn", "attention_backend",
                                              "fused_qkv",      "cross_kv_cache", "timestep_dedup",
-                                             "cuda_graph",     "easycache",   "sparse"};
+                                             "cuda_graph",     "easycache",   "sparse",
+                                             "fused_norm_modulate", "fused_gate_residual", "fused_qk_norm_rope",
+                                             "gelu_epilogue",  "quant"};
+const std::vector<std::string> kQuantKeys = {"fp8"};
 const std::vector<std::string> kRedTeamKeys = {"off_leak", "write_output_early"};
 bool g_redteam_allowed = false;
 const std::vector<std::string> kEasyCacheKeys = {"enabled", "threshold", "warmup_steps", "dense_last_step"};
 const std::vector<std::string> kSparseKeys = {"pattern", "window_frames", "window_tiles", "dense_layers",
-                                              "dense_steps"};
+                                              "dense_steps", "query_frames"};
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -194,6 +197,7 @@ void apply_sparse(const Checker& c, const json& j, runtime::SparseAttentionOptio
   if (j.contains("window_tiles")) o.window_tiles = c.get_int_in(j["window_tiles"], path + ".window_tiles", 0, kMax);
   if (j.contains("dense_layers")) o.dense_layers = c.get_int_in(j["dense_layers"], path + ".dense_layers", 0, kMax);
   if (j.contains("dense_steps")) o.dense_steps = c.get_int_in(j["dense_steps"], path + ".dense_steps", 0, kMax);
+  if (j.contains("query_frames")) o.query_frames = c.get_int_in(j["query_frames"], path + ".query_frames", 1, kMax);
 }
 
 // Validates a flags object and applies it on top of the defaults.
@@ -225,6 +229,17 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
   if (flags.contains("cross_kv_cache")) o.cross_kv_cache = c.get_bool(flags["cross_kv_cache"], "flags.cross_kv_cache");
   if (flags.contains("timestep_dedup")) o.timestep_dedup = c.get_bool(flags["timestep_dedup"], "flags.timestep_dedup");
   if (flags.contains("cuda_graph")) o.cuda_graph = c.get_bool(flags["cuda_graph"], "flags.cuda_graph");
+  for (auto [name, field] : {std::pair<const char*, bool*>{"fused_norm_modulate", &o.fused_norm_modulate},
+                             {"fused_gate_residual", &o.fused_gate_residual},
+                             {"fused_qk_norm_rope", &o.fused_qk_norm_rope},
+                             {"gelu_epilogue", &o.gelu_epilogue}})
+    if (flags.contains(name)) *field = c.get_bool(flags[name], std::string("flags.") + name);
+  if (flags.contains("quant")) {
+    const json& q = flags["quant"];
+    c.require_object(q, "flags.quant");
+    c.check_keys(q, "flags.quant", kQuantKeys);
+    if (q.contains("fp8")) o.quant.fp8 = c.get_bool(q["fp8"], "flags.quant.fp8");
+  }
   if (flags.contains("easycache")) apply_easycache(c, flags["easycache"], o.easycache);
   if (flags.contains("sparse")) apply_sparse(c, flags["sparse"], o.sparse);
   return o;
@@ -374,6 +389,19 @@ json flags_to_json(const runtime::RuntimeOptions& o) {
         {"dense_layers", o.sparse.dense_layers},
         {"dense_steps", o.sparse.dense_steps}}},
   };
+  // The fused kernels and the quant family are written only when on, so that the canonical form (and
+  // hash) of every manifest written before they existed stays the same.
+  for (auto [name, on] : {std::pair<const char*, bool>{"fused_norm_modulate", o.fused_norm_modulate},
+                          {"fused_gate_residual", o.fused_gate_residual},
+                          {"fused_qk_norm_rope", o.fused_qk_norm_rope},
+                          {"gelu_epilogue", o.gelu_epilogue}})
+    if (on) j[name] = true;
+  if (o.quant.fp8) {
+    json q = json::object();
+    q["fp8"] = true;
+    j["quant"] = q;
+  }
+  if (o.sparse.query_frames != 1) j["sparse"]["query_frames"] = o.sparse.query_frames;
   // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
   if (o.redteam.off_leak || o.redteam.write_output_early)
     j["redteam"] = {{"off_leak", o.redteam.off_leak}, {"write_output_early", o.redteam.write_output_early}};

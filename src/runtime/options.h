@@ -17,11 +17,13 @@ struct EasyCacheOptions {
 struct SparseAttentionOptions {
   // "none" | "spatial_temporal" (heads split: within-frame and across-frames groups)
   // | "tile_window" (3D sliding window over tiles of tokens)
+  // | "frame_window" (sliding window of latent frames, chunked queries)
   std::string pattern = "none";
   int64_t window_frames = 1;   // tile_window: half-width in latent frames
   int64_t window_tiles = 1;    // tile_window: half-width in spatial tiles
   int64_t dense_layers = 1;    // first layers kept dense
   int64_t dense_steps = 5;     // first steps kept dense
+  int64_t query_frames = 1;    // frame_window: latent frames per query chunk
 };
 
 // Red-team switches: deliberately dishonest behaviours that the gate harness must catch. Manifests may
@@ -30,6 +32,11 @@ struct SparseAttentionOptions {
 struct RedTeamOptions {
   bool off_leak = false;            // perturbs the output even with every technique off (off identity)
   bool write_output_early = false;  // makes the clip outside the timed run and skips writing it then
+};
+
+// Quantisation family (lossy: judged by the quality gate like a cache).
+struct QuantOptions {
+  bool fp8 = false;  // FP8 e4m3 GEMMs for the transformer's large linears (GPU builds, sm_89+)
 };
 
 struct RuntimeOptions {
@@ -43,6 +50,12 @@ struct RuntimeOptions {
   bool cross_kv_cache = false;    // cross-attention K/V computed once per prompt, reused across steps
   bool timestep_dedup = false;    // time embedding computed once per distinct timestep value
   bool cuda_graph = false;        // transformer forward captured and replayed (GPU builds)
+  bool fused_norm_modulate = false;  // LayerNorm + adaLN shift/scale in one CUDA pass
+  bool fused_gate_residual = false;  // gate multiply + residual add in one CUDA pass
+  bool fused_qk_norm_rope = false;   // q/k RMSNorm + RoPE in one in-place CUDA pass
+  bool gelu_epilogue = false;        // FFN GELU-tanh in the GEMM's cuBLASLt epilogue
+  // quantisation family
+  QuantOptions quant;
   // cache family
   EasyCacheOptions easycache;
   // sparse-attention family

@@ -1,5 +1,7 @@
 #include "runtime/verify.h"
 
+#include "runtime/forward_context.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <limits>
@@ -44,7 +46,11 @@ void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyRepor
   if (io.contains("timestep_per_token")) {
     const at::Tensor t = io.tensor("timestep_per_token").to(dev);
     Intermediates inter;
-    const at::Tensor out = model->forward(x, t, ctx, &inter);
+    Trace trace;
+    ForwardContext fc;
+    fc.options = &o.options;
+    fc.trace = &trace;
+    const at::Tensor out = model->forward(x, t, ctx, &inter, &fc);
     rep.rows.push_back(compare(p.name, "output", out, io.tensor("output"), o.tolerance));
     for (const auto& name : io.names()) {
       if (name.rfind("inter.", 0) != 0) continue;
@@ -61,7 +67,11 @@ void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyRepor
     // One timestep per sample: the reference's value is that of the tokens past the first latent frame.
     at::Tensor t = io.contains("timestep") ? io.tensor("timestep")
                                            : io.tensor("timestep_per_token").select(1, -1).contiguous();
-    const at::Tensor out = model->forward(x, t.to(dev), ctx);
+    Trace trace;
+    ForwardContext fc;
+    fc.options = &o.options;
+    fc.trace = &trace;
+    const at::Tensor out = model->forward(x, t.to(dev), ctx, nullptr, &fc);
     rep.rows.push_back(compare(p.name, "output_scalar_timestep", out, io.tensor("output_scalar_timestep"), o.tolerance));
   }
 }

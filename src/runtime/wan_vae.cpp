@@ -1,5 +1,7 @@
 #include "runtime/wan_vae.h"
 
+#include "runtime/profile.h"
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -204,13 +206,18 @@ WanCausalConv3dImpl::WanCausalConv3dImpl(int64_t in, int64_t out, std::vector<in
 }
 
 at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& cache) const {
-  at::Tensor in = x.to(weight.scalar_type());
-  int64_t front = front_pad;
-  if (cache.defined() && front_pad > 0) {
-    in = at::cat({cache.to(in.scalar_type()), in}, 2);  // cached frames replace (part of) the front pad
-    front -= cache.size(2);
+  at::Tensor in;
+  {
+    ProfileScope ps("layout");
+    in = x.to(weight.scalar_type());
+    int64_t front = front_pad;
+    if (cache.defined() && front_pad > 0) {
+      in = at::cat({cache.to(in.scalar_type()), in}, 2);  // cached frames replace (part of) the front pad
+      front -= cache.size(2);
+    }
+    if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
   }
-  if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
+  ProfileScope ps("conv");
   return at::conv3d(in, weight, bias, stride, spatial_pad);
 }
 
@@ -230,6 +237,7 @@ WanRMSNormImpl::WanRMSNormImpl(int64_t dim, bool images, const at::TensorOptions
 
 at::Tensor WanRMSNormImpl::forward(const at::Tensor& x) const {
   // F.normalize(x, dim=1) * sqrt(C) * gamma, in float32.
+  ProfileScope ps("norm_elementwise");
   const at::Tensor xf = x.to(at::kFloat);
   const int64_t C = x.size(1);
   std::vector<int64_t> gshape(x.dim(), 1);
@@ -251,8 +259,13 @@ WanResidualBlockImpl::WanResidualBlockImpl(int64_t in, int64_t out, const at::Te
 
 at::Tensor WanResidualBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache) const {
   const at::Tensor shortcut = conv_shortcut ? conv_shortcut->forward(x) : x;  // [B, Cout, T, H, W]
-  at::Tensor h = conv1->forward_cached(at::silu(norm1->forward(x)), cache);
-  h = conv2->forward_cached(at::silu(norm2->forward(h)), cache);
+  auto silu = [](const at::Tensor& t) {
+    ProfileScope ps("norm_elementwise");
+    return at::silu(t);
+  };
+  at::Tensor h = conv1->forward_cached(silu(norm1->forward(x)), cache);
+  h = conv2->forward_cached(silu(norm2->forward(h)), cache);
+  ProfileScope ps("norm_elementwise");
   return h + shortcut;
 }
 
@@ -263,6 +276,7 @@ WanAttentionBlockImpl::WanAttentionBlockImpl(int64_t dim, const at::TensorOption
 }
 
 at::Tensor WanAttentionBlockImpl::forward(const at::Tensor& x) const {
+  ProfileScope ps("attention");
   const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
   const at::Tensor frames = norm->forward(x).permute({0, 2, 1, 3, 4}).reshape({B * T, C, H, W});
   at::Tensor qkv = to_qkv->forward(frames);                                  // [BT, 3C, H, W]
@@ -317,8 +331,15 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       x = y.view({B, 2, C, T, H, W}).permute({0, 2, 3, 1, 4, 5}).reshape({B, C, 2 * T, H, W});
     }
   }
-  if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d)
-    return conv2d_per_frame(resample, upsample_nearest_2x(x), {1, 1, 1}, {0, 1, 1});  // [B, C, T, 2H, 2W]
+  if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) {
+    at::Tensor up;
+    {
+      ProfileScope ps("layout");
+      up = upsample_nearest_2x(x);
+    }
+    ProfileScope ps("conv");
+    return conv2d_per_frame(resample, up, {1, 1, 1}, {0, 1, 1});  // [B, C, T, 2H, 2W]
+  }
 
   // ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 conv per frame: [B, C, T, H/2, W/2].
   x = conv2d_per_frame(resample, at::constant_pad_nd(x, {0, 1, 0, 1}), {1, 2, 2}, {0, 0, 0});
@@ -494,6 +515,7 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
 at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inter) {
   std::vector<at::Tensor> frames;
   decode_chunks(z, inter, [&](const at::Tensor& t) { frames.push_back(t); });
+  ProfileScope ps("layout");
   return at::cat(frames, 2);  // [B, 3, 1 + 4(T-1), H, W]
 }
 
