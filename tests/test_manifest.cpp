@@ -357,6 +357,35 @@ TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
   expect_contains(mutated_error([](json& k) { k["flags"]["quant"] = json::parse(R"({"fp4": true})"); }), "flags.quant");
   expect_contains(mutated_error([](json& k) { k["flags"]["sparse"] = json::parse(R"({"query_frames": 0})"); }),
                   "flags.sparse.query_frames");
+
+// --- The technique registry as the manifest reads it (see also test_registry.cpp) ---
+
+TEST(ManifestRegistry, ShippedManifestsKeepThePreRegistryCanonicalFlags) {
+  // The registry writes the flags that predate it exactly as before and newer ones only when set, so
+  // every shipped manifest's canonical form (and hash) is unchanged.
+  const std::set<std::string> before = {"dtype",          "cpu_threads", "onednn",     "attention_backend", "fused_qkv",
+                                        "cross_kv_cache", "timestep_dedup", "cuda_graph", "easycache",      "sparse"};
+  const std::filesystem::path root = std::filesystem::path(AUTOOPTIM_SOURCE_DIR) / "manifests";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().string());
+    const json flags = to_json(load_manifest(entry.path().string()))["flags"];
+    std::set<std::string> keys;
+    for (const auto& item : flags.items()) keys.insert(item.key());
+    EXPECT_EQ(keys, before);
+    EXPECT_EQ(flags["easycache"].size(), 4u);
+    EXPECT_EQ(flags["sparse"].size(), 5u);
+    ++seen;
+  }
+  EXPECT_GE(seen, 4);
+}
+
+TEST(ManifestRegistry, UnregisteredTechniqueFlagIsRefusedByKey) {
+  expect_contains(mutated_error([](json& j) { j["flags"]["pisa"] = {{"enabled", true}}; }),
+                  "manifests/x.json: flags: unknown flag 'pisa'");
+  expect_contains(mutated_error([](json& j) { j["flags"]["first_block_cache"] = {{"enable", true}}; }),
+                  "manifests/x.json: flags.first_block_cache: unknown key 'enable' (did you mean 'enabled'?)");
 }
 
 }  // namespace

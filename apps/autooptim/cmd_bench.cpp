@@ -241,6 +241,8 @@ void run_bench(const BenchArgs& a) {
   sj["steps_run"] = a.steps;
   sj["first_step_s"] = times.step_seconds.empty() ? 0.0 : times.step_seconds.front();
   sj["trace"] = trace.to_json();
+  // A cache policy's forward-skip ratio (a forced skip schedule measures a cache's speed at a given one).
+  sj["forward_skip_ratio"] = trace.has("cache.skip_ratio") ? nlohmann::json(trace.get("cache.skip_ratio")) : nlohmann::json(nullptr);
   out["denoising_step"] = sj;
   std::fprintf(stderr, "denoising step: %.3f s median\n", st.median);
 
@@ -292,7 +294,9 @@ void run_bench(const BenchArgs& a) {
                          {"decoding_s", r.times.decoding},
                          {"total_s", r.times.total()},
                          {"step_s", runtime::TimingStats::of(r.times.step_seconds).to_json()},
-                         {"peak_memory_gb", runtime::peak_memory_bytes(dev) / 1e9}};
+                         {"peak_memory_gb", runtime::peak_memory_bytes(dev) / 1e9},
+                         {"forward_skip_ratio", r.trace.has("cache.skip_ratio") ? nlohmann::json(r.trace.get("cache.skip_ratio"))
+                                                                                 : nlohmann::json(nullptr)}};
     std::fprintf(stderr, "full generation: %.1f s (denoise %.1f, decode %.1f)\n", r.times.total(), r.times.denoising,
                  r.times.decoding);
   }

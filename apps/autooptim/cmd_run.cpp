@@ -1,6 +1,7 @@
 // autooptim run: the product's main job (orchestrator), and autooptim executor: one family's search
 // process, spawned by run.
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -58,6 +59,10 @@ void add_run(CLI::App& app) {
       if (cmd->count("--repeats") == 0) req->gate.timing_repeats = 2;
     }
     req->load = model->request();
+    // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
+    if (req->load.precision.device.is_cuda() &&
+        std::find(req->families.begin(), req->families.end(), "quant") == req->families.end())
+      req->families.push_back("quant");
     req->model_cli = model_cli(*model);
     const std::string report = orchestrator::run(*req);
     std::printf("report: %s\n", report.c_str());
@@ -79,6 +84,10 @@ void add_executor(CLI::App& app) {
   cmd->add_option("--device-lock", req->device_lock, "Lock file held while timing (shared by the run's executors)");
   cmd->callback([model, req] {
     req->load = model->request();
+    // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
+    if (req->load.precision.device.is_cuda() &&
+        std::find(req->families.begin(), req->families.end(), "quant") == req->families.end())
+      req->families.push_back("quant");
     const int n = executors::run_executor(*req);
     std::printf("%d manifests proposed in %s\n", n, req->outbox.c_str());
   });

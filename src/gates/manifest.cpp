@@ -4,11 +4,13 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "gates/sha256.h"
 #include "runtime/error.h"
+#include "runtime/techniques/registry.h"
 
 namespace autooptim::gates {
 namespace {
@@ -24,20 +26,10 @@ const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
-const std::vector<std::string> kDtypes = {"bf16", "fp32", "fp64"};
-const std::vector<std::string> kAttentionBackends = {"auto", "math", "flash", "efficient", "cudnn"};
-const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "tile_window", "frame_window"};
-const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "onednn", "attention_backend",
-                                             "fused_qkv",      "cross_kv_cache", "timestep_dedup",
-                                             "cuda_graph",     "easycache",   "sparse",
-                                             "fused_norm_modulate", "fused_gate_residual", "fused_qk_norm_rope",
-                                             "gelu_epilogue",  "quant"};
-const std::vector<std::string> kQuantKeys = {"fp8"};
 const std::vector<std::string> kRedTeamKeys = {"off_leak", "write_output_early"};
 bool g_redteam_allowed = false;
-const std::vector<std::string> kEasyCacheKeys = {"enabled", "threshold", "warmup_steps", "dense_last_step"};
-const std::vector<std::string> kSparseKeys = {"pattern", "window_frames", "window_tiles", "dense_layers",
-                                              "dense_steps", "query_frames"};
+
+namespace tech = runtime::techniques;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -171,40 +163,31 @@ class Checker {
   std::string label_;
 };
 
-void apply_easycache(const Checker& c, const json& j, runtime::EasyCacheOptions& o) {
-  const std::string path = "flags.easycache";
-  c.require_object(j, path);
-  c.check_keys(j, path, kEasyCacheKeys);
-  if (j.contains("enabled")) o.enabled = c.get_bool(j["enabled"], path + ".enabled");
-  if (j.contains("threshold")) {
-    double t = c.get_number(j["threshold"], path + ".threshold");
-    if (!(t > 0.0 && t <= 1.0)) c.fail(path + ".threshold", j["threshold"].dump() + " is out of range (0, 1]");
-    o.threshold = t;
+// The flag names a manifest may use at the top of "flags": the settings, the techniques' top-level flags
+// and their groups (all from the registry), and redteam.
+std::vector<std::string> top_level_flag_names() {
+  std::vector<std::string> names;
+  for (const auto& s : tech::settings()) names.push_back(s.key);
+  for (const auto& t : tech::all()) {
+    if (!t.group.empty()) names.push_back(t.group);
+    else
+      for (const auto& f : t.flags) names.push_back(f.key);
   }
-  if (j.contains("warmup_steps")) {
-    o.warmup_steps = c.get_int_in(j["warmup_steps"], path + ".warmup_steps", 1, 1000);
-  }
-  if (j.contains("dense_last_step")) o.dense_last_step = c.get_bool(j["dense_last_step"], path + ".dense_last_step");
+  return names;
 }
 
-void apply_sparse(const Checker& c, const json& j, runtime::SparseAttentionOptions& o) {
-  const std::string path = "flags.sparse";
-  c.require_object(j, path);
-  c.check_keys(j, path, kSparseKeys);
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  if (j.contains("pattern")) o.pattern = c.get_choice(j["pattern"], path + ".pattern", kSparsePatterns);
-  if (j.contains("window_frames")) o.window_frames = c.get_int_in(j["window_frames"], path + ".window_frames", 0, kMax);
-  if (j.contains("window_tiles")) o.window_tiles = c.get_int_in(j["window_tiles"], path + ".window_tiles", 0, kMax);
-  if (j.contains("dense_layers")) o.dense_layers = c.get_int_in(j["dense_layers"], path + ".dense_layers", 0, kMax);
-  if (j.contains("dense_steps")) o.dense_steps = c.get_int_in(j["dense_steps"], path + ".dense_steps", 0, kMax);
-  if (j.contains("query_frames")) o.query_frames = c.get_int_in(j["query_frames"], path + ".query_frames", 1, kMax);
+// Validates one flag value against its registry entry and applies it.
+void apply_flag(const Checker& c, const tech::FlagSpec& f, const json& v, const std::string& path,
+                runtime::RuntimeOptions& o) {
+  if (auto problem = f.validate(v)) c.fail(path + problem->where, problem->message);
+  f.set(o, v);
 }
 
-// Validates a flags object and applies it on top of the defaults.
+// Validates a flags object against the technique registry and applies it on top of the defaults.
 runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
   runtime::RuntimeOptions o;
   c.require_object(flags, "flags");
-  if (flags.is_object() && flags.contains("redteam")) {
+  if (flags.contains("redteam")) {
     if (!g_redteam_allowed)
       c.fail("flags.redteam", "red-team flags are only accepted where explicitly allowed (the harness's own tests)");
     const json& r = flags["redteam"];
@@ -213,35 +196,36 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
     if (r.contains("off_leak")) o.redteam.off_leak = c.get_bool(r["off_leak"], "flags.redteam.off_leak");
     if (r.contains("write_output_early"))
       o.redteam.write_output_early = c.get_bool(r["write_output_early"], "flags.redteam.write_output_early");
-    json rest = flags;
-    rest.erase("redteam");
-    c.check_keys(rest, "flags", kFlagNames, "flag");
-  } else {
-    c.check_keys(flags, "flags", kFlagNames, "flag");
   }
-  if (flags.contains("dtype")) o.dtype = c.get_choice(flags["dtype"], "flags.dtype", kDtypes);
-  if (flags.contains("cpu_threads")) o.cpu_threads = c.get_int_in(flags["cpu_threads"], "flags.cpu_threads", 0, 256);
-  if (flags.contains("onednn")) o.onednn = c.get_bool(flags["onednn"], "flags.onednn");
-  if (flags.contains("attention_backend")) {
-    o.attention_backend = c.get_choice(flags["attention_backend"], "flags.attention_backend", kAttentionBackends);
+  json rest = flags;
+  rest.erase("redteam");
+  c.check_keys(rest, "flags", top_level_flag_names(), "flag");
+
+  for (const auto& s : tech::settings())
+    if (flags.contains(s.key)) apply_flag(c, s, flags[s.key], "flags." + s.key, o);
+  std::map<std::string, std::string> exclusive;  // exclusive group -> the technique on in it
+  for (const auto& t : tech::all()) {
+    if (t.group.empty()) {
+      for (const auto& f : t.flags)
+        if (flags.contains(f.key)) apply_flag(c, f, flags[f.key], "flags." + f.key, o);
+    } else if (flags.contains(t.group)) {
+      const std::string path = "flags." + t.group;
+      const json& g = flags[t.group];
+      c.require_object(g, path);
+      std::vector<std::string> keys;
+      for (const auto& f : t.flags) keys.push_back(f.key);
+      c.check_keys(g, path, keys);
+      for (const auto& f : t.flags)
+        if (g.contains(f.key)) apply_flag(c, f, g[f.key], path + "." + f.key, o);
+    }
+    if (t.check_flags)
+      if (auto problem = t.check_flags(o)) c.fail("flags." + (t.group.empty() ? t.name : t.group) + problem->where, problem->message);
+    if (!t.exclusive_group.empty() && t.on(o)) {
+      auto [it, fresh] = exclusive.emplace(t.exclusive_group, t.name);
+      if (!fresh)
+        c.fail("flags", it->second + " and " + t.name + " cannot both be on (one " + t.exclusive_group + " technique at a time)");
+    }
   }
-  if (flags.contains("fused_qkv")) o.fused_qkv = c.get_bool(flags["fused_qkv"], "flags.fused_qkv");
-  if (flags.contains("cross_kv_cache")) o.cross_kv_cache = c.get_bool(flags["cross_kv_cache"], "flags.cross_kv_cache");
-  if (flags.contains("timestep_dedup")) o.timestep_dedup = c.get_bool(flags["timestep_dedup"], "flags.timestep_dedup");
-  if (flags.contains("cuda_graph")) o.cuda_graph = c.get_bool(flags["cuda_graph"], "flags.cuda_graph");
-  for (auto [name, field] : {std::pair<const char*, bool*>{"fused_norm_modulate", &o.fused_norm_modulate},
-                             {"fused_gate_residual", &o.fused_gate_residual},
-                             {"fused_qk_norm_rope", &o.fused_qk_norm_rope},
-                             {"gelu_epilogue", &o.gelu_epilogue}})
-    if (flags.contains(name)) *field = c.get_bool(flags[name], std::string("flags.") + name);
-  if (flags.contains("quant")) {
-    const json& q = flags["quant"];
-    c.require_object(q, "flags.quant");
-    c.check_keys(q, "flags.quant", kQuantKeys);
-    if (q.contains("fp8")) o.quant.fp8 = c.get_bool(q["fp8"], "flags.quant.fp8");
-  }
-  if (flags.contains("easycache")) apply_easycache(c, flags["easycache"], o.easycache);
-  if (flags.contains("sparse")) apply_sparse(c, flags["sparse"], o.sparse);
   return o;
 }
 
@@ -368,40 +352,7 @@ json to_json(const RunConfig& c) {
 }
 
 json flags_to_json(const runtime::RuntimeOptions& o) {
-  json j = json{
-      {"dtype", o.dtype},
-      {"cpu_threads", o.cpu_threads},
-      {"onednn", o.onednn},
-      {"attention_backend", o.attention_backend},
-      {"fused_qkv", o.fused_qkv},
-      {"cross_kv_cache", o.cross_kv_cache},
-      {"timestep_dedup", o.timestep_dedup},
-      {"cuda_graph", o.cuda_graph},
-      {"easycache",
-       {{"enabled", o.easycache.enabled},
-        {"threshold", o.easycache.threshold},
-        {"warmup_steps", o.easycache.warmup_steps},
-        {"dense_last_step", o.easycache.dense_last_step}}},
-      {"sparse",
-       {{"pattern", o.sparse.pattern},
-        {"window_frames", o.sparse.window_frames},
-        {"window_tiles", o.sparse.window_tiles},
-        {"dense_layers", o.sparse.dense_layers},
-        {"dense_steps", o.sparse.dense_steps}}},
-  };
-  // The fused kernels and the quant family are written only when on, so that the canonical form (and
-  // hash) of every manifest written before they existed stays the same.
-  for (auto [name, on] : {std::pair<const char*, bool>{"fused_norm_modulate", o.fused_norm_modulate},
-                          {"fused_gate_residual", o.fused_gate_residual},
-                          {"fused_qk_norm_rope", o.fused_qk_norm_rope},
-                          {"gelu_epilogue", o.gelu_epilogue}})
-    if (on) j[name] = true;
-  if (o.quant.fp8) {
-    json q = json::object();
-    q["fp8"] = true;
-    j["quant"] = q;
-  }
-  if (o.sparse.query_frames != 1) j["sparse"]["query_frames"] = o.sparse.query_frames;
+  json j = tech::flags_to_json(o);
   // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
   if (o.redteam.off_leak || o.redteam.write_output_early)
     j["redteam"] = {{"off_leak", o.redteam.off_leak}, {"write_output_early", o.redteam.write_output_early}};
@@ -459,20 +410,7 @@ RunConfig official_config(const std::string& model) {
 }
 
 std::vector<std::string> technique_flags_set(const Manifest& m) {
-  const json set = flags_to_json(to_runtime_options(m));
-  const json defaults = flags_to_json(runtime::RuntimeOptions{});
-  std::vector<std::string> names;
-  for (const auto& item : set.items()) {
-    if (item.key() == "dtype" || item.key() == "cpu_threads" || item.key() == "onednn" || item.key() == "redteam") continue;
-    if (item.value().is_object()) {
-      for (const auto& sub : item.value().items()) {
-        if (sub.value() != defaults[item.key()][sub.key()]) names.push_back(item.key() + "." + sub.key());
-      }
-    } else if (item.value() != defaults[item.key()]) {
-      names.push_back(item.key());
-    }
-  }
-  return names;
+  return tech::technique_flags_set(to_runtime_options(m));
 }
 
 Manifest with_flags_off(const Manifest& m) {
@@ -483,8 +421,10 @@ Manifest with_flags_off(const Manifest& m) {
   off.base = m.base ? m.base : std::optional<std::string>(m.id);
   off.lossless = true;
   off.flags = json::object();
-  for (const char* kept : {"dtype", "cpu_threads", "onednn", "redteam"}) {
-    if (m.flags.contains(kept)) off.flags[kept] = m.flags[kept];
+  std::vector<std::string> kept{"redteam"};
+  for (const auto& s : tech::settings()) kept.push_back(s.key);
+  for (const auto& k : kept) {
+    if (m.flags.contains(k)) off.flags[k] = m.flags[k];
   }
   off.description = "'" + m.id + "' with its technique flags off";
   off.parents = {m.id};

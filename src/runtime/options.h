@@ -1,9 +1,10 @@
 #pragma once
 // The runtime's typed options: every acceleration technique is one switch here, off by default.
-// Manifests (src/gates/manifest.*) map their "flags" onto this struct; the runtime knows nothing of
-// manifests. A default-constructed RuntimeOptions is the baseline.
+// The technique registry (techniques/registry.h) binds each manifest flag to its field here; the forward
+// reads the fields directly. A default-constructed RuntimeOptions is the baseline.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace autooptim::runtime {
 
@@ -12,6 +13,49 @@ struct EasyCacheOptions {
   double threshold = 0.05;   // accumulated relative-change budget before a full forward (0, 1]
   int64_t warmup_steps = 10; // first steps always computed in full
   bool dense_last_step = true;
+};
+
+// TeaCache-style block cache: the first block's modulated input changes by a relative L1 amount each
+// step; a fitted polynomial rescales it into an estimate of the output's change; while the accumulated
+// estimate stays under the threshold the block stack is skipped (its cached residual reused). Per CFG
+// branch.
+struct TeaCacheOptions {
+  bool enabled = false;
+  double threshold = 0.1;
+  int64_t warmup_steps = 5;
+  bool dense_last_step = true;
+  // Polynomial, lowest order first: estimate = c0 + c1 x + c2 x^2 ...; [0, 1] is the identity (uncalibrated).
+  std::vector<double> coefficients{0.0, 1.0};
+  bool calibrate = false;  // compute every step and record (input change, output change) pairs
+};
+
+// MagCache-style block cache: a magnitude-ratio schedule (|residual_t| / |residual_t-1| per step, per
+// branch), calibrated once; skipping accumulates the error |1 - product of ratios| and stops at the
+// threshold or after max_skips consecutive skips.
+struct MagCacheOptions {
+  bool enabled = false;
+  double threshold = 0.12;
+  int64_t max_skips = 2;
+  int64_t warmup_steps = 10;
+  bool dense_last_step = true;
+  std::vector<double> ratios;         // conditional branch, one per calibrated step
+  std::vector<double> ratios_uncond;  // unconditional branch (empty: the conditional schedule)
+  bool calibrate = false;             // compute every step and record the ratios
+};
+
+// First-block cache: block 0 always runs; when its residual changed by less than the threshold (relative
+// L1 against the last full computation of the branch), blocks 1..N-1 reuse their cached residual.
+struct FirstBlockCacheOptions {
+  bool enabled = false;
+  double threshold = 0.05;
+  int64_t warmup_steps = 1;
+  bool dense_last_step = true;
+};
+
+// A forced skip schedule, for benchmarking the speed of a cache at a given skip ratio: at the listed
+// steps every branch reuses its last residual instead of running the transformer.
+struct ForcedSkipOptions {
+  std::vector<int64_t> steps;
 };
 
 struct SparseAttentionOptions {
@@ -56,8 +100,12 @@ struct RuntimeOptions {
   bool gelu_epilogue = false;        // FFN GELU-tanh in the GEMM's cuBLASLt epilogue
   // quantisation family
   QuantOptions quant;
-  // cache family
+  // cache family (one policy at a time)
   EasyCacheOptions easycache;
+  TeaCacheOptions teacache;
+  MagCacheOptions magcache;
+  FirstBlockCacheOptions first_block_cache;
+  ForcedSkipOptions forced_skip;
   // sparse-attention family
   SparseAttentionOptions sparse;
   RedTeamOptions redteam;

@@ -6,7 +6,7 @@
 
 #include "runtime/error.h"
 #include "runtime/forward_context.h"
-#include "runtime/techniques/cache/easycache.h"
+#include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 
 namespace autooptim::runtime {
@@ -82,15 +82,17 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   fc.cross_kv = &cross_kv;
   if (options_.cuda_graph) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
-  std::unique_ptr<techniques::EasyCache> easycache;
-  if (options_.easycache.enabled) easycache = std::make_unique<techniques::EasyCache>(options_.easycache, in.steps, trace);
+  // The cache family's policy sees every transformer call (and, through fc, the block stack).
+  const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(options_, in.steps, trace);
+  fc.cache = cache.get();
   auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
                       const at::Tensor& embeds) {
+    fc.branch = branch;
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
       return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
     };
-    return easycache ? easycache->forward(step, branch, model_in, full) : full();
+    return cache ? cache->forward(step, branch, model_in, full) : full();
   };
   for (int64_t i = 0; i < in.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -7,8 +7,10 @@
 
 #include "runtime/config_json.h"
 #include "runtime/error.h"
+#include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/profile.h"
+#include "runtime/techniques/kernel/cross_kv_cache.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
 #include "runtime/techniques/quant/fp8_linear.h"
@@ -156,26 +158,18 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
     q = linear(to_q, x);
     {
       ProfileScope ps("norm_elementwise");
-      q = norm_q->forward(q);
+      q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
     }
-    // Cross-attention K/V depend only on the prompt: computed once per generation when cached.
-    CrossKVCache* cache = o && o->cross_kv_cache && fc->cross_kv && ctx_key ? fc->cross_kv : nullptr;
-    auto hit = cache ? cache->entries.find({fc->layer, ctx_key}) : decltype(cache->entries.end()){};
-    if (cache && hit != cache->entries.end()) {
-      std::tie(k, v) = hit->second;
-      fc->count("kernel.cross_kv_cache.hits");
-    } else {
-      k = linear(to_k, src);  // [B, S, D]
+    auto project_kv = [&] {
+      at::Tensor kk = linear(to_k, src);
       {
         ProfileScope ps("norm_elementwise");
-        k = norm_k->forward(k);
+        kk = norm_k->forward(kk);
       }
-      v = linear(to_v, src);  // [B, S, D]
-      if (cache) {
-        cache->entries[{fc->layer, ctx_key}] = {k, v};
-        fc->count("kernel.cross_kv_cache.misses");
-      }
-    }
+      return std::make_pair(kk, linear(to_v, src));  // [B, S, D] each
+    };
+    // Cross-attention K/V depend only on the prompt: computed once per generation with cross_kv_cache.
+    std::tie(k, v) = cross ? techniques::cross_attention_kv(fc, ctx_key, project_kv) : project_kv();
   }
   q = q.view({B, L, heads, -1});
   k = k.view({B, S, heads, -1});
@@ -217,6 +211,12 @@ WanBlockImpl::WanBlockImpl(const WanTransformerConfig& c, const Precision& p) : 
   ffn_in = gelu->register_module("proj", Linear(D, c.ffn_dim, true, p.compute_opts()));
   ffn_out = net->add("2", Linear(c.ffn_dim, D, true, p.compute_opts()));
   scale_shift_table = add_param(*this, "scale_shift_table", {1, 6, D}, p.fp32_opts());
+}
+
+at::Tensor WanBlockImpl::modulated_input(const at::Tensor& x, const at::Tensor& tproj) const {
+  const at::Tensor mod = tproj.dim() == 3 ? scale_shift_table + tproj.to(at::kFloat)
+                                          : scale_shift_table.unsqueeze(0) + tproj.to(at::kFloat);
+  return (layer_norm_fp32(x, eps) * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(x.scalar_type());
 }
 
 at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
@@ -396,14 +396,9 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
   // The projected text depends only on the prompt; with the K/V cache it is computed once too.
   const void* ctx_key = ctx.data_ptr();
-  CrossKVCache* cache = opts && opts->cross_kv_cache ? fc->cross_kv : nullptr;
-  at::Tensor text;
-  if (cache && cache->entries.count({-1, ctx_key})) {
-    text = cache->entries.at({-1, ctx_key}).first;
-  } else {
-    text = text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
-    if (cache) cache->entries[{-1, ctx_key}] = {text, at::Tensor()};
-  }
+  const at::Tensor text = techniques::projected_text(fc, ctx_key, [&] {
+    return text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
+  });
   record("condition_embedder.out2", text);
   const auto [cos, sin] = rope(F, H, W);
   embed_scope.reset();
@@ -423,11 +418,17 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
       ProfileScope ps("layout");
       h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
     }
-    for (size_t i = 0; i < block_list.size(); ++i) {
-      bfc.layer = static_cast<int64_t>(i);
-      h = block_list[i]->forward(h, btext, btproj, bcos, bsin, fcb, ctx_key);
-      record("blocks." + std::to_string(i) + ".out", h);
-    }
+    techniques::BlockStack stack;
+    stack.layers = static_cast<int64_t>(block_list.size());
+    stack.block = [&](int64_t i, const at::Tensor& hi) {
+      bfc.layer = i;
+      at::Tensor ho = block_list[static_cast<size_t>(i)]->forward(hi, btext, btproj, bcos, bsin, fcb, ctx_key);
+      record("blocks." + std::to_string(i) + ".out", ho);
+      return ho;
+    };
+    stack.modulated_input = [&](const at::Tensor& hi) { return block_list[0]->modulated_input(hi, btproj); };
+    // A cache policy of the generation may reuse the stack's cached residual instead (cache family).
+    h = fc && fc->cache ? fc->cache->blocks(stack, h, fc->step, fc->branch) : techniques::run_blocks(stack, h, 0, stack.layers);
     // Head: shift/scale = table + temb (not tproj), per sample or per token.
     const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + btemb.unsqueeze(2).to(at::kFloat)
                                      : scale_shift_table + btemb.unsqueeze(1).to(at::kFloat);
@@ -448,7 +449,8 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     return h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
   };
   std::vector<at::Tensor> inputs{x, temb, tproj, text, cos, sin};
-  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter) {
+  // A cache policy that decides between blocks needs the host there: no graph of the body then.
+  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter && !(fc->cache && fc->cache->hooks_blocks())) {
     // One graph per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
     std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) +
                       (techniques::sparse_step(fc) ? "/sparse" : "/dense") +

@@ -1,3 +1,30 @@
+// Quantisation technique (family quant, lossy): FP8 e4m3 GEMMs for the transformer's large linears
+// (see fp8_linear.h).
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(fp8) {
+  Technique t;
+  t.name = "fp8";
+  t.family = "quant";
+  t.lossless = false;
+  t.summary = "FP8 e4m3 GEMMs (per-channel weight, per-token activation scales) for the transformer's large linears";
+  t.group = "quant";
+  t.flags = {bool_flag("fp8", [](RuntimeOptions& o) -> bool& { return o.quant.fp8; },
+                       "FP8 GEMMs through cuBLASLt (GPU builds, libtorch >= 2.5, sm_89+)")};
+  t.switch_flag = "quant.fp8";
+  t.hooks = {"self_attention.qkv_projection", "attention.output", "cross_attention.q", "block.ffn"};
+  t.engagement = {{"quant.fp8.gemms", "quant.fp8 is on but no FP8 GEMM ran (needs a CUDA build, libtorch >= 2.5 and an sm_89+ GPU)"}};
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"fp8", {{"quant", {{"fp8", true}}}}}} : std::vector<SearchPoint>{};
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/quant/fp8_linear.h"
 
 #include <torch/version.h>
@@ -139,3 +166,4 @@ std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, cons
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS
