@@ -84,7 +84,7 @@ std::vector<Technique> build() {
   std::set<std::string> top;
   for (const auto& s : settings()) top.insert(s.key);
   for (const auto& t : out) {
-    const bool ok_family = t.family == "kernel" || t.family == "cache" || t.family == "sparse";
+    const bool ok_family = !t.family.empty() && t.family != "none" && t.family != "composite";
     const std::string prefix = t.group.empty() ? "" : t.group + ".";
     const bool ok_switch = t.switch_flag.rfind(prefix, 0) == 0 && t.flag(t.switch_flag.substr(prefix.size()));
     if (!ok_family || t.flags.empty() || !ok_switch)
