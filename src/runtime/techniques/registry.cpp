@@ -84,8 +84,10 @@ std::vector<Technique> build() {
   std::set<std::string> top;
   for (const auto& s : settings()) top.insert(s.key);
   for (const auto& t : out) {
-    const bool ok_family = t.family == "kernel" || t.family == "cache" || t.family == "sparse";
-    if (!ok_family || t.flags.empty() || !t.flag(t.switch_flag.substr(t.group.empty() ? 0 : t.group.size() + 1)))
+    const bool ok_family = !t.family.empty() && t.family != "none" && t.family != "composite";
+    const std::string prefix = t.group.empty() ? "" : t.group + ".";
+    const bool ok_switch = t.switch_flag.rfind(prefix, 0) == 0 && t.flag(t.switch_flag.substr(prefix.size()));
+    if (!ok_family || t.flags.empty() || !ok_switch)
       throw std::logic_error("technique registry: '" + t.name + "' needs a family, flags and its switch flag");
     if (!t.group.empty() && !top.insert(t.group).second)
       throw std::logic_error("technique registry: flag group '" + t.group + "' declared twice");
@@ -258,8 +260,7 @@ const FlagSpec* Technique::flag(const std::string& key) const {
 }
 
 bool Technique::on(const RuntimeOptions& o) const {
-  const std::string key = group.empty() ? switch_flag : switch_flag.substr(group.size() + 1);
-  const FlagSpec* f = flag(key);
+  const FlagSpec* f = flag(group.empty() ? switch_flag : switch_flag.substr(std::min(switch_flag.size(), group.size() + 1)));
   return f && f->get(o) != f->default_value();
 }
 

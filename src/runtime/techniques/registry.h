@@ -105,7 +105,7 @@ struct Calibration {
 
 struct Technique {
   std::string name;
-  std::string family;  // kernel | cache | sparse
+  std::string family;  // a manifest family with an executor: kernel | cache | sparse (| quant)
   bool lossless = false;
   std::string summary;
   // "" for top-level flags (flags.fused_qkv); else the object they live in (flags.easycache.threshold).
