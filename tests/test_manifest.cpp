@@ -357,6 +357,7 @@ TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
   expect_contains(mutated_error([](json& k) { k["flags"]["quant"] = json::parse(R"({"fp4": true})"); }), "flags.quant");
   expect_contains(mutated_error([](json& k) { k["flags"]["sparse"] = json::parse(R"({"query_frames": 0})"); }),
                   "flags.sparse.query_frames");
+}
 
 // --- The technique registry as the manifest reads it (see also test_registry.cpp) ---
 

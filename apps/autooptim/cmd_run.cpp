@@ -84,10 +84,6 @@ void add_executor(CLI::App& app) {
   cmd->add_option("--device-lock", req->device_lock, "Lock file held while timing (shared by the run's executors)");
   cmd->callback([model, req] {
     req->load = model->request();
-    // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
-    if (req->load.precision.device.is_cuda() &&
-        std::find(req->families.begin(), req->families.end(), "quant") == req->families.end())
-      req->families.push_back("quant");
     const int n = executors::run_executor(*req);
     std::printf("%d manifests proposed in %s\n", n, req->outbox.c_str());
   });
