@@ -298,3 +298,26 @@ TEST(Cli, AFullDiskEndsTheRunWithTheReasonAndNoEmptyFiles) {
   }
   EXPECT_FALSE(fs::exists(disk / "run" / "report.json"));
 }
+
+TEST(Cli, DeeplyNestedJsonIsExitTwoNamingFileAndKey) {
+  // 1,000,000 levels deep used to overflow the stack (SIGSEGV) instead of a message and exit 2.
+  autooptim::test::TempDir tmp;
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string manifest = slurp(kSrc + "/manifests/wan22-tiny/baseline.json");
+  manifest.replace(manifest.find("\"autooptim/1\""), 13, deep);
+  autooptim::test::write_bytes(tmp.file("deep.json"), manifest);
+  auto r = sh("gate --manifest " + tmp.file("deep.json") + " --split smoke --out " + tmp.file("g"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  EXPECT_NE(r.output.find(tmp.file("deep.json") + ": nesting deeper than 64 levels at 'runtime'"), std::string::npos)
+      << r.output.substr(0, 500);
+
+  const fs::path g = autooptim::test::golden_dir();
+  fs::create_directories(tmp.file("golden"));
+  for (const char* f : {"transformer_tiny_io.safetensors", "transformer_tiny_weights.safetensors"})
+    fs::copy_file(g / f, fs::path(tmp.file("golden")) / f);
+  autooptim::test::write_bytes(tmp.file("golden/transformer_tiny_weights.json"), "{\"config\": {\"eps\": " + deep + "}}");
+  r = sh("verify --golden " + tmp.file("golden"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  EXPECT_NE(r.output.find("transformer_tiny_weights.json: nesting deeper than 64 levels at 'config.eps'"), std::string::npos)
+      << r.output.substr(0, 500);
+}
