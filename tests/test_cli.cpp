@@ -1,6 +1,10 @@
 // The binary as a user runs it: exit codes and one clear message for bad input, a clip from
 // `generate`, and `run` on the tiny model writing every report, resumable from its ledger.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/safetensors.h"
 #include "runtime/video_io.h"
 #include "test_util.h"
 
@@ -99,7 +104,12 @@ TEST(Cli, GenerateWritesTheClipAndStageTimes) {
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
-  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 3 --budget-trials 4 --executor-trials 2 --max-prompts 1";
+  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1";
+  // A failed start (prompts not found) leaves nothing behind, so the corrected command below is a
+  // fresh run, not "already holds a run".
+  const auto failed = sh(args + " --prompts-dir " + tmp.file("no-prompts"));
+  ASSERT_EQ(failed.code, 2) << failed.output;
+  EXPECT_FALSE(fs::exists(out)) << failed.output;
   const auto r = sh(args);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("report: "), std::string::npos);
@@ -132,6 +142,16 @@ TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   // A second run into the same folder must be asked for as a resume; the resume continues (with a
   // fresh budget) and never gates a manifest again that the ledger already holds for that split.
   EXPECT_EQ(sh(args).code, 2);
+  {
+    // A live run holds OUT/run.lock: a --resume beside it is refused (it would gate the same candidates).
+    const int fd = ::open((fs::path(out) / "run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    const auto beside = sh(args + " --resume");
+    ::close(fd);
+    EXPECT_EQ(beside.code, 2) << beside.output;
+    EXPECT_NE(beside.output.find("is in use by another autooptim run"), std::string::npos) << beside.output;
+  }
   const auto again = sh(args + " --resume");
   ASSERT_EQ(again.code, 0) << again.output;
   std::ifstream in(fs::path(out) / "ledger.jsonl");
@@ -156,4 +176,148 @@ TEST(Cli, GenerateReproducesAManifest) {
   const auto r = sh("generate --manifest " + tmp.file("m.json") + " --prompt x --out " + tmp.file("a.mp4"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(autooptim::runtime::probe_video(tmp.file("a.mp4")).frames, 5);
+}
+
+TEST(Cli, NumbersAndSplitsAreRefusedBeforeAnyWork) {
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const std::string run = "run --model wan22-tiny --out " + out + " ";
+  const std::string gen = "generate --model wan22-tiny --prompt x --out " + tmp.file("a.y4m") + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {run + "--min-psnr nan", "--min-psnr"},
+      {run + "--min-ssim nan", "--min-ssim"},
+      {run + "--min-ssim 1.5", "--min-ssim"},
+      {run + "--repeats -1", "--repeats"},
+      {run + "--max-prompts -2", "--max-prompts"},
+      {run + "--budget-trials -1", "--budget-trials"},
+      {run + "--budget-trials 0", "--budget-trials"},
+      {run + "--budget-minutes nan", "--budget-minutes"},
+      {run + "--budget-minutes -1", "--budget-minutes"},
+      {run + "--budget-minutes 0", "--budget-minutes"},
+      {run + "--budget-minutes inf", "--budget-minutes"},
+      {run + "--executor-trials -3", "--executor-trials"},
+      {run + "--split heldout60", "--split"},
+      {run + "--heldout-split val", "--heldout-split"},
+      {run + "--frames 10", "--frames"},
+      {run + "--height 100", "--height"},
+      {run + "--width 16", "--width"},
+      {run + "--steps 0", "--steps"},
+      // Above 2^63-1: CLI11 alone clamps it to 9223372036854775807 silently.
+      {run + "--budget-trials 99999999999999999999", "--budget-trials"},
+      {gen + "--seed 9223372036854775808", "--seed"},
+      {gen + "--seed -1", "--seed"},
+      {gen + "--fps 1e308", "--fps"},
+      {gen + "--fps nan", "--fps"},
+      {gen + "--fps 0", "--fps"},
+      {gen + "--guidance nan", "--guidance"},
+      {gen + "--steps 2.5", "--steps"},
+      {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --min-psnr nan", "--min-psnr"},
+      {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --repeats 0", "--repeats"},
+      {"bench --model wan22-tiny --repeat -1", "--repeat"},
+      {"verify --golden tests/data/golden --tolerance nan", "--tolerance"},
+  };
+  for (const auto& [args, option] : cases) {
+    const auto r = sh(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(option), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    EXPECT_FALSE(fs::exists(tmp.file("a.y4m"))) << args;
+  }
+}
+
+TEST(Cli, AFailedStartLeavesNoRunBehind) {
+  // Wrong --weights, wrong working directory (no manifests/prompts found): exit 2 and nothing in --out
+  // that would make the corrected retry "already hold a run".
+  autooptim::test::TempDir tmp;
+  fs::create_directories(tmp.file("empty-weights"));
+  fs::create_directories(tmp.file("existing"));
+  const std::vector<std::string> starts = {
+      "run --model wan22-ti2v-5b --weights " + tmp.file("empty-weights") + " --out ",
+      "run --model wan22-tiny --manifests-dir " + tmp.file("nowhere") + " --out ",
+      "run --model wan22-tiny --prompts-dir " + tmp.file("nowhere") + " --out ",
+  };
+  for (const auto& start : starts) {
+    for (const std::string out : {tmp.file("fresh"), tmp.file("existing")}) {
+      const auto r = sh(start + out);
+      EXPECT_EQ(r.code, 2) << start << "\n" << r.output;
+      if (out == tmp.file("fresh")) {
+        EXPECT_FALSE(fs::exists(out)) << start;
+      } else {
+        EXPECT_TRUE(fs::is_empty(out)) << start;
+      }
+      // The retry fails for the same reason, never for "already holds a run".
+      const auto again = sh(start + out);
+      EXPECT_EQ(again.output.find("already holds a run"), std::string::npos) << again.output;
+    }
+  }
+}
+
+TEST(Cli, VerifyFailsAGoldenPairThatComparesNothing) {
+  autooptim::test::TempDir tmp;
+  const fs::path g = autooptim::test::golden_dir();
+  for (const char* f : {"unipc_io.json", "unipc_io.safetensors", "transformer_tiny_weights.json", "transformer_tiny_weights.safetensors"})
+    fs::copy_file(g / f, tmp.path() / f);
+  autooptim::runtime::write_safetensors(tmp.file("transformer_tiny_io.safetensors"),
+                                        {{"hidden_states", at::zeros({1, 48, 1, 2, 2})}, {"encoder_hidden_states", at::zeros({1, 4, 40})}});
+  const auto r = sh("verify --golden " + tmp.path().string());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("no expected outputs"), std::string::npos) << r.output;
+}
+
+TEST(Cli, AFullDiskEndsTheRunWithTheReasonAndNoEmptyFiles) {
+  autooptim::test::TempDir tmp;
+  const fs::path disk = tmp.path() / "disk";
+  fs::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256k") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  {
+    std::ofstream fill(disk / "filler", std::ios::binary);
+    fill << std::string(512 << 10, 'f');  // fills the disk (the rest does not fit)
+  }
+  const auto r = sh("run --model wan22-tiny --out " + (disk / "run").string() + " --budget-trials 2 --max-prompts 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  // An executor on a full disk fails (exit 2) rather than leaving empty proposals or a done marker.
+  json base = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  base["config"]["frames"] = 5;
+  base["config"]["steps"] = 2;
+  std::ofstream(tmp.file("base.json")) << base.dump();
+  const auto e = sh("executor --family cache --base " + tmp.file("base.json") + " --prompts prompts/visible.jsonl --outbox " +
+                    (disk / "outbox").string() + " --budget-trials 1");
+  EXPECT_EQ(e.code, 2) << e.output;
+  EXPECT_NE(e.output.find("No space left on device"), std::string::npos) << e.output;
+  EXPECT_FALSE(fs::exists(disk / "outbox" / "done"));
+  for (const auto& f : fs::recursive_directory_iterator(disk)) {
+    if (!f.is_regular_file()) continue;
+    const std::string name = f.path().filename().string();
+    if (name == "run.lock" || name == "trials.jsonl" || name == "ledger.jsonl") continue;
+    EXPECT_GT(fs::file_size(f.path()), 0u) << f.path() << " was left empty";
+  }
+  EXPECT_FALSE(fs::exists(disk / "run" / "report.json"));
+}
+
+TEST(Cli, DeeplyNestedJsonIsExitTwoNamingFileAndKey) {
+  // 1,000,000 levels deep used to overflow the stack (SIGSEGV) instead of a message and exit 2.
+  autooptim::test::TempDir tmp;
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string manifest = slurp(kSrc + "/manifests/wan22-tiny/baseline.json");
+  manifest.replace(manifest.find("\"autooptim/1\""), 13, deep);
+  autooptim::test::write_bytes(tmp.file("deep.json"), manifest);
+  auto r = sh("gate --manifest " + tmp.file("deep.json") + " --split smoke --out " + tmp.file("g"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  EXPECT_NE(r.output.find(tmp.file("deep.json") + ": nesting deeper than 64 levels at 'runtime'"), std::string::npos)
+      << r.output.substr(0, 500);
+
+  const fs::path g = autooptim::test::golden_dir();
+  fs::create_directories(tmp.file("golden"));
+  for (const char* f : {"transformer_tiny_io.safetensors", "transformer_tiny_weights.safetensors"})
+    fs::copy_file(g / f, fs::path(tmp.file("golden")) / f);
+  autooptim::test::write_bytes(tmp.file("golden/transformer_tiny_weights.json"), "{\"config\": {\"eps\": " + deep + "}}");
+  r = sh("verify --golden " + tmp.file("golden"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  EXPECT_NE(r.output.find("transformer_tiny_weights.json: nesting deeper than 64 levels at 'config.eps'"), std::string::npos)
+      << r.output.substr(0, 500);
 }

@@ -32,6 +32,16 @@ json valid_patch() {
   })");
 }
 
+// The message of the Error that loading the file raises ("" when it loads).
+std::string error_of_load(const std::string& path) {
+  try {
+    load_manifest(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The message of the Error that parsing `j` raises ("" when it parses).
 std::string parse_error(const json& j, const std::string& label = "manifests/x.json") {
   try {
@@ -163,6 +173,48 @@ TEST(Manifest, LoadNamesTheFile) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), path + ": duplicated key 'threshold'");
   }
+}
+
+TEST(Manifest, HostileFilesAreRefusedWithTheKeyNamed) {
+  test::TempDir dir;
+  const std::string path = dir.file("m.json");
+  // 100,000 and 1,000,000 levels deep under several keys: an error naming the key, not a SIGSEGV.
+  for (const char* key : {"runtime", "base", "lossless", "flags"}) {
+    for (const size_t depth : {100000, 1000000}) {
+      std::string text = valid_patch().dump();
+      const std::string needle = std::string("\"") + key + "\":";
+      const size_t at = text.find(needle);
+      ASSERT_NE(at, std::string::npos) << key;
+      text.insert(at + needle.size(), std::string(depth, '[') + std::string(depth, ']') + ",\"x" + key + "\":");
+      test::write_bytes(path, text);
+      const std::string message = error_of_load(path);
+      EXPECT_NE(message.find(path + ": nesting deeper than 64 levels at '" + std::string(key) + "'"), std::string::npos)
+          << message.substr(0, 200);
+    }
+  }
+  std::string text = valid_patch().dump();
+  std::string nested;
+  for (int i = 0; i < 5000; ++i) nested += "{\"a\":";
+  nested += "1" + std::string(5000, '}');
+  text.insert(text.find("\"threshold\":") + 12, nested + ",\"t\":");
+  test::write_bytes(path, text);
+  EXPECT_NE(error_of_load(path).find("at 'flags.easycache.threshold"), std::string::npos) << error_of_load(path).substr(0, 200);
+  // NUL byte with junk after it (nlohmann stops at the NUL).
+  test::write_bytes(path, valid_patch().dump() + std::string(1, '\0') + "{\"junk\"");
+  EXPECT_NE(error_of_load(path).find("NUL byte"), std::string::npos) << error_of_load(path);
+  // Ids name folders of the run: no "." or ".." segment, no empty one.
+  for (const char* id : {"wan22-tiny/../../x", "..", "wan22-tiny//x", "/abs", "wan22-tiny/./x", "x/"}) {
+    json j = valid_patch();
+    j["id"] = id;
+    EXPECT_NE(parse_error(j).find("id: '" + std::string(id) + "' must match"), std::string::npos) << id << ": " << parse_error(j);
+  }
+  json j = valid_patch();
+  j["id"] = "wan22-tiny/cache/ec-0.1.off";
+  EXPECT_EQ(parse_error(j), "");
+  // A frame rate no video container can hold.
+  j = valid_patch();
+  j["config"]["fps"] = 1e308;
+  EXPECT_NE(parse_error(j).find("config.fps: 1e+308 is out of range (0, 1000]"), std::string::npos) << parse_error(j);
 }
 
 TEST(Manifest, ResolvedJsonHasEveryFlagAndRoundTrips) {

@@ -316,11 +316,11 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time each stage (load, text encoding, transformer forward, denoising step, VAE decode)");
   a->model.add_to(cmd);
   cmd->add_option("--manifest", a->manifest, "Apply this manifest's flags")->check(CLI::ExistingFile);
-  cmd->add_option("--steps", a->steps, "Denoising steps to time")->capture_default_str();
-  cmd->add_option("--frames", a->frames, "Frames, 4k+1")->capture_default_str();
-  cmd->add_option("--height", a->height, "Height, a multiple of 32")->capture_default_str();
-  cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Denoising steps to time")->capture_default_str()->check(step_count());
+  cmd->add_option("--frames", a->frames, "Frames, 4k+1")->capture_default_str()->check(frames_count());
+  cmd->add_option("--height", a->height, "Height, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str()->check(int_in(1, 1000));
   cmd->add_flag("--skip-vae", a->skip_vae, "Do not time the VAE decode");
   cmd->add_flag("--profile", a->profile,
                 "Also print where the forward's and the VAE decode's time goes, by category (GEMMs, attention, "
@@ -329,7 +329,7 @@ void add_bench(CLI::App& app) {
                   "Denoising step the timed forwards stand for (step-dependent techniques, e.g. sparse dense_steps)")
       ->capture_default_str();
   cmd->add_flag("--full-generation", a->full_generation, "Also time one complete generation (CFG, --generation-steps)");
-  cmd->add_option("--generation-steps", a->generation_steps, "Steps of the complete generation")->capture_default_str();
+  cmd->add_option("--generation-steps", a->generation_steps, "Steps of the complete generation")->capture_default_str()->check(step_count());
   cmd->add_option("--json", a->json, "Write the results here");
   cmd->callback([a, cmd] {
     if (a->model.model == "wan22-tiny") {

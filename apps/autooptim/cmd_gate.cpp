@@ -56,16 +56,18 @@ void add_gate(CLI::App& app) {
   auto* cmd = app.add_subcommand("gate", "Run a manifest and its baseline on a prompt split and decide the six gates and authenticity");
   a->model.add_to(cmd);
   cmd->add_option("--manifest", a->manifest, "The candidate manifest")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--split", a->split, "smoke, val, core, heldout16, heldout60")->capture_default_str();
+  cmd->add_option("--split", a->split, "smoke, val, core, heldout16, heldout60")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"smoke", "val", "core", "heldout16", "heldout60"}));
   cmd->add_option("--out", a->out, "Folder for the run's artifacts")->required();
   cmd->add_option("--ledger", a->ledger, "Append-only ledger (default: OUT/ledger.jsonl)");
   cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")->capture_default_str();
   cmd->add_option("--manifests-dir", a->settings.manifests_dir, "Folder of manifests/<model>/*.json (for the base)")->capture_default_str();
   cmd->add_option("--cache-dir", a->settings.cache_dir, "Baseline output cache (default OUT/../baseline-cache)");
-  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str();
-  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)");
-  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str();
-  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str();
+  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str()->check(int_in(1, 1000));
+  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)")->check(int_in(0, 1000000));
+  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str()->check(number_in(0, 200));
+  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str()->check(number_in(0, 1));
   cmd->add_flag("--json", a->json, "Print the verdict as JSON");
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");
   cmd->callback([a] { run_gate_cmd(*a); });

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -97,13 +98,13 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--prompt", p.prompt, "What the clip shows")->required();
   cmd->add_option("--negative-prompt", p.negative_prompt, "What to steer away from (default: empty, as diffusers)");
   cmd->add_option("--image", a->image, "First frame (image-to-video); resized to --height x --width")->check(CLI::ExistingFile);
-  cmd->add_option("--seed", p.seed, "Seed of the initial noise")->capture_default_str();
-  cmd->add_option("--steps", p.steps, "Denoising steps")->capture_default_str();
-  cmd->add_option("--frames", p.frames, "Frames, 4k+1")->capture_default_str();
-  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")->capture_default_str();
-  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")->capture_default_str();
-  cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")->capture_default_str();
-  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str();
+  cmd->add_option("--seed", p.seed, "Seed of the initial noise")->capture_default_str()->check(int_in(0, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--steps", p.steps, "Denoising steps")->capture_default_str()->check(step_count());
+  cmd->add_option("--frames", p.frames, "Frames, 4k+1")->capture_default_str()->check(frames_count());
+  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")->capture_default_str()->check(number_in(0, 50));
+  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str()->check(number_in(0, 1000, true));
   cmd->add_option("--out", a->out, "Output video (.mp4 H.264/MPEG-4, or .y4m)");
   cmd->add_option("--frames-dir", a->frames_dir, "Also write PNG frames here");
   cmd->add_option("--manifest", a->manifest, "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "executors/executor.h"
+#include "gates/prompts.h"
 #include "model_args.h"
 #include "orchestrator/orchestrator.h"
 #include "runtime/error.h"
@@ -32,22 +33,22 @@ void add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Search every technique family, gate the proposals, compose, and report the tiers");
   model->add_to(cmd);
   cmd->add_option("--out", req->out_dir, "Folder for the report, ledger and every gate run's artifacts")->required();
-  cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most")->capture_default_str();
-  cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget")->capture_default_str();
-  cmd->add_option("--executor-trials", req->executor_trials, "Measurements each executor may make")->capture_default_str();
+  cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most")->capture_default_str()->check(int_in(1, 1000000));
+  cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget")->capture_default_str()->check(number_in(0, 525600, true));
+  cmd->add_option("--executor-trials", req->executor_trials, "Measurements each executor may make")->capture_default_str()->check(int_in(1, 1000000));
   cmd->add_flag("--resume", req->resume, "Continue an interrupted run from its ledger");
-  cmd->add_option("--split", req->split, "Visible split the candidates are gated on")->capture_default_str();
-  cmd->add_option("--heldout-split", req->heldout_split, "Held-out split every tier candidate is checked on")->capture_default_str();
+  cmd->add_option("--split", req->split, "Visible split the candidates are gated on")->capture_default_str()->check(CLI::IsMember(gates::visible_splits()));
+  cmd->add_option("--heldout-split", req->heldout_split, "Held-out split every tier candidate is checked on")->capture_default_str()->check(CLI::IsMember(gates::heldout_splits()));
   cmd->add_option("--prompts-dir", req->prompts_dir)->capture_default_str();
   cmd->add_option("--manifests-dir", req->manifests_dir)->capture_default_str();
-  cmd->add_option("--repeats", req->gate.timing_repeats, "Interleaved timed pairs per gate run")->capture_default_str();
-  cmd->add_option("--max-prompts", req->gate.max_prompts, "Prompts per split at most (0 = all)");
-  cmd->add_option("--min-psnr", req->gate.min_psnr, "Quality tolerance of lossy candidates (dB)")->capture_default_str();
-  cmd->add_option("--min-ssim", req->gate.min_ssim, "Quality tolerance of lossy candidates (SSIM)")->capture_default_str();
-  cmd->add_option("--frames", req->frames, "Reduced configuration: frames (no tier can be won)");
-  cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)");
-  cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)");
-  cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)");
+  cmd->add_option("--repeats", req->gate.timing_repeats, "Interleaved timed pairs per gate run")->capture_default_str()->check(int_in(1, 1000));
+  cmd->add_option("--max-prompts", req->gate.max_prompts, "Prompts per split at most (0 = all)")->check(int_in(0, 1000000));
+  cmd->add_option("--min-psnr", req->gate.min_psnr, "Quality tolerance of lossy candidates (dB)")->capture_default_str()->check(number_in(0, 200));
+  cmd->add_option("--min-ssim", req->gate.min_ssim, "Quality tolerance of lossy candidates (SSIM)")->capture_default_str()->check(number_in(0, 1));
+  cmd->add_option("--frames", req->frames, "Reduced configuration: frames (no tier can be won)")->check(frames_count());
+  cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)")->check(step_count());
+  cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)")->check(pixel_size());
+  cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)")->check(pixel_size());
   cmd->callback([model, req, cmd] {
     // The embedded tiny model's run must fit a 2-core CI machine in under 5 minutes: a smaller
     // budget and the first prompts of each split, unless the user says otherwise.
@@ -79,8 +80,8 @@ void add_executor(CLI::App& app) {
   cmd->add_option("--base", req->base_manifest, "Baseline manifest")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompts", req->prompts_file, "Visible prompts (JSON lines)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--outbox", req->outbox, "Folder the proposals are written to")->required();
-  cmd->add_option("--budget-trials", req->budget_trials)->capture_default_str();
-  cmd->add_option("--min-psnr", req->min_psnr)->capture_default_str();
+  cmd->add_option("--budget-trials", req->budget_trials)->capture_default_str()->check(int_in(1, 1000000));
+  cmd->add_option("--min-psnr", req->min_psnr)->capture_default_str()->check(number_in(0, 200));
   cmd->add_option("--device-lock", req->device_lock, "Lock file held while timing (shared by the run's executors)");
   cmd->callback([model, req] {
     req->load = model->request();

@@ -1,5 +1,11 @@
 #include "model_args.h"
 
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -29,5 +35,49 @@ runtime::LoadRequest ModelArgs::request() const {
   r.options.dtype = d;
   return r;
 }
+
+namespace {
+
+std::string shown(const std::string& s) { return "'" + (s.size() > 40 ? s.substr(0, 37) + "..." : s) + "'"; }
+
+}  // namespace
+
+CLI::Validator int_in(int64_t lo, int64_t hi, int64_t mod, int64_t rem, const std::string& form) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* b = text.data();
+        const char* e = b + text.size();
+        const auto r = std::from_chars(b, e, v, 10);
+        if (r.ec == std::errc::result_out_of_range)
+          return shown(text) + " is outside the 64-bit integer range (at most 9223372036854775807)";
+        if (r.ec != std::errc() || r.ptr != e || text.empty()) return shown(text) + " is not a decimal integer";
+        if (v < lo || v > hi) return text + " is out of range " + range;
+        if (mod > 0 && ((v % mod) + mod) % mod != rem) return text + " is not " + form;
+        return "";
+      },
+      mod > 0 ? form + " in " + range : "integer in " + range);
+}
+
+CLI::Validator number_in(double lo, double hi, bool lo_open) {
+  const std::string range = std::string(lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        if (text.empty()) return "an empty value is not a number";
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size()) return shown(text) + " is not a number";
+        if (!std::isfinite(v) || errno == ERANGE) return shown(text) + " is not a finite number";
+        if (v > hi || v < lo || (lo_open && v == lo)) return text + " is out of range " + range;
+        return "";
+      },
+      "number in " + range);
+}
+
+CLI::Validator frames_count() { return int_in(1, 100001, 4, 1, "of the form 4k+1"); }
+CLI::Validator pixel_size() { return int_in(32, 16384, 32, 0, "a multiple of 32"); }
+CLI::Validator step_count() { return int_in(1, 1000); }
 
 }  // namespace autooptim::app

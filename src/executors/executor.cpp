@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "executors/trial_runner.h"
+#include "gates/atomic_file.h"
 #include "runtime/error.h"
 #include "runtime/techniques/registry.h"
 
@@ -26,8 +27,7 @@ class Outbox {
   }
 
   void log(const Trial& t) {
-    std::ofstream out(fs::path(dir_) / "trials.jsonl", std::ios::app);
-    out << t.to_json().dump() << "\n";
+    gates::append_line_durable((fs::path(dir_) / "trials.jsonl").string(), t.to_json().dump());
     std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)%s%s\n", family_.c_str(), t.label.c_str(), t.speedup,
                  t.psnr_min, static_cast<long long>(t.prompts), t.engaged() ? "" : "  not engaged: ",
                  t.engaged() ? "" : t.not_engaged.front().c_str());
@@ -45,13 +45,8 @@ class Outbox {
     m.description = why;
     m.parents.clear();
     const json j = gates::to_json(gates::parse_manifest(gates::to_json(m), "proposal " + m.id));
-    const fs::path tmp = fs::path(dir_) / (".tmp-" + slug + ".json");
     const fs::path dst = fs::path(dir_) / (slug + ".json");
-    {
-      std::ofstream out(tmp);
-      out << j.dump(2) << "\n";
-    }
-    fs::rename(tmp, dst);
+    gates::write_file_atomic(dst.string(), j.dump(2) + "\n");
     ++proposed_;
     return dst.string();
   }
@@ -269,7 +264,8 @@ int run_executor(const ExecutorRequest& req) {
   else if (req.family == "sparse") n = explore_sparse(req, run, box);
   else if (req.family == "quant") n = explore_quant(req, run, box);
   else throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse, quant)");
-  std::ofstream(fs::path(req.outbox) / "done") << n << "\n";
+  // Written last and only after every proposal is on disk: --resume skips a family that has it.
+  gates::write_file_atomic((fs::path(req.outbox) / "done").string(), std::to_string(n) + "\n");
   return n;
 }
 

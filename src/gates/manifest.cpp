@@ -11,6 +11,7 @@
 #include "gates/sha256.h"
 #include "runtime/error.h"
 #include "runtime/techniques/registry.h"
+#include "runtime/json_read.h"
 
 namespace autooptim::gates {
 namespace {
@@ -67,11 +68,21 @@ std::string suggestion(const std::string& name, const std::vector<std::string>& 
 }
 
 bool valid_id(const std::string& id) {
-  if (id.empty()) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
+  if (id.empty() || id.size() > 256) return false;
+  const bool chars_ok = std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '/' ||
            c == '-';
   });
+  if (!chars_ok) return false;
+  // Ids name folders of a run (gates/<id with / as _>/...): no empty, "." or ".." segment.
+  size_t start = 0;
+  while (true) {
+    const size_t slash = id.find('/', start);
+    const std::string seg = id.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (seg.empty() || seg == "." || seg == "..") return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
 }
 
 // Every error carries the source label and the dotted key path of the offending value.
@@ -244,6 +255,7 @@ RunConfig parse_config(const Checker& c, const json& j) {
   if (cfg.frames % 4 != 1) c.fail("config.frames", std::to_string(cfg.frames) + " is not 4k+1");
   cfg.fps = c.get_number(key("fps"), "config.fps");
   if (!(cfg.fps > 0)) c.fail("config.fps", key("fps").dump() + " must be > 0");
+  if (cfg.fps > 1000) c.fail("config.fps", key("fps").dump() + " is out of range (0, 1000]");
   cfg.steps = c.get_int_in(key("steps"), "config.steps", 1, 1000);
   cfg.guidance = c.get_number(key("guidance"), "config.guidance");
   if (!(cfg.guidance >= 0 && cfg.guidance <= 50)) {
@@ -280,7 +292,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
 
   Manifest m;
   m.id = c.get_string(j["id"], "id");
-  if (!valid_id(m.id)) c.fail("id", "'" + m.id + "' must match [a-z0-9._/-]+");
+  if (!valid_id(m.id)) c.fail("id", "'" + m.id + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
   m.kind = c.get_choice(j["kind"], "kind", kKinds);
   m.family = c.get_choice(j["family"], "family", kFamilies);
   m.model = c.get_choice(j["model"], "model", kModels);
@@ -288,7 +300,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
   if (m.runtime.empty()) c.fail("runtime", "must not be empty");
   if (!j["base"].is_null()) {
     m.base = c.get_string(j["base"], "base");
-    if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+");
+    if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
     if (*m.base == m.id) c.fail("base", "a manifest cannot be its own base");
   }
   resolve_flags(c, j["flags"]);  // validates; the resolved form is recomputed on demand
@@ -302,7 +314,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
     for (size_t i = 0; i < parents.size(); ++i) {
       const std::string path = "parents[" + std::to_string(i) + "]";
       std::string parent = c.get_string(parents[i], path);
-      if (!valid_id(parent)) c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+");
+      if (!valid_id(parent)) c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
       m.parents.push_back(parent);
     }
   }
@@ -323,15 +335,26 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
 Manifest load_manifest(const std::string& path) {
   const std::string text = read_file(path);
   // nlohmann keeps the last of duplicated keys silently; a manifest must not say two things at once.
+  // It also takes a NUL byte for the end of the text, and a value nested 100,000 levels deep would
+  // overflow the stack in a later recursive copy or dump: both are refused here.
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    throw Error(path + ": invalid JSON: NUL byte at offset " + std::to_string(nul));
   std::vector<std::set<std::string>> open_objects;
+  std::vector<std::string> open_keys;  // the key path of the open containers
   std::string duplicate;
-  json::parser_callback_t detect_duplicates = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
+  json::parser_callback_t detect_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
+      if (depth + 1 > runtime::kMaxJsonDepth)
+        throw Error(path + ": nesting deeper than " + std::to_string(runtime::kMaxJsonDepth) + " levels at " +
+                    runtime::detail::json_key_path(open_keys));
+      open_keys.emplace_back();
+      if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end || event == json::parse_event_t::array_end) {
+      if (!open_keys.empty()) open_keys.pop_back();
+      if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
     } else if (event == json::parse_event_t::key && !open_objects.empty()) {
       const std::string key = parsed.get<std::string>();
+      if (!open_keys.empty()) open_keys.back() = key;
       if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
     }
     return true;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "gates/atomic_file.h"
 #include "gates/prompts.h"
 #include "orchestrator/report.h"
 #include "runtime/device.h"
@@ -40,10 +42,14 @@ std::string slug(const std::string& id) {
   return s;
 }
 
-void write_json(const fs::path& p, const json& j) {
-  std::ofstream out(p);
-  out << j.dump(2) << "\n";
-  if (!out) throw Error(p.string() + ": cannot write");
+void write_json(const fs::path& p, const json& j) { gates::write_file_atomic(p.string(), j.dump(2) + "\n"); }
+
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
 }
 
 // The live progress line: phase, trial, best speedup so far, time left.
@@ -138,16 +144,40 @@ std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, con
   return gates::parse_manifest(gates::to_json(m), "composition " + id);
 }
 
+void validate(const RunRequest& req) {
+  auto fail = [](const std::string& what) { throw Error(what); };
+  if (req.out_dir.empty()) fail("--out must name a folder");
+  if (req.budget_trials < 1) fail("--budget-trials must be at least 1, got " + std::to_string(req.budget_trials));
+  if (!(req.budget_minutes > 0) || !std::isfinite(req.budget_minutes) || req.budget_minutes > 60.0 * 24 * 365)
+    fail("--budget-minutes must be a positive number of minutes (at most a year), got " + std::to_string(req.budget_minutes));
+  if (req.executor_trials < 1) fail("--executor-trials must be at least 1, got " + std::to_string(req.executor_trials));
+  if (!contains(gates::visible_splits(), req.split))
+    fail("--split '" + req.split + "': candidates are gated on a visible split (" + join(gates::visible_splits()) +
+         "); the held-out splits only check the tier candidates (--heldout-split)");
+  if (!contains(gates::heldout_splits(), req.heldout_split))
+    fail("--heldout-split '" + req.heldout_split + "' is not a held-out split (" + join(gates::heldout_splits()) + ")");
+  const auto& g = req.gate;
+  if (g.timing_repeats < 1 || g.timing_repeats > 1000) fail("--repeats must be in [1, 1000], got " + std::to_string(g.timing_repeats));
+  if (g.max_prompts < 0) fail("--max-prompts must be 0 (all) or positive, got " + std::to_string(g.max_prompts));
+  if (!std::isfinite(g.min_psnr) || g.min_psnr < 0 || g.min_psnr > 200)
+    fail("--min-psnr must be a finite number of dB in [0, 200], got " + std::to_string(g.min_psnr));
+  if (!std::isfinite(g.min_ssim) || g.min_ssim < 0 || g.min_ssim > 1)
+    fail("--min-ssim must be in [0, 1], got " + std::to_string(g.min_ssim));
+  if (req.frames && (req.frames < 1 || req.frames > 100001 || req.frames % 4 != 1))
+    fail("--frames " + std::to_string(req.frames) + " is not of the form 4k+1 in [1, 100001]");
+  if (req.steps && (req.steps < 1 || req.steps > 1000)) fail("--steps must be in [1, 1000], got " + std::to_string(req.steps));
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"--height", req.height}, {"--width", req.width}})
+    if (v && (v < 32 || v > 16384 || v % 32))
+      fail(std::string(name) + " " + std::to_string(v) + " is not a multiple of 32 in [32, 16384]");
+}
+
 std::string run(const RunRequest& req) {
+  // Everything that can be checked is checked before the run folder is touched: a failed start
+  // must leave nothing that makes the corrected retry look like a second run.
+  validate(req);
   const auto start = Clock::now();
   Progress progress(start, req.budget_minutes * 60.0);
   const fs::path out(req.out_dir);
-  if (!req.resume && fs::exists(out / "ledger.jsonl"))
-    throw Error(out.string() + ": already holds a run (ledger.jsonl); use --resume to continue it or choose another --out");
-  fs::create_directories(out / "manifests" / req.load.model);
-  fs::create_directories(out / "outbox");
-  fs::create_directories(out / "gates");
-  gates::Ledger ledger((out / "ledger.jsonl").string());
 
   // Baseline, with the reduced configuration applied when asked for.
   gates::Manifest base = gates::load_manifest((fs::path(req.manifests_dir) / req.load.model / "baseline.json").string());
@@ -157,16 +187,50 @@ std::string run(const RunRequest& req) {
   if (req.width) base.config.width = req.width;
   base = gates::parse_manifest(gates::to_json(base), "baseline with the run's configuration");
   const bool official = base.config == gates::official_config(base.model);
+  // The prompts, held-out ones included (their pin is checked here, not at the first tier candidate).
+  const auto all_prompts = gates::load_prompts(req.prompts_dir, true);
+  if (all_prompts.split(req.split).empty()) throw Error("--split '" + req.split + "' holds no prompts in " + req.prompts_dir);
+  if (all_prompts.split(req.heldout_split).empty())
+    throw Error("--heldout-split '" + req.heldout_split + "' holds no prompts in " + req.prompts_dir);
+  const auto visible = gates::load_prompts(req.prompts_dir, false);
+
+  // One run per folder at a time: a second `run` or `--resume` beside a live one would gate the same
+  // candidates twice and interleave their ledger rows.
+  const bool created_out = !fs::exists(out);
+  fs::create_directories(out);
+  const bool lock_existed = fs::exists(out / "run.lock");
+  std::optional<gates::FolderLock> lock;
+  std::optional<gates::Worker> worker_slot;
+  try {
+    lock.emplace((out / "run.lock").string(), "--out folder " + out.string());
+    if (!req.resume && fs::exists(out / "ledger.jsonl") && fs::file_size(out / "ledger.jsonl") > 0)
+      throw Error(out.string() + ": already holds a run (ledger.jsonl); use --resume to continue it or choose another --out");
+    progress.line("loading " + req.load.model + " (once for every gate run)");
+    worker_slot.emplace(req.load);
+  } catch (...) {
+    // Nothing of the run was written yet; a folder this call made holds only the lock file.
+    lock.reset();
+    std::error_code ec;
+    if (!lock_existed) fs::remove(out / "run.lock", ec);
+    if (created_out) fs::remove(out, ec);  // only if empty
+    throw;
+  }
+  gates::Worker& worker = *worker_slot;
+
+  fs::create_directories(out / "manifests" / req.load.model);
   const fs::path base_path = out / "manifests" / req.load.model / "baseline.json";
   write_json(base_path, gates::to_json(base));
-
   // Executors see the visible prompts only: a file of their own.
-  const auto visible = gates::load_prompts(req.prompts_dir, false);
   const fs::path visible_path = out / "prompts-visible.jsonl";
   {
-    std::ofstream f(visible_path);
-    for (const auto& p : visible.all()) f << json{{"id", p.id}, {"category", p.category}, {"prompt", p.text}, {"splits", p.splits}}.dump() << "\n";
+    std::string text;
+    for (const auto& p : visible.all())
+      text += json{{"id", p.id}, {"category", p.category}, {"prompt", p.text}, {"splits", p.splits}}.dump() + "\n";
+    gates::write_file_atomic(visible_path.string(), text);
   }
+  fs::create_directories(out / "outbox");
+  fs::create_directories(out / "gates");
+  gates::Ledger ledger((out / "ledger.jsonl").string());
 
   // Verdicts already in the ledger (resume): manifest hash + split -> row.
   std::map<std::pair<std::string, std::string>, json> done;
@@ -174,8 +238,6 @@ std::string run(const RunRequest& req) {
     if (row.contains("manifest_hash") && row.contains("split") && row.value("build", "") == gates::Worker::build_id())
       done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
 
-  progress.line("loading " + req.load.model + " (once for every gate run)");
-  gates::Worker worker(req.load);
   gates::GateSettings gs = req.gate;
   gs.prompts_dir = req.prompts_dir;
   gs.manifests_dir = (out / "manifests").string();

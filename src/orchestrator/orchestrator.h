@@ -39,7 +39,12 @@ nlohmann::json compose_flags(const nlohmann::json& base_flags, const std::vector
 // conflict. Throws Error if the result is not a valid manifest.
 std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, const std::vector<const gates::Manifest*>& parts);
 
-// Returns the path of report.json.
+// Refuses (Error naming the option) a request whose numbers or splits are out of range: budgets that
+// are not positive, NaN or negative tolerances, a held-out split to gate candidates on, sizes that are
+// not multiples of 32, frames that are not 4k+1. run() calls it before anything else.
+void validate(const RunRequest& req);
+
+// Returns the path of report.json. Holds an exclusive lock on OUT/run.lock for the whole run.
 std::string run(const RunRequest& req);
 
 }  // namespace autooptim::orchestrator

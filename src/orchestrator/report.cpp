@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gates/atomic_file.h"
 #include "runtime/error.h"
 
 namespace fs = std::filesystem;
@@ -38,13 +39,7 @@ std::string num(double v, int prec = 2) {
 
 double get(const json& j, const char* k, double d = 0) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : d; }
 
-void write_file(const fs::path& p, const std::string& s) {
-  std::ofstream out(p);
-  if (!out) throw Error(p.string() + ": cannot write");
-  out << s;
-  out.flush();
-  if (!out) throw Error(p.string() + ": write failed");
-}
+void write_file(const fs::path& p, const std::string& s) { gates::write_file_atomic(p.string(), s); }
 
 const char* kBuckets[] = {"1.5x", "2x", "3x", "4x"};
 

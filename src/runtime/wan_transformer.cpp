@@ -40,15 +40,17 @@ WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("transformer config: not a JSON object");
   WanTransformerConfig c;
   const ConfigReader cfg(j, "transformer");
+  // The widths and counts have no default a checkpoint could rely on (diffusers' class defaults are
+  // another model's): they must be written out.
   cfg.read("patch_size", c.patch_size);
-  cfg.read("num_attention_heads", c.num_attention_heads);
-  cfg.read("attention_head_dim", c.attention_head_dim);
-  cfg.read("in_channels", c.in_channels);
-  cfg.read("out_channels", c.out_channels);
-  cfg.read("text_dim", c.text_dim);
-  cfg.read("freq_dim", c.freq_dim);
-  cfg.read("ffn_dim", c.ffn_dim);
-  cfg.read("num_layers", c.num_layers);
+  cfg.require("num_attention_heads", c.num_attention_heads);
+  cfg.require("attention_head_dim", c.attention_head_dim);
+  cfg.require("in_channels", c.in_channels);
+  cfg.require("out_channels", c.out_channels);
+  cfg.require("text_dim", c.text_dim);
+  cfg.require("freq_dim", c.freq_dim);
+  cfg.require("ffn_dim", c.ffn_dim);
+  cfg.require("num_layers", c.num_layers);
   cfg.read("cross_attn_norm", c.cross_attn_norm);
   cfg.read("qk_norm", c.qk_norm);
   cfg.read("eps", c.eps);
@@ -60,18 +62,24 @@ WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   if (c.qk_norm != "rms_norm_across_heads")
     throw Error("transformer config: qk_norm '" + c.qk_norm + "' is not supported (only rms_norm_across_heads)");
   if (c.patch_size.size() != 3) throw Error("transformer config: patch_size must have 3 entries");
-  cfg.positive("num_attention_heads", c.num_attention_heads);
-  cfg.positive("attention_head_dim", c.attention_head_dim);
-  cfg.positive("in_channels", c.in_channels);
-  cfg.positive("out_channels", c.out_channels);
-  cfg.positive("text_dim", c.text_dim);
-  cfg.positive("ffn_dim", c.ffn_dim);
-  cfg.positive("num_layers", c.num_layers);
-  cfg.positive("rope_max_seq_len", c.rope_max_seq_len);
-  if (c.freq_dim <= 0 || c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
+  cfg.dimension("num_attention_heads", c.num_attention_heads);
+  cfg.dimension("attention_head_dim", c.attention_head_dim);
+  cfg.dimension("in_channels", c.in_channels);
+  cfg.dimension("out_channels", c.out_channels);
+  cfg.dimension("text_dim", c.text_dim);
+  cfg.dimension("ffn_dim", c.ffn_dim);
+  cfg.dimension("num_layers", c.num_layers, 10000);
+  cfg.dimension("rope_max_seq_len", c.rope_max_seq_len);
+  cfg.dimension("freq_dim", c.freq_dim);
+  // Both factors are at most 2^24, so the product cannot overflow; the model width must be a width too.
+  if (c.dim() > kMaxConfigDim)
+    cfg.fail("num_attention_heads", "x attention_head_dim = " + std::to_string(c.dim()) + " is implausibly large (at most " +
+                                        std::to_string(kMaxConfigDim) + ")");
+  cfg.positive_finite("eps", c.eps);
+  if (c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
   if (c.attention_head_dim % 2 || (c.attention_head_dim / 6) * 2 * 2 >= c.attention_head_dim)
     throw Error("transformer config: 'attention_head_dim' must be even and split into t/h/w rotary parts");
-  for (auto p : c.patch_size) cfg.positive("patch_size", p);
+  for (auto p : c.patch_size) cfg.dimension("patch_size", p, 64);
   return c;
 }
 

@@ -110,7 +110,7 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   cfg.read("base_dim", c.base_dim);
   // diffusers: a missing or null decoder_base_dim means base_dim (TI2V-5B's default when neither is given).
   if (j.contains("base_dim") || j.contains("decoder_base_dim")) c.decoder_base_dim = c.base_dim;
-  cfg.read("decoder_base_dim", c.decoder_base_dim);
+  cfg.read_nullable("decoder_base_dim", c.decoder_base_dim);
   cfg.read("z_dim", c.z_dim);
   cfg.read("dim_mult", c.dim_mult);
   cfg.read("num_res_blocks", c.num_res_blocks);
@@ -120,28 +120,30 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   cfg.read("in_channels", c.in_channels);
   cfg.read("out_channels", c.out_channels);
   if (j.contains("patch_size") && j["patch_size"].is_null()) c.patch_size = 1;
-  cfg.read("patch_size", c.patch_size);
+  cfg.read_nullable("patch_size", c.patch_size);
   cfg.read("scale_factor_spatial", c.scale_factor_spatial);
   cfg.read("scale_factor_temporal", c.scale_factor_temporal);
   cfg.read("latents_mean", c.latents_mean);
   cfg.read("latents_std", c.latents_std);
-  if (j.contains("dropout") && j["dropout"].is_number() && j["dropout"].get<double>() != 0.0)
-    throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
+  double dropout = 0.0;
+  cfg.read("dropout", dropout);
+  if (dropout != 0.0) throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
 
   if (!c.is_residual)
     throw Error("vae config: 'is_residual' false (the Wan2.1 VAE structure) is not supported; only Wan2.2's");
   if (!c.attn_scales.empty())
     throw Error("vae config: 'attn_scales' = " + j.value("attn_scales", nlohmann::json::array()).dump() +
                 " is not supported (the Wan VAEs have no attention outside the mid blocks)");
-  cfg.positive("base_dim", c.base_dim);
-  cfg.positive("decoder_base_dim", c.decoder_base_dim);
-  cfg.positive("z_dim", c.z_dim);
-  cfg.positive("num_res_blocks", c.num_res_blocks);
-  cfg.positive("in_channels", c.in_channels);
-  cfg.positive("out_channels", c.out_channels);
-  cfg.positive("patch_size", c.patch_size);
+  cfg.dimension("base_dim", c.base_dim);
+  cfg.dimension("decoder_base_dim", c.decoder_base_dim);
+  cfg.dimension("z_dim", c.z_dim);
+  cfg.dimension("num_res_blocks", c.num_res_blocks, 1000);
+  cfg.dimension("in_channels", c.in_channels);
+  cfg.dimension("out_channels", c.out_channels);
+  cfg.dimension("patch_size", c.patch_size, 64);
   if (c.dim_mult.size() < 2) throw Error("vae config: 'dim_mult' needs at least 2 entries");
-  for (auto m : c.dim_mult) cfg.positive("dim_mult", m);
+  if (c.dim_mult.size() > 16) throw Error("vae config: 'dim_mult' has more than 16 entries");
+  for (auto m : c.dim_mult) cfg.dimension("dim_mult", m, 1024);
   if (c.temperal_downsample.size() != c.dim_mult.size() - 1)
     throw Error("vae config: 'temperal_downsample' must have " + std::to_string(c.dim_mult.size() - 1) +
                 " entries (one per downsampling stage), got " + std::to_string(c.temperal_downsample.size()));
@@ -575,7 +577,7 @@ at::Tensor AutoencoderKLWanImpl::denormalize(const at::Tensor& z) const {
 void verify_vae(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  AutoencoderKLWan vae(WanVAEConfig::from_json(wj["config"]), o.precision);
+  AutoencoderKLWan vae(with_config_file(p.weights_json, [&] { return WanVAEConfig::from_json(wj["config"]); }), o.precision);
   load_strict(*vae, TensorSource::open(p.weights));
   const auto io = TensorSource::open(p.io);
   const auto dev = o.precision.device;
