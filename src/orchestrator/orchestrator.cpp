@@ -383,7 +383,8 @@ RunOutcome run(const RunRequest& req) {
   }
   // Prompt id -> category, for the report's per-category quality (held-out ids resolved by the gate's own files).
   json categories = json::object();
-  for (const auto& p : gates::load_prompts(req.prompts_dir, true).all()) categories[p.id] = p.category;
+  const auto every_prompt = gates::load_prompts(req.prompts_dir, true);
+  for (const auto& p : every_prompt.all()) categories[p.id] = p.category;
 
   // Verdicts already in the ledger (resume): manifest hash + split -> row.
   std::map<std::pair<std::string, std::string>, json> done;
@@ -444,7 +445,8 @@ RunOutcome run(const RunRequest& req) {
     done[{h, split}] = v;
     if (v.value("accepted", false)) best = std::max(best, v.value("speedup", 0.0));
     std::string failed;
-    for (const auto& [g, x] : v.value("gates", json::object()).items())
+    const json verdict_gates = v.value("gates", json::object());
+    for (const auto& [g, x] : verdict_gates.items())
       if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
     progress.line("gate " + m.id + " on " + split + ": " + (v.value("accepted", false) ? "ACCEPTED " : "rejected ") +
                   num_text(v.value("speedup", 0.0)) + "x, worst PSNR " + quality_text(v.value("psnr", 0.0), true) +
@@ -648,7 +650,8 @@ RunOutcome run(const RunRequest& req) {
         if (!c.val.is_null() && !c.accepted() && c.speedup() > 0 && (!nearest || c.speedup() > nearest->speedup())) nearest = &c;
       if (nearest) {
         std::string failed;
-        for (const auto& [g, x] : nearest->val.value("gates", json::object()).items())
+        const json nearest_gates = nearest->val.value("gates", json::object());
+        for (const auto& [g, x] : nearest_gates.items())
           if (!x.value("pass", false)) failed += (failed.empty() ? "" : ", ") + g;
         notes.push_back("nearest miss: " + nearest->m.id + " at " + num_text(nearest->speedup()) + "x, worst PSNR " +
                         quality_text(nearest->psnr(), true) + ", failed " + failed);

@@ -145,7 +145,8 @@ std::string explored_summary(const json& e) {
     smin = std::min(smin, get(t, "speedup")), smax = std::max(smax, get(t, "speedup"));
     pmin = std::min(pmin, get(t, "psnr")), pmax = std::max(pmax, get(t, "psnr"));
   }
-  s += "; " + std::to_string(trials.size()) + " trials reached " + num(smin) + "-" + num(smax) + "x at " + quality_text(pmin, true) +
+  s += "; " + std::to_string(trials.size()) + (trials.size() == 1 ? " trial reached " : " trials reached ") + num(smin) +
+       (smin == smax ? "" : "-" + num(smax)) + "x at " + quality_text(pmin, true) +
        (pmin == pmax ? "" : " to " + quality_text(pmax, true)) + "; proposed " +
        (arr(ex, "proposed").empty() ? std::string("nothing") : join(arr(ex, "proposed"), ", "));
   return s;
