@@ -32,7 +32,16 @@ endif()
 
 # spdlog: the compiled Debian library where its CMake package is there (linked into autooptim_support
 # only); header-only from DEPS_INCLUDE otherwise.
-find_package(spdlog CONFIG QUIET)
+# On the GPU machine (DEPS_INCLUDE given) spdlog and fmt are used header-only, as docs/gpu.md advises.
+if(DEPS_INCLUDE)
+  set(_spdlog_header_only ON)
+else()
+  set(_spdlog_header_only OFF)
+endif()
+option(AUTOOPTIM_SPDLOG_HEADER_ONLY "Use spdlog and fmt header-only (no compiled libraries)" ${_spdlog_header_only})
+if(NOT AUTOOPTIM_SPDLOG_HEADER_ONLY)
+  find_package(spdlog CONFIG QUIET)
+endif()
 
 # The git commit of the sources, recorded at configure time for --version and the reports; the build
 # reconfigures when HEAD moves, so the recorded commit follows new commits.
