@@ -329,7 +329,12 @@ RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
     ++total;
     gated += c.value("gated", false);
   }
-  if (total == 0) o.problems.push_back("no candidate to gate: the executors proposed nothing");
+  int cut_short = 0;
+  for (const auto& e : r.value("executors", json::array())) cut_short += e.value("state", "") == "stopped" || e.value("state", "") == "killed";
+  if (total == 0)
+    o.problems.push_back("no candidate to gate: the executors proposed nothing" +
+                         (cut_short ? " (" + std::to_string(cut_short) + " stopped at the exploration budget, half of --budget-minutes: give them more time)"
+                                    : std::string()));
   else if (gated == 0) o.problems.push_back("none of the " + std::to_string(total) + " candidates was gated (" + r.value("budget_note", std::string("budget spent")) + ")");
   if (!o.problems.empty()) {
     o.exit_code = 2;
