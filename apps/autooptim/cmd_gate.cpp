@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "data_dirs.h"
 #include "gates/gate.h"
+#include "gates/metrics.h"
 #include "model_args.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -31,9 +32,13 @@ void print_verdict(const gates::GateVerdict& v) {
   std::printf("%s on %s: %s\n", v.manifest_id.c_str(), v.split.c_str(),
               v.refused ? "REFUSED" : v.accepted ? "ACCEPTED" : "REJECTED");
   for (const auto& c : v.checks) std::printf("  %-16s %-4s %s\n", c.name.c_str(), c.pass ? "pass" : "FAIL", c.reason.c_str());
-  if (!v.refused)
-    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %.2f dB, worst SSIM %.4f\n",
-                v.baseline_seconds, v.candidate_seconds, v.speedup, v.psnr, v.ssim);
+  if (!v.refused) {
+    char psnr[32];
+    if (v.psnr >= gates::kPsnrCap) std::snprintf(psnr, sizeof psnr, "identical");  // bit-identical clips: no dB figure
+    else std::snprintf(psnr, sizeof psnr, "%.2f dB", v.psnr);
+    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %s, worst SSIM %.4f\n", v.baseline_seconds,
+                v.candidate_seconds, v.speedup, psnr, v.ssim);
+  }
 }
 
 }  // namespace
