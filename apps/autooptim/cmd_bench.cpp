@@ -13,6 +13,7 @@
 #include "model_args.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/flops.h"
 #include "runtime/profile.h"
 #include "runtime/forward_context.h"
@@ -284,10 +285,13 @@ void run_bench(const BenchArgs& a) {
     p.steps = a.generation_steps;
     p.prompt = "a red fox running through fresh snow";
     runtime::reset_peak_memory(dev);
-    const auto r = pipe.generate(p, [](int64_t i, int64_t n, double s) {
-      std::fprintf(stderr, "\rgeneration step %lld/%lld %.3f s", static_cast<long long>(i + 1), static_cast<long long>(n), s);
+    log::Progress progress;  // a live line on a terminal, plain lines in a log
+    const auto r = pipe.generate(p, [&progress](int64_t i, int64_t n, double s) {
+      char b[96];
+      std::snprintf(b, sizeof b, "step %lld/%lld %.3f s", static_cast<long long>(i + 1), static_cast<long long>(n), s);
+      progress.update("generation", b);
     });
-    std::fprintf(stderr, "\n");
+    progress.clear();
     out["generation"] = {{"steps", p.steps},
                          {"text_encoding_s", r.times.text_encoding},
                          {"denoising_s", r.times.denoising},

@@ -6,10 +6,17 @@
 #include <cstdlib>
 #include <limits>
 
+#include "runtime/build_info.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
 namespace autooptim::app {
+
+std::string no_cuda_build_text() {
+  return "this is a CPU build of autooptim (libtorch " + runtime::build_info().libtorch +
+         " without CUDA), so it cannot use a GPU; build the GPU flavour against a CUDA libtorch: "
+         "make gpu LIBTORCH=<libtorch>/share/cmake (README, \"GPU build\"); autooptim --version shows the flavour";
+}
 
 void ModelArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--model", model, "wan22-tiny (embedded) or wan22-ti2v-5b")
@@ -28,7 +35,18 @@ runtime::LoadRequest ModelArgs::request() const {
   r.weights_dir = weights;
   r.synthetic_weights = synthetic;
   const bool cuda = device == "cuda" || (device == "auto" && runtime::cuda_available());
-  if (cuda && !runtime::cuda_available()) throw Error("--device cuda: this build or machine has no CUDA GPU");
+  if (cuda && !runtime::cuda_available())
+    throw Error(runtime::built_with_cuda() ? "--device cuda: this machine has no CUDA GPU that libtorch can see (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+                                          : "--device cuda: " + no_cuda_build_text());
+  // The 5B model on the CPU takes hours per clip and more memory than most machines have: --device
+  // auto does not fall back to it silently (--device cpu still asks for it on purpose).
+  if (!cuda && device == "auto" && model == "wan22-ti2v-5b") {
+    if (!weights.empty()) runtime::read_checkpoint_configs(weights);  // a broken folder is the first thing to fix
+    throw Error(runtime::built_with_cuda()
+                    ? "--device auto: no CUDA GPU is visible, and wan22-ti2v-5b is meant for one (check nvidia-smi and "
+                      "CUDA_VISIBLE_DEVICES; --device cpu runs it on the CPU anyway, hours per clip)"
+                    : "--device auto: " + no_cuda_build_text() + "; --device cpu runs wan22-ti2v-5b on the CPU anyway (hours per clip, tens of GB of memory)");
+  }
   r.precision.device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   const std::string d = dtype == "auto" ? (cuda ? "bf16" : "fp32") : dtype;
   r.precision.compute = d == "bf16" ? at::kBFloat16 : at::kFloat;

@@ -9,6 +9,9 @@
 
 namespace autooptim::app {
 
+// Why a CPU build cannot run on a GPU, and how to get the GPU build.
+std::string no_cuda_build_text();
+
 struct ModelArgs {
   std::string model = "wan22-tiny";
   std::string weights;

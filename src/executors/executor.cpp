@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <signal.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -242,9 +243,22 @@ int explore_quant(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
 }  // namespace
 
 int run_executor(const ExecutorRequest& req) {
-  // SIGTERM (the orchestrator's exploration deadline) ends the search after the trial in progress;
-  // the family then proposes from what it has measured instead of losing it.
-  std::signal(SIGTERM, [](int) { TrialRunner::request_stop(); });
+  // SIGTERM (the orchestrator's exploration deadline or its interruption) and SIGINT (a ^C reaching
+  // the run's process group) end the search after the trial in progress; the family then proposes
+  // from what it has measured instead of losing it. The orchestrator starts us with both blocked, so
+  // one that arrived before this point is pending and is delivered here, to the handler.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { TrialRunner::request_stop(); };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  std::fprintf(stderr, "executor %s: started (pid %d)\n", req.family.c_str(), static_cast<int>(getpid()));
+  std::fflush(stderr);
   const gates::Manifest base = gates::load_manifest(req.base_manifest);
   if (base.kind != "baseline") throw Error(req.base_manifest + ": not a baseline manifest");
   std::vector<gates::Prompt> prompts = gates::load_prompt_file(req.prompts_file);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -139,6 +140,16 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   auto prompts = load_prompts(S.prompts_dir, true).split(split);
   if (S.max_prompts > 0 && static_cast<int64_t>(prompts.size()) > S.max_prompts) prompts.resize(static_cast<size_t>(S.max_prompts));
   if (prompts.empty()) throw Error("split '" + split + "' has no prompts");
+  // Progress: each generation below is announced (which run of how many, what it is for).
+  const auto began = std::chrono::steady_clock::now();
+  const int64_t np = static_cast<int64_t>(prompts.size()), nr = std::max<int64_t>(1, S.timing_repeats);
+  const int64_t expected_runs = 2 + nr + std::max(nr, np) + std::max<int64_t>(0, np - nr) + 3;
+  int64_t run_no = 0;
+  auto tick = [&](const char* stage) {
+    if (S.progress)
+      S.progress({cand.id, split, stage, ++run_no, std::max(expected_runs, run_no),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count()});
+  };
 
   write_json(out / "manifest.json", to_json(cand));
   json meta = {{"build", build},
@@ -158,7 +169,9 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   write_json(out / "metadata.json", meta);
 
   // Warm-up of both, untimed, so allocator and kernel selection costs do not land on either side.
+  tick("warm-up baseline");
   w.run(base, prompts[0]);
+  tick("warm-up candidate");
   w.run(cand, prompts[0]);
 
   // Interleaved timing: baseline, candidate, baseline, candidate, ... over the first prompts. The
@@ -177,11 +190,13 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     const bool timed_pair = i < R;
     RunOutput b;
     if (timed_pair) {
+      tick("timed baseline");
       b = w.run(base, prompts[pi]);
       if (!b.error.empty()) throw Error("the baseline '" + base.id + "' failed: " + b.error);
       base_times.push_back(b.seconds);
       timed_stages.push_back(stages("baseline", b));
     }
+    tick(timed_pair ? "timed candidate" : "candidate output");
     RunOutput c = w.run(cand, prompts[pi]);
     cand_times.push_back(c.seconds);
     timed_stages.push_back(stages("candidate", c));
@@ -206,6 +221,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       continue;
     }
     if (!r.base_float.defined()) {
+      tick("baseline output");
       RunOutput b = w.run(base, r.prompt);
       if (!b.error.empty()) throw Error("the baseline '" + base.id + "' failed: " + b.error);
       r.base_float = b.video;
@@ -215,11 +231,14 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   }
 
   // Duplicate-prompt audit: the first prompt again must cost the same and give the same clip.
+  tick("duplicate-prompt audit");
   const RunOutput audit = w.run(cand, prompts[0]);
 
   // Off run: the same build with the technique's flags off, next to one more baseline run.
   const Manifest off = with_flags_off(cand);
+  tick("off run: baseline");
   const RunOutput off_base = w.run(base, prompts[0]);
+  tick("off run: flags off");
   const RunOutput off_run = w.run(off, prompts[0]);
   base_times.push_back(off_base.seconds);
   timed_stages.push_back(stages("audit", audit));

@@ -3,6 +3,7 @@
 // decides the six gates and the authenticity check (../docs/harness.md). It is the only authority on
 // acceptance and the only part that reads the held-out prompts.
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@
 #include "gates/worker.h"
 
 namespace autooptim::gates {
+
+// Where a gate run is: announced before each generation it runs.
+struct GateProgress {
+  std::string manifest_id, split;
+  std::string stage;         // "warm-up baseline", "timed candidate", "duplicate-prompt audit", ...
+  int64_t run = 0, runs = 0;  // this generation's number, and how many the gate expects to run
+  double elapsed_s = 0;      // since the gate run began
+};
 
 struct GateSettings {
   std::string prompts_dir = "prompts";
@@ -27,6 +36,9 @@ struct GateSettings {
   double off_time_tolerance = 0.15;
   bool exact_off_identity = true;  // CPU runs are deterministic: demand bit-identical output
   int64_t max_prompts = 0;         // 0 = the whole split
+  // Called before every generation (gate and run show it as progress). An exception it throws ends
+  // the gate run without a verdict (how an interrupted run stops the gate it is in).
+  std::function<void(const GateProgress&)> progress;
 };
 
 struct GateCheck {
