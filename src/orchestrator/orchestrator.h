@@ -61,9 +61,7 @@ std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, con
 // not multiples of 32, frames that are not 4k+1. run() calls it before anything else.
 void validate(const RunRequest& req);
 
-// Returns the path of report.json. Holds an exclusive lock on OUT/run.lock for the whole run.
-std::string run(const RunRequest& req);
-// The whole job. SIGINT/SIGTERM during it stop the executors (which share the run's process group and
+// The whole job. Holds an exclusive lock on OUT/run.lock for the whole run. SIGINT/SIGTERM during it stop the executors (which share the run's process group and
 // die with it), end the gate run in progress without a verdict, and write the report of what was done
 // before returning (interrupted); --resume continues from the ledger and the outboxes.
 RunOutcome run(const RunRequest& req);
