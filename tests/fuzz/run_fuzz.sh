@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for a bounded time:
-#   run_fuzz.sh TARGET SECONDS SOURCE_DIR BUILD_DIR RUNTIME_LIB [CMAKE_PREFIX_PATH]
+#   run_fuzz.sh TARGET SECONDS SOURCE_DIR BUILD_DIR RUNTIME_LIBS [CMAKE_PREFIX_PATH]
+# RUNTIME_LIBS: libautooptim_runtime.a and the static libraries it links, separated by ':'.
 # Exit 77 (ctest: skipped) when clang++ or libFuzzer is missing; otherwise the fuzzer's own status
 # (non-zero on a crash, a leak, undefined behaviour, a timeout or an uncaught exception; the input is
 # kept under BUILD_DIR/fuzz/artifacts/).
 set -euo pipefail
 target=$1 seconds=$2 src=$3 build=$4 runtime_lib=${5:-} prefix_path=${6:-}
+runtime_lib=${runtime_lib//:/;}  # the runtime and the libraries it links, ':'-separated: a CMake list
 fuzz_build=$build/fuzz
 clangxx=$(command -v clang++ || command -v clang++-14 || true)
 if [ -z "$clangxx" ]; then
