@@ -11,6 +11,9 @@
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
 #include "runtime/techniques/quant/fp8_linear.h"
+#include "runtime/techniques/vae/vae_ops.h"
+#include "runtime/checkpoint.h"
+#include "runtime/wan_vae.h"
 #include "runtime/verify.h"
 #include "runtime/wan_transformer.h"
 #include "test_util.h"
@@ -250,4 +253,72 @@ TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
   EXPECT_LT(e_fused, e_base * 1.25 + 1e-3) << "bf16 baseline vs fp32: " << e_base;
   m.pipeline->set_options({});
   EXPECT_TRUE(at::equal(m.pipeline->generate(p).video, a.video));
+}
+
+// The VAE's fused RMS norm + SiLU against the reference ops (WanRMSNorm then at::silu in bf16): channels
+// first and channels last, odd frame sizes, batch 2, and written into a frame range of a bigger buffer
+// (as the causal buffer takes it) without touching the frames around it.
+TEST(GpuKernels, VaeNormSiluMatchesNormThenSilu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  at::InferenceMode guard;
+  for (const bool cl : {false, true}) {
+    for (const int64_t C : {16, 256, 1024}) {
+      const auto fmt = cl ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::Contiguous;
+      WanRMSNorm norm(C, false, bf16());
+      {
+        at::NoGradGuard g;
+        norm->gamma.normal_(1.0, 0.2);
+      }
+      const at::Tensor x = (at::randn({2, C, 3, 11, 13}, f32()) * 3).to(at::kBFloat16).contiguous(fmt);
+      const at::Tensor ref = at::silu(norm->forward(x));
+      RuntimeOptions o;
+      o.vae_fused_norm_silu = true;
+      Trace trace;
+      techniques::VaeRun run{&o, &trace};
+      ASSERT_TRUE(techniques::vae_norm_silu_applies(&run, x));
+      at::Tensor out = at::empty_like(x);
+      techniques::vae_norm_silu_into(run, x, norm->gamma, out);
+      const double d = differing(out, ref), e = rel_l2(out, ref);
+      EXPECT_LE(e, 5e-3) << "C=" << C << " cl=" << cl;
+      EXPECT_LE(d, 0.05) << "C=" << C << " cl=" << cl;
+      // Into frames [2, 5) of a [2, C, 5, 11, 13] buffer whose frames 0-1 hold the context.
+      at::Tensor buf = at::full({2, C, 5, 11, 13}, 7.0, bf16()).contiguous(fmt);
+      techniques::vae_norm_silu_into(run, x, norm->gamma, buf.narrow(2, 2, 3));
+      EXPECT_TRUE(at::equal(buf.narrow(2, 2, 3), out)) << "C=" << C << " cl=" << cl;
+      EXPECT_TRUE(buf.narrow(2, 0, 2).eq(7.0).all().item<bool>());
+      EXPECT_EQ(trace.get("kernel.vae_fused_norm_silu.launches"), 2);
+    }
+  }
+}
+
+// The golden tiny VAE with every decoder switch, bf16 on the GPU, against its float32 decode on the
+// GPU: within bf16's error, and with the switches off the bf16 copy's reference path is unchanged.
+TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  const auto wj = read_json_file(test::golden_dir() + "/vae_tiny_weights.json");
+  const auto cfg = WanVAEConfig::from_json(wj["config"]);
+  AutoencoderKLWan f32vae(cfg, Precision{at::kFloat, gpu()});
+  load_strict(*f32vae, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
+  AutoencoderKLWan fast(cfg, Precision{at::kBFloat16, gpu()});
+  load_strict(*fast, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
+  at::InferenceMode guard;
+  const auto io = TensorSource::open(test::golden_dir() + "/vae_tiny_io.safetensors");
+  const at::Tensor z = io.tensor("z").to(gpu());
+  const at::Tensor ref = f32vae->decode(z).to(at::kFloat);
+  const at::Tensor plain16 = fast->decode(z).to(at::kFloat);
+  RuntimeOptions o;
+  o.vae_fused_norm_silu = true;
+  o.vae_causal_buffer = true;
+  o.vae_subpixel_upsample = true;
+  Trace trace;
+  techniques::VaeRun run{&o, &trace};
+  const at::Tensor got = fast->decode(z, nullptr, &run).to(at::kFloat);
+  EXPECT_GT(trace.get("kernel.vae_fused_norm_silu.launches"), 0);
+  EXPECT_GT(trace.get("kernel.vae_causal_buffer.convs"), 0);
+  EXPECT_GT(trace.get("kernel.vae_subpixel_upsample.convs"), 0);
+  const double e16 = rel_l2(plain16, ref), e = rel_l2(got, ref);
+  std::cout << "  bf16 decode rel L2 " << e16 << ", with every switch " << e << "\n";
+  EXPECT_LE(e, 3e-2);
+  EXPECT_LE(e, 2 * e16 + 1e-3);  // the switches add no more than bf16's own error
+  EXPECT_TRUE(at::equal(fast->decode(z).to(at::kFloat), plain16));  // off: the reference path again
 }

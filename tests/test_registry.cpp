@@ -55,7 +55,10 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
       // The fused block kernels round differently from libtorch's separate kernels: lossy (measured).
       {"fused_norm_modulate", {"kernel", false}}, {"fused_gate_residual", {"kernel", false}},
       {"fused_qk_norm_rope", {"kernel", false}},  {"gelu_epilogue", {"kernel", false}},
-      {"fp8", {"quant", false}}};
+      {"fp8", {"quant", false}},
+      // The VAE decoder's switches: only the causal buffer computes exactly what the reference computes.
+      {"vae_bf16", {"kernel", false}}, {"vae_channels_last", {"kernel", false}}, {"vae_fused_norm_silu", {"kernel", false}},
+      {"vae_subpixel_upsample", {"kernel", false}}, {"vae_causal_buffer", {"kernel", true}}};
   EXPECT_EQ(got, want);
   for (const auto& t : all()) {
     SCOPED_TRACE(t.name);

@@ -7,6 +7,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
+#include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/verify.h"
 #include "runtime/wan_vae.h"
 #include "test_util.h"
@@ -235,4 +236,105 @@ TEST(VAE, VerifyListsTheVaeRows) {
     EXPECT_TRUE(r.pass) << r.tensor << " " << r.rel_l2;
     std::cout << "  " << r.component << " " << r.tensor << " " << r.rel_l2 << (r.pass ? " pass" : " FAIL") << "\n";
   }
+}
+
+// The decoder's kernel switches (techniques/vae/) on the golden tiny VAE, float32 on the CPU: the causal
+// buffer is the same conv on the same values (bit-identical), the sub-pixel upsampler and channels-last
+// are the same sums in another order; each counts its engagement. The fused norm + SiLU is a CUDA
+// kernel (tests/test_gpu_kernels.cpp); on the CPU it does not engage and the reference ops run.
+namespace {
+
+at::Tensor decode_with(AutoencoderKLWan& m, const at::Tensor& z, const RuntimeOptions& o, Trace* trace) {
+  techniques::VaeRun run{&o, trace};
+  at::Tensor zz = z;
+  return m->decode(zz, nullptr, &run);
+}
+
+}  // namespace
+
+TEST(VAE, CausalBufferIsBitIdentical) {
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  at::InferenceMode guard;
+  const at::Tensor ref = m->decode(io.tensor("z"));
+  RuntimeOptions o;
+  o.vae_causal_buffer = true;
+  Trace trace;
+  const at::Tensor got = decode_with(m, io.tensor("z"), o, &trace);
+  EXPECT_TRUE(at::equal(got, ref));
+  // Every 3x3x3 conv of the decoder in every chunk: 3 chunks of the golden latents.
+  EXPECT_GT(trace.get("kernel.vae_causal_buffer.convs"), 3 * 10);
+  // Twice in a row on the same cache-free module: nothing carried over between decodes.
+  Trace t2;
+  EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &t2), ref));
+}
+
+TEST(VAE, SubpixelUpsampleEqualsNearestThenConv) {
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  at::InferenceMode guard;
+  const at::Tensor ref = m->decode(io.tensor("z"));
+  RuntimeOptions o;
+  o.vae_subpixel_upsample = true;
+  Trace trace;
+  const at::Tensor got = decode_with(m, io.tensor("z"), o, &trace);
+  EXPECT_LE(rel_l2(got, ref), 1e-5);
+  EXPECT_FALSE(at::equal(got, ref)) << "the folded taps round differently: an exact match means the switch did nothing";
+  EXPECT_GT(trace.get("kernel.vae_subpixel_upsample.convs"), 0);
+}
+
+TEST(VAE, SubpixelUpsampleOnOddFramesAndBatchTwo) {
+  // One upsampler alone, on a random frame stack that is neither square nor even-sized, batch 2.
+  WanResample up(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
+  fill_random(*up, 5);
+  at::InferenceMode guard;
+  auto gen = at::detail::createCPUGenerator(9);
+  const at::Tensor x = at::randn({2, 6, 3, 5, 7}, gen, at::kFloat);
+  WanCausalCache plain;
+  const at::Tensor ref = up->forward(x, plain);
+  RuntimeOptions o;
+  o.vae_subpixel_upsample = true;
+  Trace trace;
+  techniques::VaeRun run{&o, &trace};
+  WanCausalCache fast;
+  fast.run = &run;
+  const at::Tensor got = up->forward(x, fast);
+  ASSERT_EQ(got.sizes(), ref.sizes());
+  EXPECT_LE(rel_l2(got, ref), 1e-6);
+  EXPECT_EQ(trace.get("kernel.vae_subpixel_upsample.convs"), 1);
+  // Channels-last input: the same result in the same layout.
+  WanCausalCache fast_cl;
+  fast_cl.run = &run;
+  const at::Tensor got_cl = up->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d), fast_cl);
+  EXPECT_LE(rel_l2(got_cl, ref), 1e-6);
+  EXPECT_TRUE(got_cl.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+}
+
+TEST(VAE, ChannelsLastAndEveryCpuSwitchTogether) {
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  at::InferenceMode guard;
+  const at::Tensor ref = m->decode(io.tensor("z"));
+  // A channels-last copy of the weights, as WanPipeline::decoding_vae makes it.
+  auto cl = load_golden_vae();
+  {
+    at::NoGradGuard g;
+    for (auto& p : cl->parameters())
+      if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+  }
+  RuntimeOptions o;
+  o.vae_channels_last = true;
+  o.vae_causal_buffer = true;
+  o.vae_subpixel_upsample = true;
+  o.vae_fused_norm_silu = true;  // no CUDA here: must not engage, and must not change the result
+  Trace trace;
+  const at::Tensor got = decode_with(cl, io.tensor("z"), o, &trace);
+  EXPECT_LE(rel_l2(got, ref), 1e-5);
+  EXPECT_GT(trace.get("kernel.vae_causal_buffer.convs"), 0);
+  EXPECT_GT(trace.get("kernel.vae_subpixel_upsample.convs"), 0);
+  EXPECT_EQ(trace.get("kernel.vae_fused_norm_silu.launches"), 0);
+  // Intermediates are the reference path's: asking for them with switches on is refused.
+  Intermediates inter;
+  techniques::VaeRun run{&o, nullptr};
+  EXPECT_THROW(cl->decode(io.tensor("z"), &inter, &run), Error);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "runtime/stats.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
+#include "runtime/techniques/registry.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
 namespace autooptim::app {
@@ -34,6 +36,8 @@ struct BenchArgs {
   int64_t width = 1280;
   int64_t repeat = 3;
   bool skip_vae = false;
+  bool vae_only = false;
+  std::vector<std::string> vae_manifests;
   bool full_generation = false;
   bool profile = false;
   int64_t at_step = 0;
@@ -136,6 +140,11 @@ void run_bench(const BenchArgs& a) {
   out["load_seconds"] = loaded.load_seconds;
   out["load_peak_memory_gb"] = load_peak / 1e9;
 
+  at::Tensor lat;  // the latents the decode is timed on: the denoising steps' output, or random ones
+  if (a.vae_only) {
+    auto g = at::detail::createCPUGenerator(0);
+    lat = at::randn({1, vc.z_dim, T, h, w}, g, at::kFloat).to(dev);
+  } else {
   // Text encoding: the prompt and the negative prompt.
   auto text = time_region(dev, 1, a.repeat, [&] { pipe.encode_text({"a red fox running through fresh snow", ""}); });
   out["text_encoding"] = text.to_json();
@@ -235,17 +244,22 @@ void run_bench(const BenchArgs& a) {
   in.guidance = 5.0;
   runtime::StageTimes times;
   runtime::Trace trace;
-  const at::Tensor lat = pipe.denoise(in, nullptr, {}, &trace, &times);
+  lat = pipe.denoise(in, nullptr, {}, &trace, &times);
   std::vector<double> steps(times.step_seconds.begin() + (times.step_seconds.size() > 1 ? 1 : 0), times.step_seconds.end());
   auto st = runtime::TimingStats::of(steps);
   nlohmann::json sj = st.to_json();
   sj["steps_run"] = a.steps;
+  double steps_total = 0;
+  for (double x : times.step_seconds) steps_total += x;
+  sj["total_s"] = steps_total;  // every step, the first included: a skip schedule's denoising time
   sj["first_step_s"] = times.step_seconds.empty() ? 0.0 : times.step_seconds.front();
   sj["trace"] = trace.to_json();
   // A cache policy's forward-skip ratio (a forced skip schedule measures a cache's speed at a given one).
   sj["forward_skip_ratio"] = trace.has("cache.skip_ratio") ? nlohmann::json(trace.get("cache.skip_ratio")) : nlohmann::json(nullptr);
   out["denoising_step"] = sj;
   std::fprintf(stderr, "denoising step: %.3f s median\n", st.median);
+
+  }  // !vae_only
 
   if (!a.skip_vae) {
     // The pipeline's VAE runs in float32 as the reference's does; a bf16 copy of the same weights is
@@ -278,6 +292,56 @@ void run_bench(const BenchArgs& a) {
       }
       time_vae(vae16, "vae_decode_bf16");
     }
+    // The VAE switches of the manifest, and of each --vae-manifest, through the pipeline's decode, against
+    // the float32 decode of the same latents (one reference, one process): time, own peak memory, and the
+    // clip's error (PSNR at 8-bit peak, relative L2).
+    at::Tensor ref;
+    auto time_switches = [&](const std::string& label, const runtime::RuntimeOptions& o) {
+      if (!ref.defined())
+        ref = (pipe.vae()->decode(pipe.vae()->denormalize(lat.to(dev, at::kFloat))).to(at::kFloat) / 2 + 0.5).clamp(0, 1);
+      pipe.set_options(o);
+      runtime::Trace vtrace;
+      at::Tensor got;
+      pipe.decoding_vae();  // the converted copy is made once, outside the timing (as a worker keeps it)
+      const int64_t before = runtime::current_memory_bytes(dev);
+      runtime::reset_peak_memory(dev);
+      auto st = time_region(dev, cuda ? 1 : 0, cuda ? a.repeat : 1, [&] { got = pipe.decode(lat, &vtrace); });
+      nlohmann::json vj = st.to_json();
+      vj["peak_memory_gb"] = (runtime::peak_memory_bytes(dev) - before) / 1e9;
+      vj["peak_memory_total_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
+      const double mse = (got - ref).pow(2).mean().item<double>();
+      vj["psnr_vs_fp32_db"] = mse > 0 ? 10.0 * std::log10(1.0 / mse) : 100.0;
+      vj["rel_l2_vs_fp32"] = ((got - ref).norm() / ref.norm().clamp_min(1e-12)).item<double>();
+      vj["flags"] = runtime::techniques::flags_to_json(o);
+      vj["trace"] = vtrace.to_json();
+      got = at::Tensor();
+      out["vae_decode_switches"][label] = vj;
+      if (a.profile) {
+        runtime::Profiler prof(dev);
+        prof.start();
+        pipe.decode(lat);
+        prof.stop();
+        out["profile"]["vae_decode_" + label] = profile_report(prof, ("vae_decode_" + label).c_str());
+      }
+      std::fprintf(stderr, "vae_decode_%s: %.3f s median, decode's own peak %.1f GB, %.2f dB PSNR vs fp32 (rel L2 %.2e)\n",
+                   label.c_str(), st.median, vj["peak_memory_gb"].get<double>(), vj["psnr_vs_fp32_db"].get<double>(),
+                   vj["rel_l2_vs_fp32"].get<double>());
+    };
+    auto has_switches = [](const runtime::RuntimeOptions& o) {
+      return o.vae_bf16 || o.vae_channels_last || o.vae_fused_norm_silu || o.vae_causal_buffer || o.vae_subpixel_upsample;
+    };
+    const runtime::RuntimeOptions own = pipe.options();
+    if (has_switches(own)) time_switches("manifest", own);
+    for (const auto& path : a.vae_manifests) {
+      const auto m = gates::load_manifest(path);
+      const auto o = gates::to_runtime_options(m);
+      if (!has_switches(o)) throw Error(path + ": --vae-manifest has no VAE switch on (vae_bf16, vae_channels_last, ...)");
+      std::string label = m.id;
+      for (auto& ch : label)
+        if (ch == '/') ch = '_';
+      time_switches(label, o);
+    }
+    pipe.set_options(own);
   }
 
   if (a.full_generation) {
@@ -326,6 +390,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str()->check(pixel_size());
   cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str()->check(int_in(1, 1000));
   cmd->add_flag("--skip-vae", a->skip_vae, "Do not time the VAE decode");
+  cmd->add_option("--vae-manifest", a->vae_manifests,
+                  "Also time the decode under this manifest's VAE switches (repeatable; one fp32 reference, one process)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--vae-only", a->vae_only, "Time only the VAE decode (of random latents): no text encoding, forward or steps");
   cmd->add_flag("--profile", a->profile,
                 "Also print where the forward's and the VAE decode's time goes, by category (GEMMs, attention, "
                 "norms/elementwise, RoPE, layout copies, other)");
@@ -341,6 +409,7 @@ void add_bench(CLI::App& app) {
       if (cmd->count("--width") == 0) a->width = 160;
       if (cmd->count("--frames") == 0) a->frames = 49;
     }
+    if (a->vae_only && a->skip_vae) throw CLI::ValidationError("--vae-only", "cannot be combined with --skip-vae");
     run_bench(*a);
   });
 }

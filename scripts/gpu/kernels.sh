@@ -17,9 +17,11 @@ bench() {  # name manifest extra-args...
   local margs=(); [ "$man" != none ] && margs=(--manifest "$man")
   $bin bench --model wan22-ti2v-5b --synthetic-weights "${margs[@]}" --steps 2 --repeat "${REPEAT:-3}" --profile "$@" \
     --json "$OUT/bench-$name.json" > /dev/null 2> "$OUT/bench-$name.log"
-  echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms" "$OUT/bench-$name.log" | head -30
+  echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms|error|Error" "$OUT/bench-$name.log" | head -${HEAD:-40}
 }
 for s in "${steps[@]}"; do
+  # DEADLINE (seconds since the start): later steps are skipped so that what ran still comes back.
+  if [ -n "${DEADLINE:-}" ] && [ "$SECONDS" -gt "$DEADLINE" ]; then echo "=== $s skipped: past DEADLINE=$DEADLINE s"; continue; fi
   echo "=== $s ($(date -u +%H:%M:%S))"
   case "$s" in
     build) bash scripts/gpu/build.sh build-gpu > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 2; }; tail -3 "$OUT/build.log" ;;
@@ -50,6 +52,40 @@ for s in "${steps[@]}"; do
       bench sparse-50 $M/sparse-frame-window-50.json --skip-vae --at-step 20
       bench sparse-25 $M/sparse-frame-window-25.json --skip-vae --at-step 20 ;;
     vae) REPEAT=1 bench vae-baseline none ;;
+    vae-switches)
+      # Every VAE switch and their sets, in one process against one fp32 decode of the same latents.
+      d=$(mktemp -d); vm=()
+      for set in bf16 bf16,causal bf16,cl bf16,cl,causal bf16,cl,causal,fused bf16,cl,subpixel bf16,causal,fused,subpixel bf16,cl,causal,fused,subpixel; do
+        python3 - "$M/kernel-vae.json" "$d/vae-${set//,/-}.json" "$set" <<'PY'
+import json, sys
+names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_buffer", "fused": "vae_fused_norm_silu", "subpixel": "vae_subpixel_upsample"}
+m = json.load(open(sys.argv[1]))
+m["id"] = "wan22-ti2v-5b/vae-" + sys.argv[3].replace(",", "-")
+m["flags"] = {names[k]: True for k in sys.argv[3].split(",")}
+json.dump(m, open(sys.argv[2], "w"))
+PY
+        vm+=(--vae-manifest "$d/vae-${set//,/-}.json")
+      done
+      HEAD=200 REPEAT=2 bench vae-switches none --vae-only "${vm[@]}" ;;
+    cache)
+      # A cache's speed at the official shape at a given forward-skip ratio: forced skip schedules over
+      # 10 steps (the first and last always computed), against the same 10 steps without skips.
+      d=$(mktemp -d)
+      REPEAT=1 bench steps10 none --skip-vae --steps 10
+      for sched in 2,4,6,8 2,3,5,7,8 1,2,3,5,6,7,8; do
+        python3 - "$M/kernel-fused.json" "$d/skip-${sched//,/-}.json" "$sched" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["id"] = "wan22-ti2v-5b/forced-skip-" + sys.argv[3].replace(",", "-")
+m["family"] = "cache"
+m["flags"] = {"forced_skip": {"steps": [int(x) for x in sys.argv[3].split(",")]}}
+json.dump(m, open(sys.argv[2], "w"))
+PY
+        REPEAT=1 bench "skip-${sched//,/-}" "$d/skip-${sched//,/-}.json" --skip-vae --steps 10
+      done ;;
+    topk)
+      bench topk-50 $M/sparse-topk-50.json --skip-vae --at-step 20
+      bench topk-25 $M/sparse-topk-25.json --skip-vae --at-step 20 ;;
     *) echo "unknown step $s" ;;
   esac
 done

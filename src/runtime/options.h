@@ -67,7 +67,12 @@ struct SparseAttentionOptions {
   int64_t window_tiles = 1;    // tile_window: half-width in spatial tiles
   int64_t dense_layers = 1;    // first layers kept dense
   int64_t dense_steps = 5;     // first steps kept dense
-  int64_t query_frames = 1;    // frame_window: latent frames per query chunk
+  int64_t query_frames = 1;    // frame_window, topk_blocks: latent frames per query chunk
+  // topk_blocks (PISA / Sparse VideoGen 2 style): each query chunk attends exactly to the key blocks
+  // (key_block_rows latent rows of one frame) whose mean key scores highest against the chunk's mean
+  // query, per head, plus its own frames; every other block is stood for by its mean key and value.
+  double keep_ratio = 0.25;    // share of the key blocks attended exactly
+  int64_t key_block_rows = 2;  // rows of a latent frame (after patching) per key block
 };
 
 // Red-team switches: deliberately dishonest behaviours that the gate harness must catch. Manifests may
@@ -98,6 +103,12 @@ struct RuntimeOptions {
   bool fused_gate_residual = false;  // gate multiply + residual add in one CUDA pass
   bool fused_qk_norm_rope = false;   // q/k RMSNorm + RoPE in one in-place CUDA pass
   bool gelu_epilogue = false;        // FFN GELU-tanh in the GEMM's cuBLASLt epilogue
+  // kernel family, the VAE decoder (techniques/vae/)
+  bool vae_bf16 = false;               // decode with a bf16 copy of the VAE (statistics stay float32)
+  bool vae_channels_last = false;      // decode in channels_last_3d (NDHWC), the layout cuDNN's convs want
+  bool vae_fused_norm_silu = false;    // RMS norm + SiLU in one CUDA pass, written into the conv's input
+  bool vae_causal_buffer = false;      // causal convs keep [context, chunk] in one buffer: no concatenation
+  bool vae_subpixel_upsample = false;  // nearest 2x + 3x3 conv as four 2x2 convs on the small frame
   // quantisation family
   QuantOptions quant;
   // cache family (one policy at a time)

@@ -8,6 +8,7 @@
 #include "runtime/forward_context.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
+#include "runtime/techniques/vae/vae_ops.h"
 
 namespace autooptim::runtime {
 
@@ -118,10 +119,37 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   return latents;
 }
 
-at::Tensor WanPipeline::decode(const at::Tensor& latents) {
+AutoencoderKLWan& WanPipeline::decoding_vae() {
+  const bool bf16 = options_.vae_bf16, cl = options_.vae_channels_last;
+  if (!bf16 && !cl) return vae_;
+  const int key = 2 * bf16 + cl;
+  if (converted_vae_key_ != key) {
+    converted_vae_ = nullptr;  // one converted copy at a time
+    at::NoGradGuard g;
+    const Precision p{bf16 ? at::kBFloat16 : vae_->precision().compute, vae_->precision().device};
+    AutoencoderKLWan v(vae_->config(), p);
+    auto src = vae_->named_parameters();
+    for (auto& q : v->named_parameters()) {
+      at::Tensor t = src[q.key()].to(q.value().scalar_type());
+      if (cl && t.dim() == 5) t = t.contiguous(at::MemoryFormat::ChannelsLast3d);
+      if (cl && t.dim() == 4) t = t.contiguous(at::MemoryFormat::ChannelsLast);
+      q.value().set_data(t);
+    }
+    converted_vae_ = v;
+    converted_vae_key_ = key;
+  }
+  return converted_vae_;
+}
+
+at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) {
   at::InferenceMode guard;
   const at::Tensor z = vae_->denormalize(latents.to(precision_.device, at::kFloat));
-  at::Tensor video = vae_->decode(z);  // [B, 3, T, H, W] in [-1, 1]
+  const bool switches = options_.vae_bf16 || options_.vae_channels_last || options_.vae_fused_norm_silu ||
+                        options_.vae_causal_buffer || options_.vae_subpixel_upsample;
+  techniques::VaeRun run{&options_, trace};
+  at::Tensor video = decoding_vae()->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
+  if (options_.vae_bf16) run.count("kernel.vae_bf16.decodes");
+  if (options_.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
   video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);
   if (!at::isfinite(video).all().item<bool>()) throw NumericError("VAE decode produced NaN or Inf pixels");
   return video;
@@ -183,7 +211,7 @@ GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback
   r.times.denoising = synced_seconds_since(t0, dev);
 
   t0 = std::chrono::steady_clock::now();
-  r.video = decode(r.latents)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
+  r.video = decode(r.latents, &r.trace)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
   if (options_.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
   r.times.decoding = synced_seconds_since(t0, dev);
   if (out_video) {

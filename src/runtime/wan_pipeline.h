@@ -75,8 +75,12 @@ class WanPipeline {
   at::Tensor denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step = nullptr,
                      const StepCallback& on_step = {}, Trace* trace = nullptr, StageTimes* times = nullptr);
 
-  // Raw latents -> video [B, 3, T, H, W] in [0, 1] (un-normalises with latents_mean/std first).
-  at::Tensor decode(const at::Tensor& latents);
+  // Raw latents -> video [B, 3, T, H, W] in [0, 1] (un-normalises with latents_mean/std first), through
+  // the VAE kernel switches of the options (techniques/vae/); their engagement is counted in trace.
+  at::Tensor decode(const at::Tensor& latents, Trace* trace = nullptr);
+  // The VAE the options decode with: the model's own (float32, as loaded) unless vae_bf16 or
+  // vae_channels_last ask for a converted copy, made once and kept until other settings ask for another.
+  AutoencoderKLWan& decoding_vae();
   // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
   at::Tensor encode_image(const at::Tensor& image);
   // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed).
@@ -102,6 +106,8 @@ class WanPipeline {
   UniPCConfig scheduler_config_;
   Precision precision_;
   RuntimeOptions options_;
+  AutoencoderKLWan converted_vae_{nullptr};
+  int converted_vae_key_ = -1;  // 2 * bf16 + channels_last of converted_vae_
   // Red-team only: clips made ahead of the timed run, by prompt and seed.
   std::map<std::string, at::Tensor> early_;
 };

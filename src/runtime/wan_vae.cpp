@@ -10,6 +10,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/config_json.h"
 #include "runtime/error.h"
+#include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/torch_compat.h"
 #include "runtime/verify.h"
 
@@ -233,6 +234,60 @@ at::Tensor WanCausalConv3dImpl::forward_cached(const at::Tensor& x, WanCausalCac
   return out;
 }
 
+at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, const WanRMSNormImpl& norm,
+                                                        WanCausalCache& cache) const {
+  const techniques::VaeRun* run = cache.run;
+  const bool fused = techniques::vae_norm_silu_applies(run, x);
+  auto reference = [&] {
+    const at::Tensor n = norm.forward(x);
+    ProfileScope ps("norm_elementwise");
+    return at::silu(n);
+  };
+  const bool buffered = run && run->options->vae_causal_buffer && front_pad == 2 && stride == std::vector<int64_t>{1, 1, 1} &&
+                        x.scalar_type() == weight.scalar_type();
+  if (!buffered) {
+    if (!fused) return forward_cached(reference(), cache);
+    at::Tensor y = at::empty_like(x);
+    techniques::vae_norm_silu_into(*run, x, norm.gamma, y);
+    return forward_cached(y, cache);
+  }
+  // The slot's buffer [B, C, 2 + T, H, W]: two context frames (zeros before the first chunk), then this
+  // chunk. A new chunk length (the first chunk's single frame, then four) makes a new buffer that takes
+  // over the context.
+  auto& slot = cache.take();
+  const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
+  at::Tensor buf = slot.frames;
+  if (!buf.defined() || buf.size(0) != B || buf.size(1) != C || buf.size(2) != T + 2 || buf.size(3) != H || buf.size(4) != W) {
+    ProfileScope ps("layout");
+    at::Tensor nb = at::zeros({B, C, T + 2, H, W}, x.options().memory_format(x.suggest_memory_format()));
+    if (buf.defined()) nb.narrow(2, 0, 2).copy_(buf.narrow(2, 0, 2));
+    buf = nb;
+  }
+  const at::Tensor dst = buf.narrow(2, 2, T);
+  if (fused) {
+    techniques::vae_norm_silu_into(*run, x, norm.gamma, dst);
+  } else {
+    const at::Tensor y = reference();
+    ProfileScope ps("layout");
+    dst.copy_(y);
+  }
+  at::Tensor out;
+  {
+    ProfileScope ps("conv");
+    out = at::conv3d(buf, weight, bias, stride, spatial_pad);
+  }
+  {
+    ProfileScope ps("layout");  // the last two frames of [context, chunk] are the next chunk's context
+    if (T >= 2)
+      buf.narrow(2, 0, 2).copy_(buf.narrow(2, T, 2));
+    else
+      buf.narrow(2, 0, 2).copy_(buf.narrow(2, T, 2).clone());
+  }
+  slot.frames = buf;
+  run->count("kernel.vae_causal_buffer.convs");
+  return out;
+}
+
 WanRMSNormImpl::WanRMSNormImpl(int64_t dim, bool images, const at::TensorOptions& opts) {
   gamma = images ? add_param(*this, "gamma", {dim, 1, 1}, opts) : add_param(*this, "gamma", {dim, 1, 1, 1}, opts);
 }
@@ -265,8 +320,14 @@ at::Tensor WanResidualBlockImpl::forward(const at::Tensor& x, WanCausalCache& ca
     ProfileScope ps("norm_elementwise");
     return at::silu(t);
   };
-  at::Tensor h = conv1->forward_cached(silu(norm1->forward(x)), cache);
-  h = conv2->forward_cached(silu(norm2->forward(h)), cache);
+  at::Tensor h;
+  if (cache.run) {  // the decode's kernel switches
+    h = conv1->forward_cached_norm_silu(x, *norm1, cache);
+    h = conv2->forward_cached_norm_silu(h, *norm2, cache);
+  } else {
+    h = conv1->forward_cached(silu(norm1->forward(x)), cache);
+    h = conv2->forward_cached(silu(norm2->forward(h)), cache);
+  }
   ProfileScope ps("norm_elementwise");
   return h + shortcut;
 }
@@ -333,6 +394,8 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       x = y.view({B, 2, C, T, H, W}).permute({0, 2, 3, 1, 4, 5}).reshape({B, C, 2 * T, H, W});
     }
   }
+  if ((mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) && cache.run && cache.run->options->vae_subpixel_upsample)
+    return techniques::vae_subpixel_upsample_conv(*cache.run, x, resample->weight, resample->bias, subpixel_weight);
   if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) {
     at::Tensor up;
     {
@@ -454,6 +517,11 @@ at::Tensor WanDecoder3dImpl::forward(const at::Tensor& x, WanCausalCache& cache,
     h = up_blocks[i]->forward(h, cache, first_chunk);  // frames x2 and pixels x2 per temporal/spatial stage
     record("decoder.up_blocks." + std::to_string(i), h);
   }
+  if (cache.run) {  // the decode's kernel switches (no intermediates are recorded on this path)
+    h = conv_out->forward_cached_norm_silu(h, *norm_out, cache);
+    record("decoder.conv_out", h);
+    return h;
+  }
   h = norm_out->forward(h);
   record("decoder.norm_out", h);
   h = conv_out->forward_cached(at::silu(h), cache);  // [B, out_channels, 1 or 4, H/p, W/p]
@@ -493,18 +561,21 @@ AutoencoderKLWanImpl::AutoencoderKLWanImpl(const WanVAEConfig& c, const Precisio
 }
 
 void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* inter,
-                                         const std::function<void(const at::Tensor&)>& sink) {
+                                         const std::function<void(const at::Tensor&)>& sink, const techniques::VaeRun* run) {
   const auto& c = config_;
   if (z.dim() != 5 || z.size(1) != c.z_dim || z.size(2) < 1 || z.size(3) < 1 || z.size(4) < 1)
     throw Error("vae decode: latents must be [B, " + std::to_string(c.z_dim) + ", T, h, w], got " + shape_str(z));
   at::NoGradGuard no_grad;
-  const at::Tensor x = post_quant_conv->forward(z.to(precision_.compute_opts()));  // [B, z, T, h, w]
+  at::Tensor zc = z.to(precision_.compute_opts());
+  if (run && run->options->vae_channels_last) zc = zc.contiguous(at::MemoryFormat::ChannelsLast3d);
+  const at::Tensor x = post_quant_conv->forward(zc);  // [B, z, T, h, w]
   std::map<std::string, std::vector<at::Tensor>> parts;
   std::function<void(const std::string&, const at::Tensor&)> record = [&](const std::string& n, const at::Tensor& t) {
     if (inter) parts[n].push_back(t);
   };
   if (inter) (*inter)["post_quant_conv"] = x;
   WanCausalCache cache;
+  cache.run = run;
   for (int64_t i = 0; i < x.size(2); ++i) {
     cache.begin_chunk();
     const at::Tensor out = decoder->forward(x.narrow(2, i, 1), cache, i == 0, record);
@@ -514,9 +585,10 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
     for (auto& [name, list] : parts) (*inter)[name] = at::cat(list, 2);
 }
 
-at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inter) {
+at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inter, const techniques::VaeRun* run) {
+  if (run && inter) throw Error("vae decode: intermediates are recorded on the reference path only");
   std::vector<at::Tensor> frames;
-  decode_chunks(z, inter, [&](const at::Tensor& t) { frames.push_back(t); });
+  decode_chunks(z, inter, [&](const at::Tensor& t) { frames.push_back(t); }, run);
   ProfileScope ps("layout");
   return at::cat(frames, 2);  // [B, 3, 1 + 4(T-1), H, W]
 }

@@ -17,6 +17,10 @@
 #include "runtime/nn.h"
 #include "runtime/wan_transformer.h"  // Precision, Intermediates
 
+namespace autooptim::runtime::techniques {
+struct VaeRun;  // the decode's kernel switches (techniques/vae/vae_ops.h)
+}
+
 namespace autooptim::runtime {
 
 struct WanVAEConfig {
@@ -50,14 +54,18 @@ struct WanVAEConfig {
 // whose first chunk skipped its time_conv (the reference's "Rep" sentinel).
 struct WanCausalCache {
   struct Slot {
-    at::Tensor frames;  // [B, C, 1 or 2, H, W] or undefined (first chunk)
+    at::Tensor frames;  // [B, C, 1 or 2, H, W] or undefined (first chunk); with vae_causal_buffer the
+                        // conv's buffer [B, C, 2 + T, H, W], its first two frames the context
     bool rep = false;
   };
   std::vector<Slot> slots;
   size_t next = 0;
+  const techniques::VaeRun* run = nullptr;  // the kernel switches of this decode (null: the reference path)
   Slot& take();
   void begin_chunk() { next = 0; }
 };
+
+class WanRMSNormImpl;
 
 // Conv3d whose temporal padding is 2*pad_t zero frames at the front only, replaced by cached frames.
 class WanCausalConv3dImpl : public torch::nn::Module {
@@ -69,6 +77,9 @@ class WanCausalConv3dImpl : public torch::nn::Module {
   // The cached form: takes the next slot of `cache`, uses its frames as front context and keeps the
   // last two frames of x (with the slot's last frame ahead of a single-frame x) for the next chunk.
   at::Tensor forward_cached(const at::Tensor& x, WanCausalCache& cache) const;
+  // conv(silu(norm(x))) in the cached form, through the decode's kernel switches (fused norm + SiLU,
+  // the causal buffer) where they are on; the reference ops otherwise.
+  at::Tensor forward_cached_norm_silu(const at::Tensor& x, const WanRMSNormImpl& norm, WanCausalCache& cache) const;
   at::Tensor weight, bias;
   int64_t front_pad;
   std::vector<int64_t> stride, spatial_pad;
@@ -121,6 +132,7 @@ class WanResampleImpl : public torch::nn::Module {
   WanResampleImpl(int64_t dim, Mode mode, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
   Mode mode;
+  mutable at::Tensor subpixel_weight;  // vae_subpixel_upsample's folded taps, made on first use
   Conv2d resample{nullptr};
   WanCausalConv3d time_conv{nullptr};  // upsample3d: dim -> 2*dim, (3,1,1); downsample3d: stride 2
 };
@@ -182,7 +194,8 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
   // z [B, z_dim, T, h, w] raw latents (already un-normalised) -> video [B, 3, 1+4(T-1), 16h, 16w] in
   // the compute dtype, clamped to [-1, 1]. inter receives post_quant_conv and decoder.* outputs, each
   // concatenated over chunks along time.
-  at::Tensor decode(const at::Tensor& z, Intermediates* inter = nullptr);
+  // run: the kernel switches (techniques/vae/); null runs the reference path.
+  at::Tensor decode(const at::Tensor& z, Intermediates* inter = nullptr, const techniques::VaeRun* run = nullptr);
   // Same, streaming: sink gets each latent frame's pixel frames [B, 3, n, H, W] (n = 1 for the first
   // latent frame, then 4), so only one chunk's activations and the caches are alive at a time.
   void decode_streaming(const at::Tensor& z, const std::function<void(const at::Tensor&)>& sink);
@@ -200,7 +213,8 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
   WanCausalConv3d quant_conv{nullptr}, post_quant_conv{nullptr};
 
  private:
-  void decode_chunks(const at::Tensor& z, Intermediates* inter, const std::function<void(const at::Tensor&)>& sink);
+  void decode_chunks(const at::Tensor& z, Intermediates* inter, const std::function<void(const at::Tensor&)>& sink,
+                     const techniques::VaeRun* run = nullptr);
   WanVAEConfig config_;
   Precision precision_;
 };

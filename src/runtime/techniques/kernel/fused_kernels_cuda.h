@@ -31,4 +31,16 @@ int launch_qk_norm_rope(void* q, void* k, int64_t stride, const void* wq, const 
 int launch_quantize_rows_e4m3(const void* x, int64_t x_stride, void* out, float* scale, int64_t rows, int64_t cols,
                               bool gelu, float min_scale, void* stream);
 
+// Element strides of a [B, C, T, H*W] view of a 5D video tensor (H and W flattened: the voxel stride is
+// W's), and its batch count.
+struct VaeStrides {
+  int64_t batches, b, c, t, v;
+};
+
+// The VAE's RMS norm over channels and SiLU: out = bf16(silu(bf16(x / max(|x|_C, 1e-12) * sqrt(C) *
+// gamma))), float32 statistics; x and out bf16, gamma float32 [C]. Channels-last tensors (c stride 1) get
+// a warp per voxel with 16-byte loads; others a thread per voxel.
+int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStrides xs, VaeStrides os, int64_t C,
+                         int64_t T, int64_t HW, void* stream);
+
 }  // namespace autooptim::cuda

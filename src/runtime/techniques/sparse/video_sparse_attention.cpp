@@ -18,8 +18,8 @@ AUTOOPTIM_TECHNIQUE(sparse) {
   t.group = "sparse";
   t.flags = always_written({
       choice_flag("pattern", [](RuntimeOptions& o) -> std::string& { return o.sparse.pattern; },
-                  {"none", "spatial_temporal", "tile_window", "frame_window"},
-                  "none | spatial_temporal | tile_window | frame_window"),
+                  {"none", "spatial_temporal", "tile_window", "frame_window", "topk_blocks"},
+                  "none | spatial_temporal | tile_window | frame_window | topk_blocks"),
       int_flag("window_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_frames; }, 0, kMax,
                "tile_window, frame_window: half-width in latent frames"),
       int_flag("window_tiles", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_tiles; }, 0, kMax,
@@ -31,7 +31,11 @@ AUTOOPTIM_TECHNIQUE(sparse) {
   });
   // Later than the registry: written only when it differs from its default.
   t.flags.push_back(int_flag("query_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.query_frames; }, 1,
-                             kMax, "frame_window: latent frames per query chunk"));
+                             kMax, "frame_window, topk_blocks: latent frames per query chunk"));
+  t.flags.push_back(number_flag("keep_ratio", [](RuntimeOptions& o) -> double& { return o.sparse.keep_ratio; }, 0.0, true, 1.0,
+                                false, "topk_blocks: share of key blocks attended exactly (the rest pooled)"));
+  t.flags.push_back(int_flag("key_block_rows", [](RuntimeOptions& o) -> int64_t& { return o.sparse.key_block_rows; }, 1, 4096,
+                             "topk_blocks: latent rows per key block (the largest divisor of the rows up to this)"));
   t.switch_flag = "sparse.pattern";
   t.hooks = {"self_attention.attention"};
   t.engagement = {{"sparse.attention.calls", "sparse is on but no sparse attention ran"}};
@@ -52,6 +56,11 @@ AUTOOPTIM_TECHNIQUE(sparse) {
     for (int64_t wf : {7, 2})
       p.push_back({"fw-q4-w" + std::to_string(wf) + "-ds" + std::to_string(ds10),
                    {{"sparse", {{"pattern", "frame_window"}, {"window_frames", wf}, {"query_frames", 4}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
+    // Top-k key blocks per frame of queries, the rest pooled: about half and a quarter of the blocks.
+    for (const double r : {0.5, 0.25})
+      p.push_back({"topk-" + std::to_string(static_cast<int>(r * 100)) + "-ds" + std::to_string(ds10),
+                   {{"sparse", {{"pattern", "topk_blocks"}, {"keep_ratio", r}, {"key_block_rows", 2}, {"query_frames", 1},
+                                {"dense_layers", 1}, {"dense_steps", ds10}}}}});
     for (int64_t wf : {1, 2})
       p.push_back({"tw-f" + std::to_string(wf) + "-ds10",
                    {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
@@ -66,6 +75,8 @@ AUTOOPTIM_TECHNIQUE(sparse) {
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
@@ -85,6 +96,71 @@ void record(const ForwardContext& fc, double attended, double total, bool sparse
 int64_t tile(int64_t n, int64_t w) {
   const int64_t s = 2 * w + 1;
   return (w > 0 && s < n && n % s == 0) ? s : n;
+}
+
+// Largest divisor of n that is at most want (at least 1).
+int64_t divisor_at_most(int64_t n, int64_t want) {
+  for (int64_t r = std::min(n, std::max<int64_t>(1, want)); r > 1; --r)
+    if (n % r == 0) return r;
+  return 1;
+}
+
+// topk_blocks: key blocks are `rows` latent rows of one frame (bt tokens; f-major tokens make each one
+// contiguous). Per query chunk (query_frames frames) and head, the blocks whose mean key scores highest
+// against the chunk's mean query, plus the chunk's own frames, are attended exactly; every other block
+// enters the same softmax as one pooled key (its mean key, logit raised by log(bt): it stands for bt
+// keys) with its mean value. One fused attention call per chunk: the pooled keys' log-count bias rides
+// on an extra head dimension (q gets a 1 there, pooled keys log(bt) / scale, exact keys 0, keys pooled
+// but attended exactly a large negative value), padded to d + 8 with q rescaled so that the kernel's
+// 1/sqrt(d + 8) acts as 1/sqrt(d).
+at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc) {
+  const auto& s = fc.options->sparse;
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
+  const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
+  const int64_t rows = divisor_at_most(Hh, s.key_block_rows), bt = rows * W, per_frame = Hh / rows, nkb = F * per_frame;
+  const int64_t c = std::max<int64_t>(1, s.query_frames);
+  const int64_t dp = d + 8;
+  const double scale_p = 1.0 / std::sqrt(static_cast<double>(dp));
+  const auto fopt = q.options().dtype(at::kFloat);
+  // Pooled keys and values per block [B, H, nkb, d], means in float32.
+  const at::Tensor kb = k.reshape({B, H, nkb, bt, d}).to(at::kFloat).mean(3);
+  const at::Tensor vb = v.reshape({B, H, nkb, bt, d}).to(at::kFloat).mean(3);
+  const at::Tensor k_blocks = k.reshape({B * H * nkb, bt, d});
+  const at::Tensor v_blocks = v.reshape({B * H * nkb, bt, d});
+  const at::Tensor bh = (at::arange(B * H, q.options().dtype(at::kLong)) * nkb).view({B, H, 1});
+  const int64_t nq_frames_max = std::min(c, F);
+  const int64_t own_max = nq_frames_max * per_frame;
+  const int64_t kk = std::min(nkb, std::max(own_max, static_cast<int64_t>(std::ceil(s.keep_ratio * nkb))));
+  at::Tensor out = at::empty({B, L, H, d}, q.options());
+  const double log_bt_z = std::log(static_cast<double>(bt)) / scale_p;
+  double attended = 0;
+  for (int64_t f0 = 0; f0 < F; f0 += c) {
+    const int64_t f1 = std::min(F, f0 + c), n = (f1 - f0) * P;
+    const at::Tensor qj = q.narrow(2, f0 * P, n);  // [B, H, n, d]
+    // Scores of every key block against the chunk's mean query; the chunk's own frames always in.
+    at::Tensor score = at::matmul(qj.to(at::kFloat).mean(2, true), kb.transpose(2, 3)).squeeze(2);  // [B, H, nkb]
+    score.narrow(2, f0 * per_frame, (f1 - f0) * per_frame).fill_(std::numeric_limits<float>::infinity());
+    const at::Tensor sel = std::get<1>(score.topk(kk, 2));  // [B, H, kk]
+    const at::Tensor idx = (bh + sel).reshape({-1});
+    // Keys [exact blocks..., pooled blocks] with the extra dimension; values alike (zero padded).
+    at::Tensor ka = at::zeros({B, H, kk * bt + nkb, dp}, q.options());
+    at::Tensor va = at::zeros({B, H, kk * bt + nkb, dp}, q.options());
+    ka.narrow(2, 0, kk * bt).narrow(3, 0, d).copy_(k_blocks.index_select(0, idx).view({B, H, kk * bt, d}));
+    va.narrow(2, 0, kk * bt).narrow(3, 0, d).copy_(v_blocks.index_select(0, idx).view({B, H, kk * bt, d}));
+    ka.narrow(2, kk * bt, nkb).narrow(3, 0, d).copy_(kb);
+    va.narrow(2, kk * bt, nkb).narrow(3, 0, d).copy_(vb);
+    at::Tensor z = at::full({B, H, nkb}, log_bt_z, fopt);
+    z.scatter_(2, sel, -30000.0);  // a block attended exactly is not pooled too
+    ka.narrow(2, kk * bt, nkb).select(3, d).copy_(z);
+    at::Tensor qa = at::zeros({B, H, n, dp}, q.options());
+    qa.narrow(3, 0, d).copy_(qj * std::sqrt(static_cast<double>(dp) / d));
+    qa.select(3, d).fill_(1.0);
+    const at::Tensor o = attention(qa, ka, va, &fc).narrow(3, 0, d);  // [B, H, n, d]
+    out.narrow(1, f0 * P, n).copy_(o.transpose(1, 2));
+    attended += static_cast<double>(B) * H * n * static_cast<double>(kk * bt + nkb);
+  }
+  record(fc, attended, static_cast<double>(L) * L * B * H, true);
+  return out.transpose(1, 2);
 }
 
 }  // namespace
@@ -170,6 +246,7 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
     record(fc, attended, total, attended < total);
     return out.transpose(1, 2);
   }
+  if (s.pattern == "topk_blocks") return topk_blocks_attention(q, k, v, fc);
   throw Error("sparse attention: unknown pattern '" + s.pattern + "'");
 }
 

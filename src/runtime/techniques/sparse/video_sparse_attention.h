@@ -10,6 +10,11 @@
 // - frame_window: a sliding window over latent frames: chunks of query_frames frames attend to the
 //   frames within window_frames of the chunk (contiguous token ranges: one fused attention call per
 //   chunk on views, no mask and no regrouping copies).
+// - topk_blocks (PISA / Sparse VideoGen 2 style): per chunk of query_frames frames and per head, exact
+//   attention to the key blocks (key_block_rows latent rows of a frame) whose mean key scores highest
+//   against the chunk's mean query (keep_ratio of them, the chunk's own frames always), and every other
+//   block as one pooled key (mean key, logit + log(block size)) with its mean value, in the same softmax:
+//   one fused attention call per chunk on gathered blocks.
 // The first dense_layers blocks and the first dense_steps steps stay dense. Counts
 // sparse.attention.calls, .dense_calls, .pairs_attended, .pairs_total and the achieved .density.
 #include <ATen/ATen.h>

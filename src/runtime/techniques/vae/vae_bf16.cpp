@@ -1,0 +1,24 @@
+// Kernel technique (VAE decoder): decode with a bf16 copy of the VAE's weights. The RMS norms keep their
+// statistics in float32 (as WanRMSNorm does in every dtype); the clip is compared with the float32 decode
+// by the quality gate. The copy is made once per pipeline (WanPipeline::decoding_vae).
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(vae_bf16) {
+  Technique t;
+  t.name = "vae_bf16";
+  t.family = "kernel";
+  t.lossless = false;  // bf16 rounding of every activation: judged at the lossy quality floor
+  t.summary = "VAE decode in bf16 (a copy of the weights; norm statistics in float32)";
+  t.flags = {bool_flag("vae_bf16", [](RuntimeOptions& o) -> bool& { return o.vae_bf16; }, "decode with a bf16 copy of the VAE")};
+  t.switch_flag = "vae_bf16";
+  t.hooks = {"pipeline.decode"};
+  t.engagement = {{"kernel.vae_bf16.decodes", "vae_bf16 is on but no decode ran in bf16"}};
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"vae_bf16", {{"vae_bf16", true}}}} : std::vector<SearchPoint>{};
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques

@@ -1,0 +1,25 @@
+// Kernel technique (VAE decoder): decode in channels_last_3d (NDHWC), the layout cuDNN's tensor-core
+// convolutions work in, so that no conv transposes its input and output around the kernel. The weights
+// are a converted copy (WanPipeline::decoding_vae); the baseline's modules are never touched.
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(vae_channels_last) {
+  Technique t;
+  t.name = "vae_channels_last";
+  t.family = "kernel";
+  t.lossless = false;  // another conv algorithm: not bit-identical
+  t.summary = "VAE decode in channels_last_3d (NDHWC) activations and weights";
+  t.flags = {bool_flag("vae_channels_last", [](RuntimeOptions& o) -> bool& { return o.vae_channels_last; },
+                       "decode in channels_last_3d")};
+  t.switch_flag = "vae_channels_last";
+  t.hooks = {"pipeline.decode"};
+  t.engagement = {{"kernel.vae_channels_last.decodes", "vae_channels_last is on but no decode ran channels-last"}};
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"vae_channels_last", {{"vae_channels_last", true}}}} : std::vector<SearchPoint>{};
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques

@@ -1,0 +1,103 @@
+// The VAE's RMS norm and SiLU in one pass: out = silu(bf16(x / max(||x||_C, 1e-12) * sqrt(C) * gamma)), the
+// norm over channels in float32, rounded to bf16 before the SiLU as the unfused ops round. Input and
+// output are addressed by strides (batch, channel, frame, voxel within a frame), so that the output can
+// be a frame range of a causal conv's padded input buffer: no concatenation copy afterwards.
+#include "runtime/techniques/kernel/cuda_common.cuh"
+#include "runtime/techniques/kernel/fused_kernels_cuda.h"
+
+namespace autooptim::cuda {
+namespace {
+
+__device__ __forceinline__ float silu_bf16(float y) {
+  const float r = __bfloat162float(__float2bfloat16_rn(y));  // the norm's output is a bf16 tensor
+  return r / (1.f + __expf(-r));
+}
+
+// Channels first (the voxel stride is 1): one thread per voxel walks the channels; neighbouring threads
+// read neighbouring voxels, so every channel's load is coalesced.
+__global__ void norm_silu_cf(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ out,
+                             const float* __restrict__ gamma, VaeStrides xs, VaeStrides os, int64_t C, int64_t T,
+                             int64_t HW, float scale) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t per_b = T * HW;
+  const int64_t b = n / per_b, rem = n % per_b, t = rem / HW, v = rem % HW;
+  if (b >= xs.batches) return;
+  const __nv_bfloat16* xp = x + b * xs.b + t * xs.t + v * xs.v;
+  __nv_bfloat16* op = out + b * os.b + t * os.t + v * os.v;
+  float ss = 0.f;
+  for (int64_t c = 0; c < C; ++c) {
+    const float f = __bfloat162float(xp[c * xs.c]);
+    ss = fmaf(f, f, ss);
+  }
+  const float inv = scale / fmaxf(sqrtf(ss), 1e-12f);
+  for (int64_t c = 0; c < C; ++c) {
+    const float f = __bfloat162float(xp[c * xs.c]);
+    op[c * os.c] = __float2bfloat16_rn(silu_bf16(f * inv * gamma[c]));
+  }
+}
+
+// Channels last (the channel stride is 1): one warp per voxel, eight channels per lane per load.
+__global__ void norm_silu_cl(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ out,
+                             const float* __restrict__ gamma, VaeStrides xs, VaeStrides os, int64_t C, int64_t T,
+                             int64_t HW, float scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t per_b = T * HW;
+  const int64_t b = n / per_b, rem = n % per_b, t = rem / HW, v = rem % HW;
+  if (b >= xs.batches) return;
+  const __nv_bfloat16* xp = x + b * xs.b + t * xs.t + v * xs.v;
+  __nv_bfloat16* op = out + b * os.b + t * os.t + v * os.v;
+  const int64_t C8 = C / 8;
+  float ss = 0.f;
+  for (int64_t i = lane; i < C8; i += 32) {
+    const uint4 raw = reinterpret_cast<const uint4*>(xp)[i];
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      ss = fmaf(f.x, f.x, ss);
+      ss = fmaf(f.y, f.y, ss);
+    }
+  }
+  ss = warp_sum(ss);
+  const float inv = scale / fmaxf(sqrtf(ss), 1e-12f);
+  for (int64_t i = lane; i < C8; i += 32) {
+    const uint4 raw = reinterpret_cast<const uint4*>(xp)[i];
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+    uint4 res;
+    __nv_bfloat162* r = reinterpret_cast<__nv_bfloat162*>(&res);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      const int64_t c = i * 8 + 2 * j;
+      r[j] = __floats2bfloat162_rn(silu_bf16(f.x * inv * gamma[c]), silu_bf16(f.y * inv * gamma[c + 1]));
+    }
+    reinterpret_cast<uint4*>(op)[i] = res;
+  }
+}
+
+}  // namespace
+
+int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStrides xs, VaeStrides os, int64_t C,
+                         int64_t T, int64_t HW, void* stream) {
+  const int64_t voxels = xs.batches * T * HW;
+  if (voxels == 0) return 0;
+  const float scale = sqrtf(static_cast<float>(C));
+  const auto s = static_cast<cudaStream_t>(stream);
+  const auto* xp = static_cast<const __nv_bfloat16*>(x);
+  auto* op = static_cast<__nv_bfloat16*>(out);
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(out) % 16 == 0);
+  if (xs.c == 1 && os.c == 1 && C % 8 == 0 && aligned && xs.v % 8 == 0 && os.v % 8 == 0 && xs.t % 8 == 0 &&
+      os.t % 8 == 0 && xs.b % 8 == 0 && os.b % 8 == 0) {
+    const int threads = 256;
+    const int64_t blocks = (voxels * 32 + threads - 1) / threads;
+    norm_silu_cl<<<static_cast<unsigned>(blocks), threads, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
+  } else {
+    const int threads = 256;
+    const int64_t blocks = (voxels + threads - 1) / threads;
+    norm_silu_cf<<<static_cast<unsigned>(blocks), threads, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
+  }
+  return check_launch(cudaGetLastError());
+}
+
+}  // namespace autooptim::cuda

@@ -1,0 +1,32 @@
+#pragma once
+// The VAE decoder's kernel switches (runtime compilation only: libtorch). The decoder (wan_vae.cpp) calls
+// these where a switch is on; each is defined in its technique's file in this folder.
+#include <ATen/ATen.h>
+
+#include "runtime/options.h"
+#include "runtime/trace.h"
+
+namespace autooptim::runtime::techniques {
+
+// What one decode runs with: the switches and where their engagement is counted.
+struct VaeRun {
+  const RuntimeOptions* options = nullptr;
+  Trace* trace = nullptr;
+  void count(const char* key, double v = 1.0) const {
+    if (trace) trace->add(key, v);
+  }
+};
+
+// vae_fused_norm_silu.cpp: whether the fused kernel can take x (bf16 on the GPU, a CUDA build).
+bool vae_norm_silu_applies(const VaeRun* run, const at::Tensor& x);
+// silu(rms_norm(x) * gamma) written into dst (same shape as x; any strides, e.g. a frame range of a
+// causal conv's buffer).
+void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& dst);
+
+// vae_subpixel_upsample.cpp: nearest 2x upsampling of each frame then a 3x3 conv (padding 1), computed as
+// one 2x2 conv of four output phases on the small frame: x [B, C, T, H, W], weight [Co, C, 3, 3] ->
+// [B, Co, T, 2H, 2W]. `folded` caches the phases' weights [4 Co, C, 1, 2, 2] (built on first use).
+at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight,
+                                      const at::Tensor& bias, at::Tensor& folded);
+
+}  // namespace autooptim::runtime::techniques
