@@ -12,6 +12,7 @@
 #include "runtime/techniques/kernel/fused_block_ops.h"
 #include "runtime/techniques/quant/fp8_linear.h"
 #include "runtime/techniques/vae/vae_ops.h"
+#include "runtime/techniques/sparse/video_sparse_attention.h"
 #include "runtime/checkpoint.h"
 #include "runtime/wan_vae.h"
 #include "runtime/verify.h"
@@ -321,4 +322,32 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   EXPECT_LE(e, 3e-2);
   EXPECT_LE(e, 2 * e16 + 1e-3);  // the switches add no more than bf16's own error
   EXPECT_TRUE(at::equal(fast->decode(z).to(at::kFloat), plain16));  // off: the reference path again
+}
+
+// topk_blocks on the GPU (bf16, cuDNN's attention with its log-sum-exp) against the same pattern in
+// float32 on the CPU (the math ops), whose definition tests/test_sparse.cpp checks: odd grid, batch 2.
+TEST(GpuKernels, TopkBlocksOnTheGpuMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  at::InferenceMode guard;
+  RuntimeOptions o;
+  o.sparse.pattern = "topk_blocks";
+  o.sparse.keep_ratio = 0.3;
+  o.sparse.key_block_rows = 2;
+  o.sparse.query_frames = 2;
+  auto run = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, Trace& trace) {
+    ForwardContext fc;
+    fc.options = &o;
+    fc.trace = &trace;
+    fc.grid_f = 5, fc.grid_h = 6, fc.grid_w = 7;
+    fc.layer = 5, fc.step = 10;
+    return techniques::sparse_self_attention(q, k, v, fc);
+  };
+  const at::Tensor q = at::randn({2, 4, 5 * 6 * 7, 64}, f32()), k = at::randn_like(q), v = at::randn_like(q);
+  Trace tc, tg;
+  const at::Tensor cpu = run(q.cpu(), k.cpu(), v.cpu(), tc);
+  const at::Tensor gpu16 = run(q.to(at::kBFloat16), k.to(at::kBFloat16), v.to(at::kBFloat16), tg).to(at::kFloat).cpu();
+  // bf16 rounding can flip a near-tie in the block choice; a flipped block is then pooled instead of exact,
+  // which on random inputs moves the output far less than this.
+  EXPECT_LE(rel_l2(gpu16, cpu), 5e-2);
+  EXPECT_EQ(tg.get("sparse.attention.density"), tc.get("sparse.attention.density"));
 }

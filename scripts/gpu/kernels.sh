@@ -15,7 +15,7 @@ M=manifests/wan22-ti2v-5b
 bench() {  # name manifest extra-args...
   local name=$1 man=$2; shift 2
   local margs=(); [ "$man" != none ] && margs=(--manifest "$man")
-  $bin bench --model wan22-ti2v-5b --synthetic-weights "${margs[@]}" --steps 2 --repeat "${REPEAT:-3}" --profile "$@" \
+  $bin bench --model wan22-ti2v-5b --synthetic-weights "${margs[@]}" --steps "${STEPS:-2}" --repeat "${REPEAT:-3}" --profile "$@" \
     --json "$OUT/bench-$name.json" > /dev/null 2> "$OUT/bench-$name.log"
   echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms|error|Error" "$OUT/bench-$name.log" | head -${HEAD:-40}
 }
@@ -71,7 +71,7 @@ PY
       # A cache's speed at the official shape at a given forward-skip ratio: forced skip schedules over
       # 10 steps (the first and last always computed), against the same 10 steps without skips.
       d=$(mktemp -d)
-      REPEAT=1 bench steps10 none --skip-vae --steps 10
+      STEPS=10 REPEAT=1 bench steps10 none --skip-vae
       for sched in 2,4,6,8 2,3,5,7,8 1,2,3,5,6,7,8; do
         python3 - "$M/kernel-fused.json" "$d/skip-${sched//,/-}.json" "$sched" <<'PY'
 import json, sys
@@ -81,7 +81,7 @@ m["family"] = "cache"
 m["flags"] = {"forced_skip": {"steps": [int(x) for x in sys.argv[3].split(",")]}}
 json.dump(m, open(sys.argv[2], "w"))
 PY
-        REPEAT=1 bench "skip-${sched//,/-}" "$d/skip-${sched//,/-}.json" --skip-vae --steps 10
+        STEPS=10 REPEAT=1 bench "skip-${sched//,/-}" "$d/skip-${sched//,/-}.json" --skip-vae
       done ;;
     topk)
       bench topk-50 $M/sparse-topk-50.json --skip-vae --at-step 20

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <torch/version.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace autooptim::runtime::compat {
 
@@ -52,6 +54,28 @@ inline at::Tensor sdpa_on(const std::string& backend, const at::Tensor& q, const
   }
 #endif
   throw std::invalid_argument("attention backend '" + backend + "' is not available in this build or on this device");
+}
+
+// Attention that also returns the log-sum-exp of each query's scaled scores ([B, heads, L] float32,
+// natural log): for merging with more keys outside the call. cuDNN's fused kernel on CUDA builds of
+// libtorch 2.5+ (flash where cuDNN refuses the shapes), the math ops elsewhere.
+inline std::pair<at::Tensor, at::Tensor> sdpa_with_lse(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  if (q.is_cuda()) {
+    try {
+      auto r = at::_scaled_dot_product_cudnn_attention(q, k, v, {}, true);
+      return {std::get<0>(r), std::get<1>(r).reshape({B, H, L})};
+    } catch (const c10::Error&) {
+      auto r = at::_scaled_dot_product_flash_attention(q, k, v);
+      return {std::get<0>(r), std::get<1>(r).reshape({B, H, L})};
+    }
+  }
+#endif
+  const at::Tensor s = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(3)));
+  const at::Tensor lse = at::logsumexp(s, {-1});
+  const at::Tensor o = at::matmul(at::exp(s - lse.unsqueeze(-1)), v.to(at::kFloat)).to(q.scalar_type());
+  return {o, lse};
 }
 
 }  // namespace autooptim::runtime::compat

@@ -80,6 +80,7 @@ AUTOOPTIM_TECHNIQUE(sparse) {
 
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
+#include "runtime/torch_compat.h"
 
 namespace autooptim::runtime::techniques {
 namespace {
@@ -107,32 +108,29 @@ int64_t divisor_at_most(int64_t n, int64_t want) {
 
 // topk_blocks: key blocks are `rows` latent rows of one frame (bt tokens; f-major tokens make each one
 // contiguous). Per query chunk (query_frames frames) and head, the blocks whose mean key scores highest
-// against the chunk's mean query, plus the chunk's own frames, are attended exactly; every other block
-// enters the same softmax as one pooled key (its mean key, logit raised by log(bt): it stands for bt
-// keys) with its mean value. One fused attention call per chunk: the pooled keys' log-count bias rides
-// on an extra head dimension (q gets a 1 there, pooled keys log(bt) / scale, exact keys 0, keys pooled
-// but attended exactly a large negative value), padded to d + 8 with q rescaled so that the kernel's
-// 1/sqrt(d + 8) acts as 1/sqrt(d).
+// against the chunk's mean query, plus the chunk's own frames, are attended exactly: their tokens are
+// gathered (whole blocks, one index_select) and one fused attention call returns the output and each
+// query's log-sum-exp. Every other block enters the same softmax as one pooled key (its mean key, logit
+// raised by log(bt): it stands for bt keys) with its mean value; the two parts are merged through the
+// log-sum-exp, so the exact part runs on the fast kernel at the model's head size.
 at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc) {
   const auto& s = fc.options->sparse;
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
   const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
   const int64_t rows = divisor_at_most(Hh, s.key_block_rows), bt = rows * W, per_frame = Hh / rows, nkb = F * per_frame;
   const int64_t c = std::max<int64_t>(1, s.query_frames);
-  const int64_t dp = d + 8;
-  const double scale_p = 1.0 / std::sqrt(static_cast<double>(dp));
-  const auto fopt = q.options().dtype(at::kFloat);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   // Pooled keys and values per block [B, H, nkb, d], means in float32.
   const at::Tensor kb = k.reshape({B, H, nkb, bt, d}).to(at::kFloat).mean(3);
   const at::Tensor vb = v.reshape({B, H, nkb, bt, d}).to(at::kFloat).mean(3);
+  const at::Tensor kb_t = kb.to(q.scalar_type()).transpose(2, 3);  // [B, H, d, nkb]
   const at::Tensor k_blocks = k.reshape({B * H * nkb, bt, d});
   const at::Tensor v_blocks = v.reshape({B * H * nkb, bt, d});
   const at::Tensor bh = (at::arange(B * H, q.options().dtype(at::kLong)) * nkb).view({B, H, 1});
-  const int64_t nq_frames_max = std::min(c, F);
-  const int64_t own_max = nq_frames_max * per_frame;
+  const int64_t own_max = std::min(c, F) * per_frame;
   const int64_t kk = std::min(nkb, std::max(own_max, static_cast<int64_t>(std::ceil(s.keep_ratio * nkb))));
   at::Tensor out = at::empty({B, L, H, d}, q.options());
-  const double log_bt_z = std::log(static_cast<double>(bt)) / scale_p;
+  const double log_bt = std::log(static_cast<double>(bt));
   double attended = 0;
   for (int64_t f0 = 0; f0 < F; f0 += c) {
     const int64_t f1 = std::min(F, f0 + c), n = (f1 - f0) * P;
@@ -142,20 +140,19 @@ at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const
     score.narrow(2, f0 * per_frame, (f1 - f0) * per_frame).fill_(std::numeric_limits<float>::infinity());
     const at::Tensor sel = std::get<1>(score.topk(kk, 2));  // [B, H, kk]
     const at::Tensor idx = (bh + sel).reshape({-1});
-    // Keys [exact blocks..., pooled blocks] with the extra dimension; values alike (zero padded).
-    at::Tensor ka = at::zeros({B, H, kk * bt + nkb, dp}, q.options());
-    at::Tensor va = at::zeros({B, H, kk * bt + nkb, dp}, q.options());
-    ka.narrow(2, 0, kk * bt).narrow(3, 0, d).copy_(k_blocks.index_select(0, idx).view({B, H, kk * bt, d}));
-    va.narrow(2, 0, kk * bt).narrow(3, 0, d).copy_(v_blocks.index_select(0, idx).view({B, H, kk * bt, d}));
-    ka.narrow(2, kk * bt, nkb).narrow(3, 0, d).copy_(kb);
-    va.narrow(2, kk * bt, nkb).narrow(3, 0, d).copy_(vb);
-    at::Tensor z = at::full({B, H, nkb}, log_bt_z, fopt);
-    z.scatter_(2, sel, -30000.0);  // a block attended exactly is not pooled too
-    ka.narrow(2, kk * bt, nkb).select(3, d).copy_(z);
-    at::Tensor qa = at::zeros({B, H, n, dp}, q.options());
-    qa.narrow(3, 0, d).copy_(qj * std::sqrt(static_cast<double>(dp) / d));
-    qa.select(3, d).fill_(1.0);
-    const at::Tensor o = attention(qa, ka, va, &fc).narrow(3, 0, d);  // [B, H, n, d]
+    const at::Tensor kg = k_blocks.index_select(0, idx).view({B, H, kk * bt, d});
+    const at::Tensor vg = v_blocks.index_select(0, idx).view({B, H, kk * bt, d});
+    const auto [o1, lse1] = compat::sdpa_with_lse(qj, kg, vg);  // [B, H, n, d], [B, H, n]
+    // The pooled blocks not attended exactly: logits [B, H, n, nkb], the chosen ones at -inf.
+    at::Tensor pooled = at::matmul(qj, kb_t).to(at::kFloat).mul_(scale).add_(log_bt);
+    at::Tensor chosen = at::zeros({B, H, 1, nkb}, pooled.options());
+    chosen.scatter_(3, sel.unsqueeze(2), -std::numeric_limits<float>::infinity());
+    pooled.add_(chosen);
+    const at::Tensor m = at::maximum(lse1, std::get<0>(pooled.max(3)));  // [B, H, n]
+    const at::Tensor w1 = at::exp(lse1 - m).unsqueeze(3);                  // [B, H, n, 1]
+    const at::Tensor wp = at::exp(pooled - m.unsqueeze(3));                // [B, H, n, nkb]
+    const at::Tensor den = w1 + wp.sum(3, true);
+    const at::Tensor o = (o1.to(at::kFloat) * w1 + at::matmul(wp, vb)) / den;
     out.narrow(1, f0 * P, n).copy_(o.transpose(1, 2));
     attended += static_cast<double>(B) * H * n * static_cast<double>(kk * bt + nkb);
   }

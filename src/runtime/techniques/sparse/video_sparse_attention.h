@@ -14,7 +14,8 @@
 //   attention to the key blocks (key_block_rows latent rows of a frame) whose mean key scores highest
 //   against the chunk's mean query (keep_ratio of them, the chunk's own frames always), and every other
 //   block as one pooled key (mean key, logit + log(block size)) with its mean value, in the same softmax:
-//   one fused attention call per chunk on gathered blocks.
+//   one fused attention call per chunk on the gathered blocks, merged with the pooled part through its
+//   log-sum-exp.
 // The first dense_layers blocks and the first dense_steps steps stay dense. Counts
 // sparse.attention.calls, .dense_calls, .pairs_attended, .pairs_total and the achieved .density.
 #include <ATen/ATen.h>
