@@ -109,6 +109,12 @@ TEST(Scenes, HeldOutCaptionsAreNeverTrainedOn) {
   }
   EXPECT_EQ(captions.size(), 40u);
   EXPECT_EQ(per_pair.size(), color_names().size() * direction_names().size());
+  // The prompt set's 40 are others, and held out too.
+  for (const auto& s : prompt_scenes()) {
+    EXPECT_TRUE(is_heldout_caption(s.caption));
+    captions.insert(s.caption);
+  }
+  EXPECT_EQ(captions.size(), 80u);
   for (uint64_t seed : {1ull, 2ull, 3ull})
     for (uint64_t i = 0; i < 20000; ++i) ASSERT_FALSE(captions.count(make_scene(seed, i).caption)) << i;
 }

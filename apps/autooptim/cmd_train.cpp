@@ -66,6 +66,7 @@ struct EvalArgs {
   double guidance = 5.0;
   int64_t seed = 1000;
   bool truth = false;
+  bool vae_roundtrip = false;
   std::string out;
   std::string clips_dir;
   double min_score = -1;
@@ -82,6 +83,27 @@ void run_eval(const EvalArgs& a) {
       items.push_back(train::check(s, ((r.video[0] + 1) / 2).permute({1, 0, 2, 3})));
     }
     meta["source"] = "renderer ground truth";
+  } else if (a.vae_roundtrip) {
+    // The renderer's clips through the model's VAE (encode, decode): what the transformer's target
+    // looks like once decoded, the ceiling of the generated clips' score.
+    auto loaded = runtime::load_model(a.model.request());
+    auto& vae = loaded.pipeline->vae();
+    const auto dev = loaded.pipeline->precision().device;
+    at::InferenceMode guard;
+    for (const auto& s : scenes) {
+      const auto r = train::render({s}, 49, 96, 160, dev);
+      const at::Tensor rec = vae->decode(vae->encode(r.video).first);
+      const at::Tensor clip = ((rec[0].to(at::kCPU, at::kFloat) + 1) / 2).permute({1, 0, 2, 3}).contiguous();
+      items.push_back(train::check(s, clip));
+      if (!a.clips_dir.empty()) {
+        // Side by side: the rendered clip (left) and its round trip through the VAE (right).
+        const at::Tensor truth = ((r.video[0].to(at::kCPU) + 1) / 2).permute({1, 0, 2, 3});
+        const auto dir = fs::path(a.clips_dir) / ("roundtrip_" + std::to_string(items.size() - 1));
+        runtime::write_png_frames(dir.string(), runtime::frames_from_tensor(at::cat({truth, clip}, 3)));
+      }
+    }
+    meta["source"] = "renderer clips through the VAE";
+    meta["weights"] = loaded.weights_label;
   } else {
     auto loaded = runtime::load_model(a.model.request());
     log::info("evaluating " + loaded.weights_label + " on " + std::to_string(scenes.size()) + " held-out captions");
@@ -139,6 +161,7 @@ void add_eval_tiny(CLI::App& app) {
   cmd->add_option("--guidance", a->guidance, "Classifier-free guidance scale")->capture_default_str()->check(number_in(0, 50));
   cmd->add_option("--seed", a->seed, "Seed of the first clip (clip i uses seed + i)")->capture_default_str()->check(int_in(0, 1000000000));
   cmd->add_flag("--truth", a->truth, "Check the renderer's own clips instead (the checker's accuracy)");
+  cmd->add_flag("--vae-roundtrip", a->vae_roundtrip, "Check the renderer's clips encoded and decoded by the model's VAE (the ceiling)");
   cmd->add_option("--out", a->out, "Write the per-clip results and the score as JSON here");
   cmd->add_option("--clips-dir", a->clips_dir, "Also write the generated clips here (.y4m)");
   cmd->add_option("--min-score", a->min_score, "Exit 1 when the score (0..1) is below this")->check(number_in(0, 1));

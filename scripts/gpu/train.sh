@@ -34,6 +34,7 @@ $bin eval-tiny --model wan22-tiny --weights "$dir" --device cuda --dtype fp32 --
 $bin eval-tiny --model wan22-tiny --synthetic-weights --device cuda --dtype fp32 --captions 40 \
   --out "$OUT/eval-synthetic.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
 $bin eval-tiny --truth --captions 40 --out "$OUT/eval-truth.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+$bin eval-tiny --vae-roundtrip --model wan22-tiny --weights "$dir" --device cuda --captions 40 --out "$OUT/eval-vae-roundtrip.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
 # The shippable part: the checkpoint without train_state/ (optimiser moments, raw weights).
 mkdir -p "$OUT/weights"
 cp -r "$dir"/model_index.json "$dir"/transformer "$dir"/vae "$dir"/text_encoder "$dir"/tokenizer "$dir"/scheduler \

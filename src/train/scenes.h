@@ -56,6 +56,10 @@ SceneSpec make_scene(uint64_t seed, uint64_t index);
 // The 40 held-out moving-object scenes of the evaluation: captions that make_scene never produces
 // (two per colour x direction), with fixed seeds for their parameters.
 std::vector<SceneSpec> heldout_scenes(int count = 40);
+// The 40 moving-object scenes of wan22-tiny's prompt set (prompts/wan22-tiny: what the demo and the gate
+// generate with the trained model), also never trained on and distinct from the evaluation's.
+std::vector<SceneSpec> prompt_scenes();
+// True for the captions of both sets above.
 bool is_heldout_caption(const std::string& caption);
 
 // Every word that can appear in a caption (for the tokenizer test).

@@ -187,6 +187,12 @@ TrainResult train_tiny(const TrainOptions& o) {
   // Stage 1: the VAE.
   AutoencoderKLWan vae(cfg.vae, p32);
   runtime::fill_synthetic(*vae, o.seed, "vae.");
+  {
+    // Start with a narrow posterior (log-variance about -6): with the random init's variance of about 1
+    // the sampled latent is mostly noise, and the decoder first learns to ignore it (outputs the mean).
+    at::NoGradGuard ng;
+    vae->quant_conv->bias.narrow(0, cfg.vae.z_dim, cfg.vae.z_dim).fill_(-6.0);
+  }
   if (st.vae_step > 0 || st.stage != "vae") runtime::load_strict(*vae, runtime::TensorSource::open((state_dir / "vae.safetensors").string()));
   set_trainable(*vae, true);
   torch::optim::AdamW vae_opt(vae->parameters(),
