@@ -32,6 +32,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of the data set, the initial weights and every draw")->capture_default_str();
   cmd->add_option("--minutes", o->minutes, "Wall-clock budget of both stages together (0: the step counts decide)")
       ->capture_default_str()->check(number_in(0, 100000));
+  cmd->add_option("--session-minutes", o->session_minutes,
+                  "Stop this invocation after so many minutes, checkpointed (--resume continues toward --minutes)")
+      ->capture_default_str()->check(number_in(0, 100000));
   cmd->add_option("--vae-share", o->vae_share, "Share of --minutes for stage 1 (the VAE)")->capture_default_str()->check(number_in(0, 1, true));
   cmd->add_option("--steps", o->dit_steps, "Transformer steps (stage 2); -1: --minutes decides")->capture_default_str();
   cmd->add_option("--vae-steps", o->vae_steps, "VAE steps (stage 1); -1: --minutes decides")->capture_default_str();
@@ -53,6 +56,11 @@ void add_train(CLI::App& app) {
     const auto r = train::train_tiny(*o);
     std::printf("VAE: %lld steps, L1 %.4f -> %.4f\n", static_cast<long long>(r.vae_steps), r.first_vae_loss, r.vae_loss);
     std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss, r.dit_loss);
+    if (!r.finished) {
+      std::printf("stopped at the session limit; continue with --resume (the same --out)\n");
+      exit_status() = 3;
+      return;
+    }
     std::printf("checkpoint: %s (load with --model wan22-tiny --weights %s)\n", o->out.c_str(), o->out.c_str());
   });
 }
@@ -99,7 +107,11 @@ void run_eval(const EvalArgs& a) {
         // Side by side: the rendered clip (left) and its round trip through the VAE (right).
         const at::Tensor truth = ((r.video[0].to(at::kCPU) + 1) / 2).permute({1, 0, 2, 3});
         const auto dir = fs::path(a.clips_dir) / ("roundtrip_" + std::to_string(items.size() - 1));
-        runtime::write_png_frames(dir.string(), runtime::frames_from_tensor(at::cat({truth, clip}, 3)));
+        try {
+          runtime::write_png_frames(dir.string(), runtime::frames_from_tensor(at::cat({truth, clip}, 3)));
+        } catch (const Error& e) {
+          log::warn(std::string("round-trip frames not written: ") + e.what());
+        }
       }
     }
     meta["source"] = "renderer clips through the VAE";
@@ -125,7 +137,11 @@ void run_eval(const EvalArgs& a) {
       if (!a.clips_dir.empty()) {
         fs::create_directories(a.clips_dir);
         char name[64];
+#ifdef AUTOOPTIM_HAVE_VIDEOIO
+        std::snprintf(name, sizeof name, "clip_%02zu.mp4", i);
+#else
         std::snprintf(name, sizeof name, "clip_%02zu.y4m", i);
+#endif
         runtime::write_video((fs::path(a.clips_dir) / name).string(), runtime::frames_from_tensor(g.video), 24.0);
       }
     }
@@ -163,7 +179,7 @@ void add_eval_tiny(CLI::App& app) {
   cmd->add_flag("--truth", a->truth, "Check the renderer's own clips instead (the checker's accuracy)");
   cmd->add_flag("--vae-roundtrip", a->vae_roundtrip, "Check the renderer's clips encoded and decoded by the model's VAE (the ceiling)");
   cmd->add_option("--out", a->out, "Write the per-clip results and the score as JSON here");
-  cmd->add_option("--clips-dir", a->clips_dir, "Also write the generated clips here (.y4m)");
+  cmd->add_option("--clips-dir", a->clips_dir, "Also write the generated clips here (.mp4, or .y4m without OpenCV videoio)");
   cmd->add_option("--min-score", a->min_score, "Exit 1 when the score (0..1) is below this")->check(number_in(0, 1));
   cmd->callback([a] {
     if (a->model.model != "wan22-tiny") throw Error("eval-tiny: the held-out captions are wan22-tiny's (--model wan22-tiny)");

@@ -89,7 +89,8 @@ void fill_continuous(SceneSpec& s, Rng& r) {
   else std::copy(s.rgb, s.rgb + 3, s.rgb2);
   background_colors(r, s.background, s.bg_a, s.bg_b);
   s.bg_angle = static_cast<float>(r.uniform(0, kPi));
-  s.bg_period = static_cast<float>(r.uniform(0.15, 0.35));
+  // Periods the 16x VAE can represent (over two latent pixels), so reconstruction has room for the object.
+  s.bg_period = static_cast<float>(r.uniform(0.4, 0.75));
   s.tex_period = static_cast<float>(r.uniform(0.5, 1.2));
   s.tex_amp = static_cast<float>(r.uniform(0.0, 0.18));
   s.radius = s.radius1 = static_cast<float>(r.uniform(0.12, 0.18));

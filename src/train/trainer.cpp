@@ -178,6 +178,9 @@ TrainResult train_tiny(const TrainOptions& o) {
     fs::create_directories(state_dir);
   }
   LossLog loss_log(out / "train_log.jsonl");
+  auto session_over = [&] {
+    return o.session_minutes > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
+  };
   TrainResult res;
   const runtime::ModelConfigs cfg = runtime::tiny_configs();
   const Precision p32{at::kFloat, dev};
@@ -254,6 +257,15 @@ TrainResult train_tiny(const TrainOptions& o) {
         progress.update("training VAE", fmt("step %.0f  L1 %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60));
         window.zero_();
         in_window = 0;
+      }
+      if (session_over()) {
+        save_vae();
+        progress.clear();
+        log::info(fmt("session limit (--session-minutes %.1f) reached in stage 1 at step %.0f: checkpointed; --resume continues",
+                      o.session_minutes, static_cast<double>(st.vae_step)));
+        res.vae_steps = st.vae_step;
+        res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+        return res;
       }
       if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
         save_vae();
@@ -409,6 +421,16 @@ TrainResult train_tiny(const TrainOptions& o) {
         window.zero_();
         in_window = 0;
       }
+      if (session_over()) {
+        save_dit();
+        progress.clear();
+        log::info(fmt("session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",
+                      o.session_minutes, static_cast<double>(st.dit_step)));
+        res.vae_steps = st.vae_step;
+        res.dit_steps = st.dit_step;
+        res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+        return res;
+      }
       if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
         save_dit();
         last_ckpt = Clock::now();
@@ -418,6 +440,7 @@ TrainResult train_tiny(const TrainOptions& o) {
   if (st.stage == "done" && !fs::exists(out / "model_index.json")) save_dit();
   res.dit_steps = st.dit_step;
   res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  res.finished = true;
   const double total = st.vae_seconds + st.prep_seconds + st.dit_seconds;
   json info = {{"command", o.command_line},
                {"seed", o.seed},

@@ -23,6 +23,9 @@ struct TrainOptions {
   uint64_t seed = 1;
   double minutes = 0;          // total wall-clock budget of both stages (0: none, steps decide)
   double vae_share = 0.3;      // of `minutes`, for stage 1
+  // This invocation stops (checkpointed, resumable) after this many minutes even if the budget is not
+  // spent: a long run made of several shorter device calls (0: no limit).
+  double session_minutes = 0;
   int64_t vae_steps = -1;      // -1: no step limit (minutes decide)
   int64_t dit_steps = -1;
   int64_t vae_batch = 16;
@@ -32,7 +35,7 @@ struct TrainOptions {
   int64_t frames = 49, height = 96, width = 160;  // the tiny model's clip (stage 2)
   double vae_lr = 1e-3, dit_lr = 5e-4;
   double kl_weight = 1e-3;
-  double object_weight = 4.0;  // extra L1 weight on the object's pixels in stage 1
+  double object_weight = 8.0;  // extra L1 weight on the object's pixels in stage 1
   double ema_decay = 0.999;
   double cfg_dropout = 0.1;
   double checkpoint_minutes = 2.0;
@@ -45,6 +48,7 @@ struct TrainResult {
   double vae_loss = 0, dit_loss = 0;       // mean of the last logged window
   double first_dit_loss = 0, first_vae_loss = 0;  // mean of the first logged window
   double seconds = 0;                      // wall clock of this invocation
+  bool finished = false;                   // false: stopped by session_minutes, --resume continues
 };
 
 // Runs (or, with resume, continues) both stages and exports the checkpoint. Throws Error on bad options.
