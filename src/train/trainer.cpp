@@ -191,6 +191,20 @@ TrainResult train_tiny(const TrainOptions& o) {
   AutoencoderKLWan vae(cfg.vae, p32);
   runtime::fill_synthetic(*vae, o.seed, "vae.");
   {
+    // Residual branches start at zero (the last conv of each residual block, the mid attention's output
+    // projection, the resampling convs of the down/up blocks): the untrained VAE is then the
+    // parameter-free shortcuts (average pooling down, nearest-neighbour repeats up) between conv_in and
+    // conv_out, a blocky but working autoencoder from step 0, instead of a deep random net whose
+    // output does not depend on its input (the decoder then learns the mean frame and stays there).
+    at::NoGradGuard ng;
+    for (auto& kv : vae->named_parameters(true)) {
+      const std::string& n = kv.key();
+      const bool branch_end = n.find(".conv2.") != std::string::npos || n.find("attentions.0.proj.") != std::string::npos ||
+                              n.find("sampler.resample.1.") != std::string::npos || n.find(".time_conv.") != std::string::npos;
+      if (branch_end) kv.value().zero_();
+    }
+  }
+  {
     // Start with a narrow posterior (log-variance about -6): with the random init's variance of about 1
     // the sampled latent is mostly noise, and the decoder first learns to ignore it (outputs the mean).
     at::NoGradGuard ng;
