@@ -237,10 +237,10 @@ TEST(Train, ResumeContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   train_tiny(whole);
   TrainOptions part = whole;
   part.out = d.file("part");
-  part.dit_steps = 5;
-  train_tiny(part);
+  part.stop_at_step = 5;  // interrupted at step 5 of the same 12-step run
+  EXPECT_FALSE(train_tiny(part).finished);
   EXPECT_THROW(train_tiny(part), Error);  // the folder holds a run: --resume or another --out
-  part.dit_steps = 12;
+  part.stop_at_step = 0;
   part.resume = true;
   const auto r = train_tiny(part);
   EXPECT_EQ(r.dit_steps, 12);

@@ -170,6 +170,9 @@ TrainResult train_tiny(const TrainOptions& o) {
     } catch (const std::exception& e) {
       throw Error((state_dir / "state.json").string() + ": not a training state: " + e.what());
     }
+    // A finished run resumed with more steps or minutes continues stage 2 (the stop check ends it
+    // again at once when nothing is left).
+    if (st.stage == "done") st.stage = "dit";
     log::info("resuming " + o.out + " at stage " + st.stage + " (VAE step " + std::to_string(st.vae_step) +
               ", transformer step " + std::to_string(st.dit_step) + ")");
   } else {
@@ -435,7 +438,7 @@ TrainResult train_tiny(const TrainOptions& o) {
         window.zero_();
         in_window = 0;
       }
-      if (session_over()) {
+      if (session_over() || (o.stop_at_step > 0 && st.dit_step >= o.stop_at_step)) {
         save_dit();
         progress.clear();
         log::info(fmt("session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",

@@ -26,6 +26,8 @@ struct TrainOptions {
   // This invocation stops (checkpointed, resumable) after this many minutes even if the budget is not
   // spent: a long run made of several shorter device calls (0: no limit).
   double session_minutes = 0;
+  // Likewise, stop this invocation at this transformer step (0: no limit): a reproducible interruption.
+  int64_t stop_at_step = 0;
   int64_t vae_steps = -1;      // -1: no step limit (minutes decide)
   int64_t dit_steps = -1;
   int64_t vae_batch = 16;
