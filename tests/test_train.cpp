@@ -7,7 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gates/prompts.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/models.h"
@@ -65,6 +71,18 @@ runtime::LoadRequest trained_request(const std::string& dir) {
 }
 
 void copy_dir(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs::copy_options::recursive); }
+
+// Runs the binary in `dir` with `args`; returns the exit status and stdout+stderr.
+std::pair<int, std::string> run_in(const std::string& dir, const std::string& args) {
+  const std::string log = (fs::temp_directory_path() / ("autooptim-train-test-" + std::to_string(::getpid()) + ".log")).string();
+  const std::string cmd = "cd '" + dir + "' && " + std::string(AUTOOPTIM_BIN) + " " + args + " > '" + log + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(log);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+}
 
 }  // namespace
 
@@ -268,4 +286,66 @@ TEST(Train, CommandTrainsAndGenerateLoadsTheResult) {
                           d.file("a.y4m") + " -q";
   ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
   EXPECT_GT(fs::file_size(d.file("a.y4m")), 1000u);
+}
+
+TEST_F(TrainedTiny, ShippedWeightsAreTheDefaultAndSyntheticWeightsStayAvailable) {
+  // The binary looks for assets/wan22-tiny/weights first in its working directory: a folder holding a
+  // trained checkpoint there stands for the shipped weights.
+  test::TempDir d;
+  copy_dir(ckpt(), d.path() / "assets/wan22-tiny/weights");
+  const std::string gen = "generate --model wan22-tiny --prompt 'a red circle slowly moves left across a dark background' "
+                          "--frames 5 --steps 2 --out " + d.file("a.y4m");
+  auto [rc, out] = run_in(d.path().string(), gen);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("weights: trained ("), std::string::npos) << out;
+  std::tie(rc, out) = run_in(d.path().string(), gen + " --synthetic-weights");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("weights: synthetic"), std::string::npos) << out;
+  // --weights names a trained checkpoint explicitly; with --synthetic-weights too it is refused.
+  std::tie(rc, out) = run_in(d.path().string(), gen + " --weights " + ckpt() + " --synthetic-weights");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("exclude each other"), std::string::npos) << out;
+}
+
+// The CI check of the shipped weights: it runs against whatever wan22-tiny loads by default. With
+// trained weights shipped (assets/wan22-tiny/weights) at least 80% of the held-out captions must come
+// out right; with none shipped the default is the random model and the test says so and is skipped
+// (the random model's score is EvalTiny.RandomModelScoresNearChance).
+TEST(EvalTiny, DefaultWeightsMakeWhatHeldOutCaptionsAsk) {
+  test::TempDir d;
+  auto [rc, out] = run_in(d.path().string(), "eval-tiny --captions 1 --steps 1 --out " + d.file("probe.json"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto probe = nlohmann::json::parse(std::ifstream(d.file("probe.json")));
+  const std::string weights = probe["meta"]["weights"].get<std::string>();
+  if (weights.rfind("trained", 0) != 0)
+    GTEST_SKIP() << "no trained wan22-tiny weights are shipped (default weights: " << weights
+                 << "): the >= 80% check applies once assets/wan22-tiny/weights exists";
+  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 5 --out " + d.file("eval.json"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto rep = nlohmann::json::parse(std::ifstream(d.file("eval.json")));
+  EXPECT_GE(rep["score"].get<double>(), 0.8) << out;
+}
+
+TEST(Scenes, TinyPromptSetIsWhatTheCodeMakesAndNeverTrainedOn) {
+  const std::string dir = std::string(AUTOOPTIM_SOURCE_DIR) + "/prompts/wan22-tiny";
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  // Regenerate with: autooptim eval-tiny --write-prompts prompts/wan22-tiny (and update the pin).
+  EXPECT_EQ(slurp(dir + "/visible.jsonl"), tiny_prompts_visible_jsonl());
+  EXPECT_EQ(slurp(dir + "/heldout.jsonl"), tiny_prompts_heldout_jsonl());
+  const auto set = gates::load_prompts(dir, true);  // the pin and the split structure
+  EXPECT_EQ(set.split("smoke").size(), 3u);
+  EXPECT_EQ(set.split("core").size(), 20u);
+  EXPECT_EQ(set.split("heldout16").size(), 16u);
+  EXPECT_EQ(set.split("heldout60").size(), 20u);
+  std::set<std::string> eval;
+  for (const auto& s : heldout_scenes(40)) eval.insert(s.caption);
+  for (const auto& p : set.all()) {
+    EXPECT_TRUE(is_heldout_caption(p.text)) << p.text;
+    EXPECT_FALSE(eval.count(p.text)) << p.text << " is also an evaluation caption";
+  }
 }

@@ -80,6 +80,7 @@ struct EvalArgs {
   std::string out;
   std::string clips_dir;
   double min_score = -1;
+  std::string write_prompts;
 };
 
 void run_eval(const EvalArgs& a) {
@@ -183,7 +184,16 @@ void add_eval_tiny(CLI::App& app) {
   cmd->add_option("--out", a->out, "Write the per-clip results and the score as JSON here");
   cmd->add_option("--clips-dir", a->clips_dir, "Also write the generated clips here (.mp4, or .y4m without OpenCV videoio)");
   cmd->add_option("--min-score", a->min_score, "Exit 1 when the score (0..1) is below this")->check(number_in(0, 1));
+  cmd->add_option("--write-prompts", a->write_prompts,
+                  "Write wan22-tiny's prompt set (visible.jsonl, heldout.jsonl: held-out captions of the data set) into this folder and exit");
   cmd->callback([a] {
+    if (!a->write_prompts.empty()) {
+      fs::create_directories(a->write_prompts);
+      std::ofstream(fs::path(a->write_prompts) / "visible.jsonl") << train::tiny_prompts_visible_jsonl();
+      std::ofstream(fs::path(a->write_prompts) / "heldout.jsonl") << train::tiny_prompts_heldout_jsonl();
+      std::printf("wrote %s/visible.jsonl and heldout.jsonl\n", a->write_prompts.c_str());
+      return;
+    }
     if (a->model.model != "wan22-tiny") throw Error("eval-tiny: the held-out captions are wan22-tiny's (--model wan22-tiny)");
     run_eval(*a);
   });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <cstdio>
 #include <set>
 
 #include "runtime/error.h"
@@ -258,6 +259,34 @@ std::vector<SceneSpec> prompt_scenes() {
   const auto& all = heldout_table().scenes;
   return {all.begin() + 40, all.end()};
 }
+
+namespace {
+std::string prompt_lines(bool heldout) {
+  const auto scenes = prompt_scenes();
+  std::string out;
+  for (int i = 0; i < 20; ++i) {
+    // Stepping by 7 (coprime with 20) through each half spreads colours and directions over the
+    // nested splits: smoke's 3 prompts are 3 colours and 3 directions.
+    const int k = (heldout ? 20 : 0) + (i * 7) % 20;
+    const SceneSpec& s = scenes[static_cast<size_t>(k)];
+    char id[16];
+    std::snprintf(id, sizeof id, "tiny-%02d", (heldout ? 21 : 1) + i);
+    nlohmann::json splits = heldout ? (i < 16 ? nlohmann::json{"heldout16", "heldout60"} : nlohmann::json{"heldout60"})
+                                    : (i < 3 ? nlohmann::json{"smoke", "val", "core"}
+                                             : i < 8 ? nlohmann::json{"val", "core"} : nlohmann::json{"core"});
+    nlohmann::ordered_json j;
+    j["id"] = id;
+    j["category"] = s.quick ? "motion-heavy" : "low-motion";
+    j["prompt"] = s.caption;
+    j["splits"] = splits;
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+}  // namespace
+
+std::string tiny_prompts_visible_jsonl() { return prompt_lines(false); }
+std::string tiny_prompts_heldout_jsonl() { return prompt_lines(true); }
 
 bool is_heldout_caption(const std::string& caption) { return heldout_table().captions.count(caption) > 0; }
 

@@ -59,6 +59,10 @@ std::vector<SceneSpec> heldout_scenes(int count = 40);
 // The 40 moving-object scenes of wan22-tiny's prompt set (prompts/wan22-tiny: what the demo and the gate
 // generate with the trained model), also never trained on and distinct from the evaluation's.
 std::vector<SceneSpec> prompt_scenes();
+// prompts/wan22-tiny as JSON lines (the harness's prompt format): the first 20 prompt scenes are the
+// visible splits (smoke 3 in val 8 in core 20), the other 20 the held-out ones (heldout16 in heldout60).
+std::string tiny_prompts_visible_jsonl();
+std::string tiny_prompts_heldout_jsonl();
 // True for the captions of both sets above.
 bool is_heldout_caption(const std::string& caption);
 
