@@ -70,7 +70,10 @@ runtime::LoadRequest trained_request(const std::string& dir) {
   return r;
 }
 
-void copy_dir(const fs::path& from, const fs::path& to) { fs::copy(from, to, fs::copy_options::recursive); }
+void copy_dir(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  fs::copy(from, to, fs::copy_options::recursive);
+}
 
 // Runs the binary in `dir` with `args`; returns the exit status and stdout+stderr.
 std::pair<int, std::string> run_in(const std::string& dir, const std::string& args) {
