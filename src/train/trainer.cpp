@@ -217,7 +217,7 @@ TrainResult train_tiny(const TrainOptions& o) {
   set_trainable(*vae, true);
   torch::optim::AdamW vae_opt(vae->parameters(),
                               torch::optim::AdamWOptions(o.vae_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(1e-4));
-  if (st.vae_step > 0 && st.stage == "vae") torch::load(vae_opt, (state_dir / "vae_optim.pt").string());
+  if (st.vae_step > 0 && st.stage == "vae") torch::load(vae_opt, (state_dir / "vae_optim.pt").string(), dev);
   auto save_vae = [&] {
     save_module(*vae, state_dir / "vae.safetensors");
     save_optimizer(vae_opt, state_dir / "vae_optim.pt");
@@ -363,7 +363,7 @@ TrainResult train_tiny(const TrainOptions& o) {
   set_trainable(*dit, true);
   torch::optim::AdamW dit_opt(dit->parameters(),
                               torch::optim::AdamWOptions(o.dit_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(0.01));
-  if (st.dit_step > 0 && st.stage == "dit") torch::load(dit_opt, (state_dir / "dit_optim.pt").string());
+  if (st.dit_step > 0 && st.stage == "dit") torch::load(dit_opt, (state_dir / "dit_optim.pt").string(), dev);
   auto vae_cfg = cfg.vae;
   vae_cfg.latents_mean = st.latents_mean;
   vae_cfg.latents_std = st.latents_std;
