@@ -62,7 +62,12 @@ void add_run(CLI::App& app) {
   cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)")->check(pixel_size());
   cmd->callback([model, req, cmd, fail_tier] {
     if (fail_tier->count() > 0 && req->fail_if_no_tier.empty()) req->fail_if_no_tier = "any";
-    req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
+    // The trained wan22-tiny gates on its own prompt set (captions of its data set it never saw);
+    // the random one on the harness's prompts (docs/training.md).
+    const bool tiny_trained = model->model == "wan22-tiny" && !model->synthetic &&
+                              (!model->weights.empty() || !shipped_tiny_weights().empty());
+    if (tiny_trained && cmd->count("--prompts-dir") == 0) req->prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
+    else req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
     req->manifests_dir = find_data_dir("manifests", req->manifests_dir, cmd->count("--manifests-dir") > 0);
     req->command_line = command_line();
     // The embedded tiny model's run must fit a 2-core CI machine in under 5 minutes: a smaller

@@ -20,6 +20,8 @@ void add_gate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_executor(CLI::App& app);
 void add_techniques(CLI::App& app);
+void add_train(CLI::App& app);
+void add_eval_tiny(CLI::App& app);
 
 }  // namespace autooptim::app
 namespace autooptim::gates {

@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
   autooptim::app::add_verify(app);
   autooptim::app::add_executor(app);
   autooptim::app::add_techniques(app);
+  autooptim::app::add_train(app);
+  autooptim::app::add_eval_tiny(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,9 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 
+#include "data_dirs.h"
 #include "runtime/build_info.h"
+#include "runtime/log.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -21,9 +24,12 @@ std::string no_cuda_build_text() {
 void ModelArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--model", model, "wan22-tiny (embedded) or wan22-ti2v-5b")
       ->check(CLI::IsMember({"wan22-tiny", "wan22-ti2v-5b"}));
-  cmd->add_option("--weights,--model-dir", weights, "Diffusers checkpoint folder (Wan2.2-TI2V-5B-Diffusers)")
+  cmd->add_option("--weights,--model-dir", weights,
+                  "Diffusers checkpoint folder (Wan2.2-TI2V-5B-Diffusers, or a trained wan22-tiny from autooptim train)")
       ->check(CLI::ExistingDirectory);
-  cmd->add_flag("--synthetic-weights", synthetic, "Full-size model with deterministic random weights (speed work)");
+  cmd->add_flag("--synthetic-weights", synthetic,
+                "Deterministic random weights: the full-size model for speed work, or wan22-tiny's random conditioned "
+                "model instead of its shipped trained weights");
   cmd->add_option("--device", device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", dtype, "auto, bf16 or fp32 (transformer compute dtype)")
       ->check(CLI::IsMember({"auto", "bf16", "fp32"}));
@@ -34,6 +40,14 @@ runtime::LoadRequest ModelArgs::request() const {
   r.model = model;
   r.weights_dir = weights;
   r.synthetic_weights = synthetic;
+  if (model == "wan22-tiny" && !synthetic && weights.empty()) {
+    r.weights_dir = shipped_tiny_weights();
+    if (r.weights_dir.empty()) {
+      static bool said = false;
+      if (!said) log::debug("wan22-tiny: no trained weights shipped (" + std::string(kTinyWeightsDir) + "), using the synthetic model");
+      said = true;
+    }
+  }
   const bool cuda = device == "cuda" || (device == "auto" && runtime::cuda_available());
   if (cuda && !runtime::cuda_available())
     throw Error(runtime::built_with_cuda() ? "--device cuda: this machine has no CUDA GPU that libtorch can see (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
@@ -52,6 +66,13 @@ runtime::LoadRequest ModelArgs::request() const {
   r.precision.compute = d == "bf16" ? at::kBFloat16 : at::kFloat;
   r.options.dtype = d;
   return r;
+}
+
+std::string shipped_tiny_weights() {
+  std::error_code ec;
+  for (const auto& d : data_dir_candidates(kTinyWeightsDir))
+    if (std::filesystem::exists(std::filesystem::path(d) / "model_index.json", ec)) return std::filesystem::absolute(d).string();
+  return "";
 }
 
 namespace {

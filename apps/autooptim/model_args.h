@@ -12,6 +12,11 @@ namespace autooptim::app {
 // Why a CPU build cannot run on a GPU, and how to get the GPU build.
 std::string no_cuda_build_text();
 
+// Where the trained wan22-tiny weights ship (a diffusers checkpoint folder, found like prompts/), and
+// the folder found (absolute), or "" when none is shipped: wan22-tiny then runs its synthetic model.
+inline constexpr const char* kTinyWeightsDir = "assets/wan22-tiny/weights";
+std::string shipped_tiny_weights();
+
 struct ModelArgs {
   std::string model = "wan22-tiny";
   std::string weights;

@@ -10,6 +10,9 @@ namespace autooptim::gates {
 
 // SHA-256 of prompts/heldout.jsonl as shipped; load_prompts refuses any other content.
 extern const char kHeldoutSha256[];
+// SHA-256 of prompts/wan22-tiny/heldout.jsonl (the trained tiny model's prompt set, docs/training.md);
+// load_prompts holds a folder named wan22-tiny to it.
+extern const char kTinyHeldoutSha256[];
 
 struct Prompt {
   std::string id;        // "mh-01"

@@ -227,11 +227,28 @@ LoadedModel load_model(const LoadRequest& req) {
   Precision text_p{p.device.is_cuda() ? at::kBFloat16 : at::kFloat, p.device};
   ModelConfigs c;
   std::shared_ptr<Tokenizer> tok;
-  if (req.model == "wan22-tiny") {
-    if (!req.weights_dir.empty()) throw Error("wan22-tiny has embedded synthetic weights; --weights is not used with it");
+  const bool tiny_trained = req.model == "wan22-tiny" && !req.weights_dir.empty();
+  if (req.model == "wan22-tiny" && !tiny_trained) {
     c = tiny_configs();
     tok = std::make_shared<Tokenizer>(Tokenizer::from_serialized(tiny_tokenizer_model()));
     out.weights_label = "synthetic (embedded tiny model)";
+  } else if (tiny_trained) {
+    // A trained wan22-tiny (autooptim train, or the weights shipped in assets/wan22-tiny/weights):
+    // a diffusers checkpoint folder with the tiny architecture.
+    if (req.synthetic_weights) throw Error("wan22-tiny: --weights and --synthetic-weights exclude each other");
+    c = read_checkpoint_configs(req.weights_dir);
+    const ModelConfigs want = tiny_configs();
+    auto arch = [](nlohmann::json j) {
+      j.erase("latents_mean");  // data, not architecture: set from the training data
+      j.erase("latents_std");
+      return j;
+    };
+    if (c.transformer.to_json() != want.transformer.to_json() || arch(c.vae.to_json()) != arch(want.vae.to_json()) ||
+        c.text_encoder.to_json() != want.text_encoder.to_json())
+      throw CheckpointError(req.weights_dir + ": not a wan22-tiny checkpoint (its transformer/vae/text_encoder config.json "
+                            "differ from the tiny architecture; a full-size checkpoint goes with --model wan22-ti2v-5b)");
+    tok = std::make_shared<Tokenizer>(Tokenizer::load((fs::path(req.weights_dir) / "tokenizer/spiece.model").string()));
+    out.weights_label = "trained (" + req.weights_dir + ")";
   } else if (req.model == "wan22-ti2v-5b") {
     if (req.synthetic_weights == !req.weights_dir.empty())
       throw Error("wan22-ti2v-5b needs exactly one of --weights DIR (the diffusers checkpoint) or --synthetic-weights");
@@ -250,7 +267,7 @@ LoadedModel load_model(const LoadRequest& req) {
   WanTransformer3DModel transformer(c.transformer, p);
   AutoencoderKLWan vae(c.vae, vae_p);
   auto text = std::make_shared<UMT5EncoderModel>(c.text_encoder, text_p);
-  if (req.model == "wan22-tiny" || req.synthetic_weights) {
+  if ((req.model == "wan22-tiny" && !tiny_trained) || (req.model != "wan22-tiny" && req.synthetic_weights)) {
     fill_synthetic(*transformer, 1, "transformer.");
     if (req.model == "wan22-tiny") condition_tiny_transformer(transformer);
     fill_synthetic(*vae, 1, "vae.");

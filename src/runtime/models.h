@@ -19,8 +19,11 @@ struct ModelConfigs {
 
 struct LoadRequest {
   std::string model = "wan22-tiny";  // wan22-tiny | wan22-ti2v-5b
-  std::string weights_dir;           // diffusers checkpoint folder (wan22-ti2v-5b)
-  bool synthetic_weights = false;    // wan22-ti2v-5b without a checkpoint: deterministic random weights
+  // Diffusers checkpoint folder: wan22-ti2v-5b's, or a trained wan22-tiny (autooptim train, the shipped
+  // assets/wan22-tiny/weights). Empty for wan22-tiny: its synthetic weights (the command line resolves
+  // the shipped trained weights as the default, see apps/autooptim/model_args.cpp).
+  std::string weights_dir;
+  bool synthetic_weights = false;    // without a checkpoint: deterministic random weights
   Precision precision;               // device and compute dtype of the transformer
   RuntimeOptions options;
 };

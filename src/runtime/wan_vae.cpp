@@ -561,11 +561,13 @@ AutoencoderKLWanImpl::AutoencoderKLWanImpl(const WanVAEConfig& c, const Precisio
 }
 
 void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* inter,
-                                         const std::function<void(const at::Tensor&)>& sink, const techniques::VaeRun* run) {
+                                         const std::function<void(const at::Tensor&)>& sink, const techniques::VaeRun* run,
+                                         bool clamp) {
   const auto& c = config_;
   if (z.dim() != 5 || z.size(1) != c.z_dim || z.size(2) < 1 || z.size(3) < 1 || z.size(4) < 1)
     throw Error("vae decode: latents must be [B, " + std::to_string(c.z_dim) + ", T, h, w], got " + shape_str(z));
-  at::NoGradGuard no_grad;
+  // No NoGradGuard: the parameters of a loaded model never require grad, so inference builds no graph
+  // (callers run under InferenceMode), and training (src/train) needs the graph.
   at::Tensor zc = z.to(precision_.compute_opts());
   if (run && run->options->vae_channels_last) zc = zc.contiguous(at::MemoryFormat::ChannelsLast3d);
   const at::Tensor x = post_quant_conv->forward(zc);  // [B, z, T, h, w]
@@ -579,7 +581,8 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   for (int64_t i = 0; i < x.size(2); ++i) {
     cache.begin_chunk();
     const at::Tensor out = decoder->forward(x.narrow(2, i, 1), cache, i == 0, record);
-    sink(wan_vae_unpatchify(out, c.patch_size).clamp(-1.0, 1.0));  // [B, 3, 1 or 4, H, W]
+    const at::Tensor px = wan_vae_unpatchify(out, c.patch_size);  // [B, 3, 1 or 4, H, W]
+    sink(clamp ? px.clamp(-1.0, 1.0) : px);
   }
   if (inter)
     for (auto& [name, list] : parts) (*inter)[name] = at::cat(list, 2);
@@ -591,6 +594,12 @@ at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inte
   decode_chunks(z, inter, [&](const at::Tensor& t) { frames.push_back(t); }, run);
   ProfileScope ps("layout");
   return at::cat(frames, 2);  // [B, 3, 1 + 4(T-1), H, W]
+}
+
+at::Tensor AutoencoderKLWanImpl::decode_unclamped(const at::Tensor& z) {
+  std::vector<at::Tensor> frames;
+  decode_chunks(z, nullptr, [&](const at::Tensor& t) { frames.push_back(t); }, nullptr, /*clamp=*/false);
+  return at::cat(frames, 2);
 }
 
 void AutoencoderKLWanImpl::decode_streaming(const at::Tensor& z, const std::function<void(const at::Tensor&)>& sink) {
@@ -609,7 +618,6 @@ std::pair<at::Tensor, at::Tensor> AutoencoderKLWanImpl::encode(const at::Tensor&
   if (H < fs || W < fs || H % fs || W % fs)
     throw Error("vae encode: height and width must be positive multiples of " + std::to_string(fs) + ", got " +
                 std::to_string(H) + "x" + std::to_string(W));
-  at::NoGradGuard no_grad;
   const at::Tensor x = wan_vae_patchify(video.to(precision_.compute_opts()), c.patch_size);  // [B, in_channels, T, H/p, W/p]
   WanCausalCache cache;
   std::vector<at::Tensor> outs;

@@ -199,6 +199,8 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
   // Same, streaming: sink gets each latent frame's pixel frames [B, 3, n, H, W] (n = 1 for the first
   // latent frame, then 4), so only one chunk's activations and the caches are alive at a time.
   void decode_streaming(const at::Tensor& z, const std::function<void(const at::Tensor&)>& sink);
+  // decode without the final clamp, for training (a clamped output has no gradient past +-1).
+  at::Tensor decode_unclamped(const at::Tensor& z);
   // video [B, 3, T, H, W] in [-1, 1], T = 1 + 4k, H and W multiples of the spatial factor ->
   // {mean, logvar (clamped to [-30, 20])}, each [B, z_dim, 1+k, H/16, W/16].
   std::pair<at::Tensor, at::Tensor> encode(const at::Tensor& video);
@@ -214,7 +216,7 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
 
  private:
   void decode_chunks(const at::Tensor& z, Intermediates* inter, const std::function<void(const at::Tensor&)>& sink,
-                     const techniques::VaeRun* run = nullptr);
+                     const techniques::VaeRun* run = nullptr, bool clamp = true);
   WanVAEConfig config_;
   Precision precision_;
 };

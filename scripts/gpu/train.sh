@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Trains wan22-tiny on the GPU machine within a budget of minutes, evaluates it on the 40 held-out
+# captions, and puts the weights, logs and evaluation into $OUT. Run from the repo root on the GPU
+# machine, after a GPU build in build-gpu (scripts/gpu/build.sh):
+#   scripts/gpu/train.sh [MINUTES] [VAE_SHARE]        e.g. scripts/gpu/train.sh 6 0.35
+# MINUTES (default 6) is the training budget: both stages and the data preparation (rendering and
+# encoding the stage-2 data set, ~0.5 min). VAE_SHARE (default 0.35) of it goes to stage 1 (the VAE),
+# the rest to stage 2 (the transformer). The evaluations take ~2 more minutes.
+#
+# A device command may run 10 minutes at most: this call trains at most SESSION minutes (default 7)
+# and then stops checkpointed; the run folder (out/wan22-tiny-train, kept on the warm machine) is
+# resumed by the next call with the same MINUTES (FRESH=1 starts over). The evaluation runs once the
+# budget is spent. E.g. a 12-minute training: `scripts/gpu/train.sh 12 0.35` twice.
+# Extra training flags: TRAIN_ARGS="--batch 256 --scenes 8192" scripts/gpu/train.sh 6
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/autooptim-train}
+mkdir -p "$OUT"
+minutes=${1:-6}
+share=${2:-0.35}
+session=${SESSION:-7}
+seed=${SEED:-1}
+[ -f .device-deps/env.sh ] && source .device-deps/env.sh
+bin=build-gpu/autooptim
+[ -x "$bin" ] || { echo "scripts/gpu/train.sh: $bin missing: build first (scripts/gpu/build.sh)" >&2; exit 2; }
+nvidia-smi --query-gpu=name,clocks.sm,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
+dir=out/wan22-tiny-train
+resume=()
+if [ "${FRESH:-0}" = 1 ]; then rm -rf "$dir"; fi
+if [ -f "$dir/train_state/state.json" ]; then resume=(--resume); echo "resuming $dir"; else rm -rf "$dir"; fi
+mkdir -p out
+echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, this call at most $session min, seed $seed"
+# shellcheck disable=SC2086
+AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${resume[@]}" --device cuda --seed "$seed" \
+  --minutes "$minutes" --vae-share "$share" --session-minutes "$session" \
+  --vae-batch 48 --vae-frames 17 --batch 256 --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
+  ${TRAIN_ARGS:-} 2>&1 | tee -a "$OUT/train.log"
+rc=${PIPESTATUS[0]}
+echo "train rc=$rc"
+cp "$dir"/train_log.jsonl "$OUT/" 2>/dev/null
+if [ "$rc" -eq 3 ]; then
+  echo "training not finished (budget $minutes min): call scripts/gpu/train.sh $minutes $share again to continue"
+  exit 0
+fi
+[ "$rc" -eq 0 ] || exit "$rc"
+echo "=== eval ($(date -u +%H:%M:%S))"
+$bin eval-tiny --model wan22-tiny --weights "$dir" --device cuda --dtype fp32 --captions 40 \
+  --out "$OUT/eval-trained.json" --clips-dir "$OUT/eval-clips" 2>&1 | tail -45 | tee "$OUT/eval.log"
+$bin eval-tiny --vae-roundtrip --model wan22-tiny --weights "$dir" --device cuda --captions 40 \
+  --out "$OUT/eval-vae-roundtrip.json" --clips-dir "$OUT/roundtrip" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+$bin eval-tiny --model wan22-tiny --synthetic-weights --device cuda --dtype fp32 --captions 40 \
+  --out "$OUT/eval-synthetic.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+$bin eval-tiny --truth --captions 40 --out "$OUT/eval-truth.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+# Only a few side-by-side round-trip frames come back (the first clip's).
+find "$OUT/roundtrip" -mindepth 1 -maxdepth 1 -type d ! -name roundtrip_0 -exec rm -rf {} + 2>/dev/null
+# The shippable part: the checkpoint without train_state/ (optimiser moments, raw weights).
+mkdir -p "$OUT/weights"
+cp -r "$dir"/model_index.json "$dir"/transformer "$dir"/vae "$dir"/text_encoder "$dir"/tokenizer "$dir"/scheduler \
+  "$dir"/train_info.json "$dir"/train_log.jsonl "$OUT/weights/"
+(cd "$OUT/weights" && find . -type f ! -name SHA256SUMS | sort | xargs sha256sum > SHA256SUMS)
+du -sh "$OUT/weights"
+echo "=== done ($(date -u +%H:%M:%S))"

@@ -1,0 +1,487 @@
+#include "train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "runtime/build_info.h"
+#include "runtime/checkpoint.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/models.h"
+#include "runtime/safetensors.h"
+#include "runtime/tokenizer.h"
+#include "runtime/umt5.h"
+#include "train/checkpoint_io.h"
+#include "train/scenes.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using runtime::AutoencoderKLWan;
+using runtime::Precision;
+using runtime::WanTransformer3DModel;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// What --resume continues from (train_state/state.json).
+struct State {
+  std::string stage = "vae";  // vae | dit | done
+  int64_t vae_step = 0, dit_step = 0;
+  double vae_seconds = 0, dit_seconds = 0, prep_seconds = 0;
+  std::vector<double> latents_mean, latents_std;
+  json to_json() const {
+    return {{"stage", stage},           {"vae_step", vae_step},         {"dit_step", dit_step},
+            {"vae_seconds", vae_seconds}, {"dit_seconds", dit_seconds}, {"prep_seconds", prep_seconds},
+            {"latents_mean", latents_mean}, {"latents_std", latents_std}};
+  }
+  static State from_json(const json& j) {
+    State s;
+    s.stage = j.at("stage").get<std::string>();
+    s.vae_step = j.at("vae_step").get<int64_t>();
+    s.dit_step = j.at("dit_step").get<int64_t>();
+    s.vae_seconds = j.at("vae_seconds").get<double>();
+    s.dit_seconds = j.at("dit_seconds").get<double>();
+    s.prep_seconds = j.value("prep_seconds", 0.0);
+    s.latents_mean = j.at("latents_mean").get<std::vector<double>>();
+    s.latents_std = j.at("latents_std").get<std::vector<double>>();
+    if (s.stage != "vae" && s.stage != "dit" && s.stage != "done") throw Error("stage '" + s.stage + "'");
+    return s;
+  }
+};
+
+void set_trainable(torch::nn::Module& m, bool on) {
+  for (auto& p : m.parameters()) p.set_requires_grad(on);
+}
+
+// A generator of `device` (the process-wide default one) reseeded: each step's draws depend only on
+// (seed, step), so a resumed run draws what an uninterrupted one would have.
+at::Generator reseeded(const at::Device& device, uint64_t seed) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+// Warm-up (100 steps, a tenth of a short run, or 5% of it, whichever ends first) then cosine from lr to lr/10 over `progress` in [0, 1].
+double lr_at(double lr, int64_t step, double progress, int64_t total_steps) {
+  const double warmup = total_steps > 0 ? std::min(100.0, 1.0 + static_cast<double>(total_steps) / 10.0) : 100.0;
+  // A time budget on a slow device gives few steps: the warm-up also ends at 5% of the run.
+  const double warm = std::min(1.0, std::max(static_cast<double>(step + 1) / warmup, 20.0 * progress));
+  const double p = std::clamp(progress, 0.0, 1.0);
+  return lr * warm * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * p)));
+}
+
+void set_lr(torch::optim::AdamW& opt, double lr) {
+  for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+}
+
+void replace_file(const fs::path& tmp, const fs::path& dst) { fs::rename(tmp, dst); }
+
+void save_module(const torch::nn::Module& m, const fs::path& path) {
+  const fs::path tmp = path.string() + ".tmp";
+  runtime::write_safetensors(tmp.string(), named_tensors(m));
+  replace_file(tmp, path);
+}
+
+template <typename Opt>
+void save_optimizer(const Opt& opt, const fs::path& path) {
+  const fs::path tmp = path.string() + ".tmp";
+  torch::save(opt, tmp.string());
+  replace_file(tmp, path);
+}
+
+void write_json(const fs::path& path, const json& j) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) throw Error(tmp.string() + ": cannot write");
+    f << j.dump(2) << "\n";
+  }
+  replace_file(tmp, path);
+}
+
+class LossLog {
+ public:
+  explicit LossLog(const fs::path& path) : f_(path, std::ios::app) {
+    if (!f_) throw Error(path.string() + ": cannot write the training log");
+  }
+  void row(const std::string& stage, int64_t step, double loss, double lr, double seconds) {
+    f_ << json{{"stage", stage}, {"step", step}, {"loss", loss}, {"lr", lr}, {"seconds", seconds}}.dump() << "\n";
+    f_.flush();
+  }
+
+ private:
+  std::ofstream f_;
+};
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d);
+  return buf;
+}
+
+}  // namespace
+
+TrainResult train_tiny(const TrainOptions& o) {
+  const auto t_start = Clock::now();
+  if (o.out.empty()) throw Error("train: --out DIR is required");
+  if (o.device != "cpu" && o.device != "cuda") throw Error("train: --device must be cpu or cuda");
+  if (o.device == "cuda" && !runtime::cuda_available()) throw Error("train: --device cuda but no CUDA device is available to this build");
+  if (o.minutes <= 0 && (o.vae_steps < 0 || o.dit_steps < 0))
+    throw Error("train: give --minutes (a time budget), or both --vae-steps and --steps");
+  if (o.vae_frames < 1 || (o.vae_frames - 1) % 4 || o.frames < 1 || (o.frames - 1) % 4)
+    throw Error("train: frame counts must be of the form 4k+1");
+  if (o.height % 32 || o.width % 32 || o.height <= 0 || o.width <= 0) throw Error("train: height and width must be multiples of 32");
+  if (o.vae_batch < 1 || o.dit_batch < 1 || o.scenes < 1) throw Error("train: batches and --scenes must be positive");
+  if (!(o.vae_share > 0 && o.vae_share < 1)) throw Error("train: --vae-share must be in (0, 1)");
+  const at::Device dev = o.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (dev.is_cuda()) {
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(true);
+  }
+  const fs::path out(o.out), state_dir = out / "train_state";
+  State st;
+  if (o.resume) {
+    if (!fs::exists(state_dir / "state.json"))
+      throw Error("train --resume: " + (state_dir / "state.json").string() + " does not exist (nothing to resume)");
+    try {
+      st = State::from_json(runtime::read_json_file((state_dir / "state.json").string()));
+    } catch (const std::exception& e) {
+      throw Error((state_dir / "state.json").string() + ": not a training state: " + e.what());
+    }
+    // A finished run resumed with more steps or minutes continues stage 2 (the stop check ends it
+    // again at once when nothing is left).
+    if (st.stage == "done") st.stage = "dit";
+    log::info("resuming " + o.out + " at stage " + st.stage + " (VAE step " + std::to_string(st.vae_step) +
+              ", transformer step " + std::to_string(st.dit_step) + ")");
+  } else {
+    if (fs::exists(state_dir / "state.json"))
+      throw Error("train: " + o.out + " already holds a training run; pass --resume to continue it or choose another --out");
+    fs::create_directories(state_dir);
+  }
+  LossLog loss_log(out / "train_log.jsonl");
+  auto session_over = [&] {
+    return o.session_minutes > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
+  };
+  TrainResult res;
+  const runtime::ModelConfigs cfg = runtime::tiny_configs();
+  const Precision p32{at::kFloat, dev};
+  const double budget = o.minutes * 60.0;
+
+  // ---------------------------------------------------------------------------------------------
+  // Stage 1: the VAE.
+  AutoencoderKLWan vae(cfg.vae, p32);
+  runtime::fill_synthetic(*vae, o.seed, "vae.");
+  {
+    // Residual branches start at zero (the last conv of each residual block, the mid attention's output
+    // projection, the resampling convs of the down/up blocks): the untrained VAE is then the
+    // parameter-free shortcuts (average pooling down, nearest-neighbour repeats up) between conv_in and
+    // conv_out, a blocky but working autoencoder from step 0, instead of a deep random net whose
+    // output does not depend on its input (the decoder then learns the mean frame and stays there).
+    at::NoGradGuard ng;
+    for (auto& kv : vae->named_parameters(true)) {
+      const std::string& n = kv.key();
+      const bool branch_end = n.find(".conv2.") != std::string::npos || n.find("attentions.0.proj.") != std::string::npos ||
+                              n.find("sampler.resample.1.") != std::string::npos || n.find(".time_conv.") != std::string::npos;
+      if (branch_end) kv.value().zero_();
+    }
+  }
+  {
+    // Start with a narrow posterior (log-variance about -6): with the random init's variance of about 1
+    // the sampled latent is mostly noise, and the decoder first learns to ignore it (outputs the mean).
+    at::NoGradGuard ng;
+    vae->quant_conv->bias.narrow(0, cfg.vae.z_dim, cfg.vae.z_dim).fill_(-6.0);
+  }
+  if (st.vae_step > 0 || st.stage != "vae") runtime::load_strict(*vae, runtime::TensorSource::open((state_dir / "vae.safetensors").string()));
+  set_trainable(*vae, true);
+  torch::optim::AdamW vae_opt(vae->parameters(),
+                              torch::optim::AdamWOptions(o.vae_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(1e-4));
+  if (st.vae_step > 0 && st.stage == "vae") torch::load(vae_opt, (state_dir / "vae_optim.pt").string(), dev);
+  auto save_vae = [&] {
+    save_module(*vae, state_dir / "vae.safetensors");
+    save_optimizer(vae_opt, state_dir / "vae_optim.pt");
+    write_json(state_dir / "state.json", st.to_json());
+  };
+  const double vae_budget = budget * o.vae_share;
+  {
+    log::Progress progress;
+    at::Tensor window = at::zeros({}, p32.fp32_opts());
+    int64_t in_window = 0;
+    auto last_ckpt = Clock::now();
+    while (st.stage == "vae") {
+      const bool steps_done = o.vae_steps >= 0 && st.vae_step >= o.vae_steps;
+      const bool time_done = budget > 0 && st.vae_seconds >= vae_budget;
+      if (steps_done || time_done) {
+        st.stage = "dit";
+        save_vae();
+        progress.clear();
+        log::info(fmt("stage 1 (VAE) done: %.0f steps in %.1f min", static_cast<double>(st.vae_step), st.vae_seconds / 60));
+        break;
+      }
+      const auto t0 = Clock::now();
+      std::vector<SceneSpec> scenes;
+      for (int64_t i = 0; i < o.vae_batch; ++i)
+        scenes.push_back(make_scene(o.seed ^ 0x76616531ull, static_cast<uint64_t>(st.vae_step * o.vae_batch + i)));
+      const Rendered r = render(scenes, o.vae_frames, o.height, o.width, dev);
+      auto gen = reseeded(dev, mix(o.seed * 31 + 1) ^ static_cast<uint64_t>(st.vae_step));
+      const auto [mu, logvar] = vae->encode(r.video);
+      const at::Tensor z = mu + at::exp(0.5 * logvar) * at::randn(mu.sizes(), gen, mu.options());
+      const at::Tensor rec = vae->decode_unclamped(z);
+      const at::Tensor weight = 1 + o.object_weight * r.alpha.unsqueeze(1);
+      const at::Tensor l1 = ((rec - r.video).abs() * weight).mean() / (1 + o.object_weight * r.alpha.mean());
+      const at::Tensor kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).mean();
+      const at::Tensor loss = l1 + o.kl_weight * kl;
+      double progress_frac = 0;
+      if (o.vae_steps > 0) progress_frac = static_cast<double>(st.vae_step) / static_cast<double>(o.vae_steps);
+      if (budget > 0) progress_frac = std::max(progress_frac, st.vae_seconds / vae_budget);
+      const double lr = lr_at(o.vae_lr, st.vae_step, progress_frac, budget > 0 ? -1 : o.vae_steps);
+      set_lr(vae_opt, lr);
+      vae_opt.zero_grad();
+      loss.backward();
+      torch::nn::utils::clip_grad_norm_(vae->parameters(), 1.0);
+      vae_opt.step();
+      window += l1.detach();
+      ++in_window;
+      ++st.vae_step;
+      runtime::device_synchronize(dev);
+      st.vae_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      if (in_window == o.log_every || st.vae_step == 1) {
+        const double mean = window.item<double>() / static_cast<double>(in_window);
+        if (res.first_vae_loss == 0) res.first_vae_loss = mean;
+        res.vae_loss = mean;
+        loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds);
+        progress.update("training VAE", fmt("step %.0f  L1 %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60));
+        window.zero_();
+        in_window = 0;
+      }
+      if (session_over()) {
+        save_vae();
+        progress.clear();
+        log::info(fmt("session limit (--session-minutes %.1f) reached in stage 1 at step %.0f: checkpointed; --resume continues",
+                      o.session_minutes, static_cast<double>(st.vae_step)));
+        res.vae_steps = st.vae_step;
+        res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+        return res;
+      }
+      if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
+        save_vae();
+        last_ckpt = Clock::now();
+      }
+    }
+  }
+  set_trainable(*vae, false);
+  res.vae_steps = st.vae_step;
+
+  // ---------------------------------------------------------------------------------------------
+  // Stage 2 data: scenes rendered once, encoded with the trained VAE, captions embedded once.
+  const auto t_prep = Clock::now();
+  runtime::Tokenizer tok = runtime::Tokenizer::from_serialized(runtime::tiny_tokenizer_model());
+  runtime::UMT5EncoderModel text(cfg.text_encoder, p32);
+  runtime::fill_synthetic(*text, 1, "text_encoder.");  // frozen: the same random encoder as the synthetic model
+  std::vector<std::string> captions;
+  std::map<std::string, int64_t> caption_index;
+  at::Tensor scene_caption = at::empty({o.scenes}, at::kLong);
+  std::vector<SceneSpec> all;
+  for (int64_t i = 0; i < o.scenes; ++i) {
+    all.push_back(make_scene(o.seed, static_cast<uint64_t>(i)));
+    auto [it, fresh] = caption_index.emplace(all.back().caption, static_cast<int64_t>(captions.size()));
+    if (fresh) captions.push_back(all.back().caption);
+    scene_caption[i] = it->second;
+  }
+  at::Tensor lat;  // [N, z, T', h, w] raw (un-normalised) posterior means
+  {
+    at::NoGradGuard ng;
+    const int64_t chunk = dev.is_cuda() ? 32 : 4;
+    std::vector<at::Tensor> parts;
+    for (int64_t i = 0; i < o.scenes; i += chunk) {
+      std::vector<SceneSpec> batch(all.begin() + i, all.begin() + std::min(o.scenes, i + chunk));
+      parts.push_back(vae->encode(render(batch, o.frames, o.height, o.width, dev).video).first);
+    }
+    lat = at::cat(parts, 0);
+  }
+  if (st.latents_mean.empty()) {
+    // latents_mean/std per channel from the data, as the real VAE's config carries them.
+    const at::Tensor m = lat.mean({0, 2, 3, 4}).to(at::kCPU, at::kDouble);
+    const at::Tensor s = lat.std({0, 2, 3, 4}, /*unbiased=*/false).clamp_min(1e-3).to(at::kCPU, at::kDouble);
+    st.latents_mean.assign(m.data_ptr<double>(), m.data_ptr<double>() + m.numel());
+    st.latents_std.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
+  }
+  const at::Tensor lmean = at::tensor(st.latents_mean, at::kDouble).to(p32.fp32_opts()).view({1, -1, 1, 1, 1});
+  const at::Tensor lstd = at::tensor(st.latents_std, at::kDouble).to(p32.fp32_opts()).view({1, -1, 1, 1, 1});
+  const at::Tensor x0_all = ((lat - lmean) / lstd).contiguous();
+  lat = at::Tensor();
+  at::Tensor emb, null_emb;
+  {
+    std::vector<at::Tensor> parts;
+    for (size_t i = 0; i < captions.size(); i += 64) {
+      std::vector<std::string> c(captions.begin() + static_cast<long>(i), captions.begin() + static_cast<long>(std::min(captions.size(), i + 64)));
+      parts.push_back(runtime::encode_prompts(text, tok, c, 512, at::kFloat).clone());
+    }
+    emb = at::cat(parts, 0);  // [U, 512, text_dim]
+    null_emb = runtime::encode_prompts(text, tok, {""}, 512, at::kFloat).clone();  // CFG's negative prompt
+  }
+  runtime::device_synchronize(dev);
+  const double prep = std::chrono::duration<double>(Clock::now() - t_prep).count();
+  st.prep_seconds += prep;
+  log::info(fmt("stage 2 data: %.0f scenes (%.0f distinct captions) encoded in %.1f s", static_cast<double>(o.scenes),
+                static_cast<double>(captions.size()), prep));
+
+  // ---------------------------------------------------------------------------------------------
+  // Stage 2: the transformer.
+  WanTransformer3DModel dit(cfg.transformer, p32), ema(cfg.transformer, p32);
+  for (auto* m : {&dit, &ema}) {
+    runtime::fill_synthetic(**m, o.seed, "transformer.");
+    at::NoGradGuard ng;
+    (*m)->proj_out->weight.zero_();  // start from a zero velocity: the head learns first
+    (*m)->proj_out->bias.zero_();
+  }
+  if (st.dit_step > 0 || st.stage == "done") {
+    runtime::load_strict(*dit, runtime::TensorSource::open((state_dir / "transformer.safetensors").string()));
+    runtime::load_strict(*ema, runtime::TensorSource::open((state_dir / "transformer_ema.safetensors").string()));
+  }
+  set_trainable(*dit, true);
+  torch::optim::AdamW dit_opt(dit->parameters(),
+                              torch::optim::AdamWOptions(o.dit_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(0.01));
+  if (st.dit_step > 0 && st.stage == "dit") torch::load(dit_opt, (state_dir / "dit_optim.pt").string(), dev);
+  auto vae_cfg = cfg.vae;
+  vae_cfg.latents_mean = st.latents_mean;
+  vae_cfg.latents_std = st.latents_std;
+  auto save_dit = [&] {
+    save_module(*dit, state_dir / "transformer.safetensors");
+    save_module(*ema, state_dir / "transformer_ema.safetensors");
+    save_optimizer(dit_opt, state_dir / "dit_optim.pt");
+    write_json(state_dir / "state.json", st.to_json());
+    TinyCheckpoint ck{&*ema, &*vae, &*text, cfg.transformer, vae_cfg, cfg.text_encoder, cfg.scheduler};
+    write_tiny_checkpoint(out.string(), ck);
+  };
+  const double shift = cfg.scheduler.flow_shift;
+  const int64_t N = o.scenes, B = o.dit_batch;
+  const std::vector<at::Tensor> params = dit->parameters(), ema_params = ema->parameters();
+  {
+    log::Progress progress;
+    at::Tensor window = at::zeros({}, p32.fp32_opts());
+    int64_t in_window = 0;
+    auto last_ckpt = Clock::now();
+    while (st.stage == "dit") {
+      const double used = st.vae_seconds + st.prep_seconds + st.dit_seconds;
+      const bool steps_done = o.dit_steps >= 0 && st.dit_step >= o.dit_steps;
+      const bool time_done = budget > 0 && used >= budget;
+      if (steps_done || time_done) {
+        st.stage = "done";
+        save_dit();
+        progress.clear();
+        log::info(fmt("stage 2 (transformer) done: %.0f steps in %.1f min", static_cast<double>(st.dit_step), st.dit_seconds / 60));
+        break;
+      }
+      const auto t0 = Clock::now();
+      auto g = at::detail::createCPUGenerator(mix(o.seed * 131 + 7) ^ static_cast<uint64_t>(st.dit_step));
+      const at::Tensor idx = at::randint(N, {B}, g, at::kLong);
+      const at::Tensor s = at::rand({B}, g, at::kFloat);
+      const at::Tensor drop = (at::rand({B}, g, at::kFloat) < o.cfg_dropout).to(dev).view({B, 1, 1});
+      // The scheduler's shift of the uniform sigma: sigma = shift s / (1 + (shift - 1) s).
+      const at::Tensor sigma = (shift * s / (1 + (shift - 1) * s)).to(dev);
+      const at::Tensor x0 = x0_all.index_select(0, idx.to(dev));
+      at::Tensor ctx = emb.index_select(0, scene_caption.index_select(0, idx).to(dev));
+      ctx = at::where(drop, null_emb.expand_as(ctx), ctx);
+      auto gen = reseeded(dev, mix(o.seed * 977 + 3) ^ static_cast<uint64_t>(st.dit_step));
+      const at::Tensor noise = at::randn(x0.sizes(), gen, x0.options());
+      const at::Tensor sv = sigma.view({B, 1, 1, 1, 1});
+      const at::Tensor xt = (1 - sv) * x0 + sv * noise;
+      const at::Tensor pred = dit->forward(xt, sigma * 1000.0, ctx);
+      const at::Tensor loss = (pred.to(at::kFloat) - (noise - x0)).pow(2).mean();
+      double progress_frac = 0;
+      if (o.dit_steps > 0) progress_frac = static_cast<double>(st.dit_step) / static_cast<double>(o.dit_steps);
+      if (budget > 0) progress_frac = std::max(progress_frac, (used - st.vae_seconds) / std::max(1.0, budget - st.vae_seconds));
+      const double lr = lr_at(o.dit_lr, st.dit_step, progress_frac, budget > 0 ? -1 : o.dit_steps);
+      set_lr(dit_opt, lr);
+      dit_opt.zero_grad();
+      loss.backward();
+      torch::nn::utils::clip_grad_norm_(params, 1.0);
+      dit_opt.step();
+      {
+        at::NoGradGuard ng;
+        const double d = std::min(o.ema_decay, (1.0 + static_cast<double>(st.dit_step)) / (10.0 + static_cast<double>(st.dit_step)));
+        for (size_t i = 0; i < params.size(); ++i) ema_params[i].mul_(d).add_(params[i].detach(), 1 - d);
+      }
+      window += loss.detach();
+      ++in_window;
+      ++st.dit_step;
+      runtime::device_synchronize(dev);
+      st.dit_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      if (in_window == o.log_every || st.dit_step == 1) {
+        const double mean = window.item<double>() / static_cast<double>(in_window);
+        if (res.first_dit_loss == 0) res.first_dit_loss = mean;
+        res.dit_loss = mean;
+        loss_log.row("dit", st.dit_step, mean, lr, st.dit_seconds);
+        progress.update("training transformer", fmt("step %.0f  loss %.4f  lr %.2e  %.1f min", static_cast<double>(st.dit_step), mean, lr, st.dit_seconds / 60));
+        window.zero_();
+        in_window = 0;
+      }
+      if (session_over() || (o.stop_at_step > 0 && st.dit_step >= o.stop_at_step)) {
+        save_dit();
+        progress.clear();
+        log::info(fmt("session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",
+                      o.session_minutes, static_cast<double>(st.dit_step)));
+        res.vae_steps = st.vae_step;
+        res.dit_steps = st.dit_step;
+        res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+        return res;
+      }
+      if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
+        save_dit();
+        last_ckpt = Clock::now();
+      }
+    }
+  }
+  if (st.stage == "done" && !fs::exists(out / "model_index.json")) save_dit();
+  res.dit_steps = st.dit_step;
+  res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  res.finished = true;
+  const double total = st.vae_seconds + st.prep_seconds + st.dit_seconds;
+  json info = {{"command", o.command_line},
+               {"seed", o.seed},
+               {"device", o.device},
+               {"device_name", runtime::device_name(dev)},
+               {"build", runtime::build_info_text()},
+               {"vae_steps", st.vae_step},
+               {"transformer_steps", st.dit_step},
+               {"vae_minutes", st.vae_seconds / 60},
+               {"data_minutes", st.prep_seconds / 60},
+               {"transformer_minutes", st.dit_seconds / 60},
+               {"device_minutes", total / 60},
+               {"final_vae_l1", res.vae_loss},
+               {"final_transformer_loss", res.dit_loss},
+               {"options",
+                {{"minutes", o.minutes}, {"vae_share", o.vae_share}, {"vae_batch", o.vae_batch}, {"vae_frames", o.vae_frames},
+                 {"dit_batch", o.dit_batch}, {"scenes", o.scenes}, {"frames", o.frames}, {"height", o.height},
+                 {"width", o.width}, {"vae_lr", o.vae_lr}, {"dit_lr", o.dit_lr}, {"kl_weight", o.kl_weight},
+                 {"object_weight", o.object_weight}, {"ema_decay", o.ema_decay}, {"cfg_dropout", o.cfg_dropout},
+                 {"flow_shift", shift}}}};
+  write_json(out / "train_info.json", info);
+  log::info(fmt("training done: %.1f device-minutes in all (VAE %.1f, data %.1f, transformer %.1f)", total / 60,
+                st.vae_seconds / 60, st.prep_seconds / 60, st.dit_seconds / 60));
+  return res;
+}
+
+}  // namespace autooptim::train
