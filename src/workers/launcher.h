@@ -32,6 +32,8 @@ class LocalLauncher {
   std::vector<std::string> check();
   // True when no worker is alive and none can be restarted.
   bool all_gone() const;
+  // From now on a worker that dies is not restarted (the run is being interrupted).
+  void no_restarts() { max_restarts_ = 0; }
   // The last line of a worker's log (why it failed).
   std::string last_log_line(const std::string& id) const;
   // RUN/stop, then waits up to grace_s for every worker and kills what is left.

@@ -128,6 +128,9 @@ class Client {
   double last_janitor_ = -1;
 };
 
+// Withdraws the queued requests of one client and asks the workers to abandon its claimed ones (a
+// client that died or was killed: nobody waits for them).
+void cancel_client_requests(const std::string& run_dir, const std::string& client_name);
 // Writes RUN/stop (every worker leaves after its request in progress).
 void stop_all(const std::string& run_dir);
 // Reads a JSON file; nullopt when it does not exist or does not parse (yet).
