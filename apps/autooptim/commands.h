@@ -20,6 +20,7 @@ void add_gate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_executor(CLI::App& app);
 void add_techniques(CLI::App& app);
+void add_compare(CLI::App& app);
 
 }  // namespace autooptim::app
 namespace autooptim::gates {

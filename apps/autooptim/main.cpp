@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   autooptim::app::add_verify(app);
   autooptim::app::add_executor(app);
   autooptim::app::add_techniques(app);
+  autooptim::app::add_compare(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
