@@ -167,6 +167,12 @@ std::string SlurmLauncher::script_path() const { return o_.run_dir + "/slurm/wor
 
 std::vector<std::string> SlurmLauncher::job_ids() const { return jobs_; }
 
+std::vector<std::string> SlurmLauncher::worker_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& k : tasks_) ids.push_back(k.worker);
+  return ids;
+}
+
 void SlurmLauncher::add_event(const std::string& worker, const std::string& what) {
   events_.push_back({{"time", gates::utc_timestamp()}, {"worker", worker}, {"event", what}});
   log::info("slurm: " + worker + ": " + what);

@@ -9,6 +9,7 @@
 //          (its requests are re-queued by the protocol's janitor, so nothing finished is lost)
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ class Launcher {
   // For the report: {"kind", ...; the Slurm launcher adds its job ids, each task's state and node, and
   // every death and replacement}.
   virtual nlohmann::json describe() const = 0;
+  // From now on a worker that dies is not replaced (the run is being interrupted or is ending).
+  virtual void no_restarts() = 0;
+  // Every worker id this launcher started (replacements included), in start order.
+  virtual std::vector<std::string> worker_ids() const = 0;
+  // Peak resident memory (kB) of worker processes that exited, where the launcher can know it.
+  virtual std::map<std::string, long> exited_max_rss_kb() const { return {}; }
 };
 
 // One command's outcome (the Slurm tools are run without a shell).
@@ -68,6 +75,8 @@ class SlurmLauncher : public Launcher {
   std::string last_log_line(const std::string& id) const override;
   void stop(double grace_s = 30) override;
   nlohmann::json describe() const override;
+  void no_restarts() override { o_.max_resubmits = resubmits_; }
+  std::vector<std::string> worker_ids() const override;
 
   // The worker id of array task `task` of job `job` ("slurm-<job>-<task>": unique in the run, and
   // names the Slurm task it runs in).
