@@ -1,7 +1,11 @@
 // autooptim run: the product's main job (orchestrator), and autooptim executor: one family's search
 // process, spawned by run.
+#include <sched.h>
+#include <torch/cuda.h>
+
 #include <cstdio>
 #include <algorithm>
+#include <thread>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -12,6 +16,8 @@
 #include "gates/prompts.h"
 #include "model_args.h"
 #include "orchestrator/orchestrator.h"
+#include "runtime/device.h"
+#include "runtime/build_info.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -34,7 +40,22 @@ void add_run(CLI::App& app) {
   auto req = std::make_shared<orchestrator::RunRequest>();
   auto* cmd = app.add_subcommand("run", "Search every technique family, gate the proposals, compose, and report the tiers");
   model->add_to(cmd);
-  cmd->add_option("--out", req->out_dir, "Folder for the report, ledger and every gate run's artifacts")->required();
+  auto* out_opt = cmd->add_option("--out", req->out_dir, "Folder for the report, ledger and every gate run's artifacts (not needed with --plan)");
+  cmd->add_flag("--plan", req->plan,
+                "Calibrate (one forward, one decode), print the estimated device time of the run and the budget, and exit; "
+                "exit 2 when the budget cannot gate one candidate");
+  auto* gpus_opt = cmd->add_option("--gpus", req->gpus, "One worker per GPU: all, or a list like 0,1 (GPU builds; default 0)");
+  auto* workers_opt = cmd->add_option("--workers", req->workers, "CPU workers, each with its share of the cores")->capture_default_str()->check(int_in(1, 256));
+  cmd->add_option("--screen-min-speedup", req->screen_min_speedup,
+                  "Drop a candidate whose stage-timing estimate cannot reach this speedup before spending full clips on it "
+                  "(0: off)")->default_str("1.5 (the smallest tier) at the official configuration, 0 at a reduced one")->check(number_in(0, 100));
+  cmd->add_option("--screen-slack", req->screen_slack, "Noise allowance of the screen's estimate (0.10: 10%)")->capture_default_str()->check(number_in(0, 10));
+  cmd->add_option("--screen-forwards", req->screen_forwards, "Timed transformer forwards per side in a screen")->capture_default_str()->check(int_in(1, 100));
+  cmd->add_option("--baseline-cache", req->baseline_cache,
+                  "Folder of baseline clips and verdicts reused across runs (keyed by weights, build, device, manifest, prompts, seed)")
+      ->default_str("OUT/baseline-cache (this run only)");
+  cmd->add_option("--worker-dead-after", req->worker_dead_after_s, "Seconds of heartbeat silence after which a worker's requests are re-queued")
+      ->capture_default_str()->check(number_in(1, 86400));
   // Defaults that depend on the model are shown for both (the tiny model's small run fits a CI machine).
   cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most")->default_str("10 for wan22-tiny, 40 for wan22-ti2v-5b")->check(int_in(1, 1000000));
   cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget")->default_str("4 for wan22-tiny, 60 for wan22-ti2v-5b")->check(number_in(0, 525600, true));
@@ -60,7 +81,9 @@ void add_run(CLI::App& app) {
   cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)")->check(step_count());
   cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)")->check(pixel_size());
   cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)")->check(pixel_size());
-  cmd->callback([model, req, cmd, fail_tier] {
+  cmd->callback([model, req, cmd, fail_tier, out_opt, gpus_opt, workers_opt] {
+    if (out_opt->count() == 0 && !req->plan) throw CLI::RequiredError("--out");
+    if (req->plan && req->out_dir.empty()) req->out_dir = "(plan)";
     if (fail_tier->count() > 0 && req->fail_if_no_tier.empty()) req->fail_if_no_tier = "any";
     req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
     req->manifests_dir = find_data_dir("manifests", req->manifests_dir, cmd->count("--manifests-dir") > 0);
@@ -75,14 +98,32 @@ void add_run(CLI::App& app) {
       if (cmd->count("--repeats") == 0) req->gate.timing_repeats = 2;
     }
     req->load = model->request();
+    req->gpu_count = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+    {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      req->cpu_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(std::thread::hardware_concurrency());
+      if (req->cpu_cores < 1) req->cpu_cores = 1;
+    }
+    if (gpus_opt->count() > 0 && workers_opt->count() > 0)
+      throw Error("--gpus and --workers: use --gpus on a GPU (one worker per GPU), --workers on the CPU");
+    if (req->load.precision.device.is_cuda()) {
+      if (workers_opt->count() > 0) throw Error("--workers " + std::to_string(req->workers) + ": on a GPU use --gpus all|0,1,... (one worker per GPU)");
+      if (req->gpus.empty()) req->gpus = "0";
+    } else if (!req->gpus.empty()) {
+      throw Error("--gpus " + req->gpus + ": the run's device is the CPU (" +
+                  (runtime::built_with_cuda() ? std::string("--device cuda uses the GPUs") : no_cuda_build_text()) + "); use --workers N");
+    }
     // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
     if (req->load.precision.device.is_cuda() &&
         std::find(req->families.begin(), req->families.end(), "quant") == req->families.end())
       req->families.push_back("quant");
     req->model_cli = model_cli(*model);
     const auto outcome = orchestrator::run(*req);
-    std::printf("report: %s\n", outcome.report_path.c_str());
-    std::printf("        %s\n", (fs::path(outcome.report_path).parent_path() / "report.html").c_str());
+    if (!req->plan) {
+      std::printf("report: %s\n", outcome.report_path.c_str());
+      std::printf("        %s\n", (fs::path(outcome.report_path).parent_path() / "report.html").c_str());
+    }
     for (const auto& w : outcome.warnings) log::warn(w);
     // The reason for a non-zero exit goes to stderr whatever the log level: CI shows it.
     for (const auto& p : outcome.problems) std::fprintf(stderr, "autooptim: %s: %s\n", outcome.exit_code == 1 ? "check failed" : "error", p.c_str());
@@ -95,15 +136,17 @@ void add_executor(CLI::App& app) {
   auto req = std::make_shared<executors::ExecutorRequest>();
   auto* cmd = app.add_subcommand("executor", "One technique family's search process (spawned by run)");
   model->add_to(cmd);
-  cmd->add_option("--family", req->family, "kernel, cache or sparse")->required()->check(CLI::IsMember({"kernel", "cache", "sparse"}));
+  cmd->add_option("--family", req->family, "kernel, cache or sparse")->required()->check(CLI::IsMember({"kernel", "cache", "sparse", "quant"}));
   cmd->add_option("--base", req->base_manifest, "Baseline manifest")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompts", req->prompts_file, "Visible prompts (JSON lines)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--outbox", req->outbox, "Folder the proposals are written to")->required();
   cmd->add_option("--budget-trials", req->budget_trials)->capture_default_str()->check(int_in(1, 1000000));
   cmd->add_option("--min-psnr", req->min_psnr)->capture_default_str()->check(number_in(0, 200));
-  cmd->add_option("--device-lock", req->device_lock, "Lock file held while timing (shared by the run's executors)");
+  cmd->add_option("--device-lock", req->device_lock, "Unused (the workers time one request at a time); accepted for old command lines");
+  cmd->add_option("--serve", req->serve_dir, "Run folder whose workers measure the trials (default: a private worker)");
   cmd->callback([model, req] {
     req->load = model->request();
+    req->worker_cli = model_cli(*model);
     const int n = executors::run_executor(*req);
     std::printf("%d manifests proposed in %s\n", n, req->outbox.c_str());
   });

@@ -19,6 +19,7 @@ void add_bench(CLI::App& app);
 void add_gate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_executor(CLI::App& app);
+void add_worker(CLI::App& app);
 void add_techniques(CLI::App& app);
 void add_compare(CLI::App& app);
 

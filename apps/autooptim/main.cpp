@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   autooptim::app::add_bench(app);
   autooptim::app::add_verify(app);
   autooptim::app::add_executor(app);
+  autooptim::app::add_worker(app);
   autooptim::app::add_techniques(app);
   autooptim::app::add_compare(app);
   try {

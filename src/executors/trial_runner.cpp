@@ -1,20 +1,18 @@
 #include "executors/trial_runner.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <thread>
 
-#include "gates/generate_params.h"
-#include "runtime/device.h"
 #include "runtime/error.h"
-#include "runtime/stats.h"
-#include "runtime/techniques/engagement.h"
+
+namespace fs = std::filesystem;
 
 namespace autooptim::executors {
 
@@ -23,6 +21,21 @@ nlohmann::json Trial::to_json() const {
           {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}, {"not_engaged", not_engaged},
           {"skip_ratio", skip_ratio < 0 ? nlohmann::json(nullptr) : nlohmann::json(skip_ratio)},
           {"density", density < 0 ? nlohmann::json(nullptr) : nlohmann::json(density)}};
+}
+
+Trial Trial::from_json(const nlohmann::json& j) {
+  Trial t;
+  t.flags = j.value("flags", nlohmann::json::object());
+  t.label = j.value("label", "");
+  t.prompts = j.value("prompts", int64_t{0});
+  t.baseline_s = j.value("baseline_s", 0.0);
+  t.candidate_s = j.value("candidate_s", 0.0);
+  t.speedup = j.value("speedup", 0.0);
+  t.psnr_min = j.value("psnr_min", 0.0);
+  t.not_engaged = j.value("not_engaged", std::vector<std::string>{});
+  t.skip_ratio = j.contains("skip_ratio") && j["skip_ratio"].is_number() ? j["skip_ratio"].get<double>() : -1;
+  t.density = j.contains("density") && j["density"].is_number() ? j["density"].get<double>() : -1;
+  return t;
 }
 
 double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
@@ -34,27 +47,6 @@ double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
 }
 
 namespace {
-
-// Holds an exclusive flock on a file for its lifetime (nothing when the path is empty).
-class DeviceLock {
- public:
-  explicit DeviceLock(const std::string& path) {
-    if (path.empty()) return;
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("executor: cannot open the device lock " + path);
-    while (::flock(fd_, LOCK_EX) != 0)
-      if (errno != EINTR) throw Error("executor: cannot take the device lock " + path);
-  }
-  ~DeviceLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  DeviceLock(const DeviceLock&) = delete;
-  DeviceLock& operator=(const DeviceLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the stop flag is set from a signal handler");
 }  // namespace
@@ -65,87 +57,84 @@ bool TrialRunner::stop_requested() { return g_stop.load(); }
 TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base, std::vector<gates::Prompt> prompts)
     : req_(req), base_(base), prompts_(std::move(prompts)) {
   if (prompts_.empty()) throw Error("executor: no prompts to explore on");
-  loaded_ = runtime::load_model(req.load);
-  double s = 0;
-  const DeviceLock lock(req_.device_lock);  // the warm-up is as heavy as a timed run
-  generate(gates::to_runtime_options(base_), prompts_[0], &s);  // warm-up, untimed
-}
-
-at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds,
-                                 runtime::Trace* trace) {
-  auto& pipe = *loaded_.pipeline;
-  pipe.set_options(o);
-  const runtime::GenerateParams g = gates::generate_params(base_.config, p.text);
-  const auto dev = pipe.precision().device;
-  runtime::device_synchronize(dev);
+  std::string run = req.serve_dir;
+  if (run.empty()) {
+    // Alone (not spawned by a run): a private worker in a temporary folder, so that this process still
+    // holds no model and measures exactly as it would in a run.
+    std::string tmpl = (fs::temp_directory_path() / "autooptim-executor-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error("executor: cannot make a temporary folder for its worker");
+    private_dir_ = run = tmpl;
+    private_worker_ = std::make_unique<workers::LocalLauncher>(run, req.worker_cli, std::vector<workers::WorkerSlot>{{"private0", "", 0}}, 0);
+    private_worker_->start();
+  }
+  workers::ClientOptions co;
+  if (private_worker_) co.no_worker_s = 5;  // our own worker: when it is gone it is gone
+  client_ = std::make_unique<workers::Client>(run, "executor-" + req.family, co);
+  // The device the workers hold (the search space depends on it): from the first registration.
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = pipe.generate(g);
-  *seconds = runtime::synced_seconds_since(t0, dev);
-  if (trace) *trace = r.trace;
-  return r.video;
+  while (true) {
+    bool found = false;
+    for (const auto& w : client_->workers())
+      if (w.state == "loading" || w.state == "ready") {
+        on_gpu_ = w.device == "cuda";
+        found = true;
+        break;
+      }
+    if (found) break;
+    if (private_worker_) {
+      private_worker_->check();
+      if (private_worker_->all_gone()) throw Error("executor: its worker could not start: " + private_worker_->last_log_line("private0"));
+    }
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(600))
+      throw Error("executor: no worker registered in " + run + " within 600 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
-runtime::RuntimeOptions TrialRunner::options_of(const nlohmann::json& flags, const std::string& label) const {
-  gates::Manifest m = base_;
-  m.id = base_.model + "/trial";
-  m.family = "composite";
-  m.kind = "patch";
-  m.flags = flags;
-  m.base = base_.id;
-  return gates::to_runtime_options(gates::parse_manifest(gates::to_json(m), "trial " + label));
+TrialRunner::~TrialRunner() {
+  if (private_worker_) {
+    private_worker_->stop(5);
+    std::error_code ec;
+    fs::remove_all(private_dir_, ec);
+  }
+}
+
+nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::json& flags, const std::string& label, int64_t n) const {
+  nlohmann::json prompts = nlohmann::json::array();
+  n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& p = prompts_[static_cast<size_t>(i)];
+    prompts.push_back({{"id", p.id}, {"text", p.text}, {"category", p.category}, {"splits", p.splits}});
+  }
+  return {{"kind", kind}, {"model", base_.model}, {"base", gates::to_json(base_)}, {"flags", flags},
+          {"label", label}, {"prompts", prompts}, {"n", n}};
 }
 
 std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, const std::string& label, int64_t n) {
-  const auto opts = options_of(flags, label);
+  auto tick = [this] {
+    if (private_worker_) private_worker_->check();
+  };
+  const auto r = client_->call(request("traces", flags, label, n), tick);
   std::vector<runtime::Trace> out;
-  n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0;
-    runtime::Trace trace;
-    const DeviceLock lock(req_.device_lock);
-    generate(opts, prompts_[static_cast<size_t>(i)], &s, &trace);
-    out.push_back(trace);
+  for (const auto& tj : r["result"].value("traces", nlohmann::json::array())) {
+    runtime::Trace t;
+    // Counters and ratio values come back as numbers: read back as counters, get() sees the same values.
+    for (const auto& [k, v] : tj.items())
+      if (v.is_number()) t.add(k, v.get<double>());
+    out.push_back(t);
   }
   return out;
 }
 
 Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
   ++trials_;
-  const auto opts = options_of(flags, label);
-  const auto base_opts = gates::to_runtime_options(base_);
-  Trial t;
+  auto tick = [this] {
+    if (private_worker_) private_worker_->check();
+  };
+  const auto r = client_->call(request("trial", flags, label, n), tick);
+  Trial t = Trial::from_json(r["result"]);
   t.flags = flags;
   t.label = label;
-  n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
-  std::vector<double> bt, ct;
-  double worst = 100.0;
-  double skip_sum = 0, density_sum = 0;
-  int64_t skip_runs = 0, density_runs = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const auto& p = prompts_[static_cast<size_t>(i)];
-    double s = 0;
-    runtime::Trace trace;
-    at::Tensor c;
-    {
-      const DeviceLock lock(req_.device_lock);  // no other executor times while this pair runs
-      baseline_clips_[p.id] = generate(base_opts, p, &s);  // interleaved: baseline then candidate
-      bt.push_back(s);
-      c = generate(opts, p, &s, &trace);
-      ct.push_back(s);
-    }
-    for (const auto& problem : runtime::engagement_problems(opts, trace))
-      if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
-    worst = std::min(worst, clip_psnr(c, baseline_clips_.at(p.id)));
-    if (trace.has("cache.skip_ratio")) skip_sum += trace.get("cache.skip_ratio"), ++skip_runs;
-    if (trace.has("sparse.attention.density")) density_sum += trace.get("sparse.attention.density"), ++density_runs;
-  }
-  if (skip_runs) t.skip_ratio = skip_sum / skip_runs;
-  if (density_runs) t.density = density_sum / density_runs;
-  t.prompts = n;
-  t.baseline_s = runtime::TimingStats::of(bt).median;
-  t.candidate_s = runtime::TimingStats::of(ct).median;
-  t.speedup = t.candidate_s > 0 ? t.baseline_s / t.candidate_s : 0.0;
-  t.psnr_min = worst;
   return t;
 }
 

@@ -1,22 +1,26 @@
 #pragma once
-// Measures candidate flags against the baseline on a few visible prompts, in one loaded model: the
-// executors' instrument. Rough by design (few repetitions, no gates): it ranks proposals.
+// Measures candidate flags against the baseline on a few visible prompts: the executors' instrument.
+// Rough by design (few repetitions, no gates): it ranks proposals. It holds no model: every trial is a
+// request to the run's workers (docs/workers.md), which hold the one loaded model per device.
 #include <ATen/ATen.h>
 
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "executors/executor.h"
+#include "workers/launcher.h"
+#include "workers/protocol.h"
 
 namespace autooptim::executors {
 
 class TrialRunner {
  public:
   TrialRunner(const ExecutorRequest& req, const gates::Manifest& base, std::vector<gates::Prompt> prompts);
+  ~TrialRunner();
 
   // Runs the flags on the first n prompts, interleaved with the baseline; PSNR against the
-  // baseline's clip of the same prompt and seed.
+  // baseline's clip of the same prompt and seed (on a worker).
   Trial measure(const nlohmann::json& flags, const std::string& label, int64_t n);
   // Runs the flags alone on the first n prompts (a calibration: no baseline, no timing) and returns
   // each run's trace. Not a candidate trial: the budget does not count it.
@@ -29,18 +33,17 @@ class TrialRunner {
   static bool stop_requested();
   const std::vector<gates::Prompt>& prompts() const { return prompts_; }
   int64_t steps() const { return base_.config.steps; }
-  bool on_gpu() const { return loaded_.pipeline->precision().device.is_cuda(); }
+  bool on_gpu() const { return on_gpu_; }
 
  private:
-  runtime::RuntimeOptions options_of(const nlohmann::json& flags, const std::string& label) const;
-  at::Tensor generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds,
-                      runtime::Trace* trace = nullptr);
+  nlohmann::json request(const std::string& kind, const nlohmann::json& flags, const std::string& label, int64_t n) const;
   const ExecutorRequest& req_;
   gates::Manifest base_;
   std::vector<gates::Prompt> prompts_;
-  runtime::LoadedModel loaded_;
-  std::map<std::string, at::Tensor> baseline_clips_;
-  std::map<std::string, std::vector<double>> baseline_times_;
+  std::string private_dir_;  // the temporary run folder of a private worker ("" when serving a run)
+  std::unique_ptr<workers::LocalLauncher> private_worker_;
+  std::unique_ptr<workers::Client> client_;
+  bool on_gpu_ = false;
   int64_t trials_ = 0;
 };
 

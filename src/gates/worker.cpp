@@ -75,6 +75,8 @@ RunOutput Worker::run(const Manifest& m, const Prompt& prompt) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = pipe.generate(p, {}, &out.video);
     out.seconds = runtime::synced_seconds_since(t0, device());
+    ++generations_;
+    generating_s_ += out.seconds;
     out.trace = r.trace;
     out.times = r.times;
   } catch (const NumericError& e) {

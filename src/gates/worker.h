@@ -46,12 +46,17 @@ class Worker {
   double peak_tflops();
   // A stable identity of this binary (sha256 of the executable), for caches and the ledger.
   static const std::string& build_id();
+  // What run() has done so far: generations and the seconds spent inside them (device time generating).
+  int64_t generations() const { return generations_; }
+  double generating_seconds() const { return generating_s_; }
 
  private:
   runtime::LoadRequest request_;
   runtime::LoadedModel loaded_;
   std::map<at::ScalarType, runtime::LoadedModel> other_precisions_;
   double peak_tflops_ = 0;
+  int64_t generations_ = 0;
+  double generating_s_ = 0;
 };
 
 }  // namespace autooptim::gates

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,11 +21,14 @@
 
 #include "gates/atomic_file.h"
 #include "gates/prompts.h"
+#include "gates/sha256.h"
 #include "orchestrator/report.h"
 #include "runtime/build_info.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "workers/launcher.h"
+#include "workers/protocol.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -360,7 +364,7 @@ RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
   int gated = 0, total = 0;
   for (const auto& c : r.value("candidates", json::array())) {
     ++total;
-    gated += c.value("gated", false);
+    gated += c.value("gated", false) || c.value("screened_out", false);
   }
   int cut_short = 0;
   for (const auto& e : r.value("executors", json::array())) cut_short += e.value("state", "") == "stopped" || e.value("state", "") == "killed";
@@ -389,6 +393,119 @@ RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
   return o;
 }
 
+namespace {
+
+// The staged evaluation of one manifest on one split: a screen (stage timing) first where asked, then
+// the gate run; both are requests to the workers.
+struct Job {
+  gates::Manifest m;
+  std::string split, phase, hash;
+  bool screen = false;     // screen before gating
+  json skip_ratio;         // measured by the executor (a step cache), null when unknown
+  std::string request;     // id of the request in flight ("" none)
+  bool screening = false;  // the request in flight is the screen
+  bool done = false;
+  json verdict;            // null: not gated (reason in not_gated)
+  json screen_result;
+  double screen_s = 0, gate_s = 0;
+};
+
+std::string cache_root(const RunRequest& req, const fs::path& out) {
+  if (!req.baseline_cache.empty()) return req.baseline_cache;
+  return (out / "baseline-cache").string();
+}
+
+// The key of the baseline's own gate verdict in the cross-run cache.
+std::string baseline_key(const workers::WorkerInfo& w, const gates::Manifest& base, const std::string& split,
+                         const std::vector<gates::Prompt>& prompts, const gates::GateSettings& gs) {
+  json k = {{"weights", w.weights_id}, {"build", w.build}, {"device", w.device}, {"device_name", w.device_name},
+            {"dtype", w.registration.value("dtype", "")}, {"manifest", gates::manifest_hash(base)}, {"split", split},
+            {"seed", base.config.seed}, {"repeats", gs.timing_repeats}, {"max_prompts", gs.max_prompts}, {"prompts", json::array()}};
+  for (const auto& p : prompts) k["prompts"].push_back(p.id + "\n" + p.text);
+  return gates::sha256_hex(k.dump()).substr(0, 24);
+}
+
+void copy_tree(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::remove_all(to, ec);
+  fs::create_directories(to.parent_path());
+  fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+}
+
+}  // namespace
+
+PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t prompts_in_split) {
+  PlanEstimate e;
+  e.workers = std::max<int64_t>(1, req.gpus.empty() ? req.workers : static_cast<int64_t>(
+                                                                     std::count(req.gpus.begin(), req.gpus.end(), ',') + 1));
+  if (req.gpus == "all") e.workers = std::max<int64_t>(1, req.gpu_count);
+  e.load_s = cal.value("worker_load_s", 0.0);
+  e.clip_s = cal.value("clip_estimate_s", 0.0);
+  e.forward_s = cal.value("forward_s", 0.0);
+  e.decode_s = cal.value("decode_s", 0.0);
+  e.text_s = cal.value("text_s", 0.0);
+  const int64_t R = std::max<int64_t>(1, req.gate.timing_repeats);
+  const int64_t np = req.gate.max_prompts > 0 ? std::min(req.gate.max_prompts, prompts_in_split) : prompts_in_split;
+  // The generations of one gate run (gates::run_gate): warm-ups, interleaved pairs, the remaining
+  // candidate and baseline outputs, the audit and the off run with its baseline.
+  const int64_t gens = 2 + 2 * R + 2 * std::max<int64_t>(0, np - R) + 3;
+  e.gate_s = gens * e.clip_s;
+  e.screen_s = (2 * std::max<int64_t>(1, req.screen_forwards) + 4) * e.forward_s + e.text_s;
+  e.trial_s = 3 * e.clip_s;  // warm-up, baseline and candidate on one prompt
+  e.baseline_gate_s = e.gate_s;
+  const double budget_s = req.budget_minutes * 60.0;
+  const int64_t families = static_cast<int64_t>(req.families.size());
+  // Exploration: each family's trials on about two prompts, sharing the workers, within half the budget.
+  e.exploration_s = std::min(families * req.executor_trials * 2.0 * 2.0 * e.clip_s, budget_s * 0.5 * e.workers);
+  const double left = std::max(0.0, budget_s * e.workers - e.load_s * e.workers - e.baseline_gate_s - e.exploration_s);
+  const int64_t candidates = std::max<int64_t>(0, req.budget_trials - 1);
+  e.gates_fit = e.gate_s + e.screen_s > 0 ? std::min<int64_t>(candidates, static_cast<int64_t>(left / (e.gate_s + e.screen_s))) : candidates;
+  e.gating_s = e.gates_fit * (e.gate_s + e.screen_s);
+  e.total_device_s = e.load_s * e.workers + e.baseline_gate_s + e.exploration_s + e.gating_s;
+  e.wall_s = e.total_device_s / e.workers;
+  // The least that gates one candidate: load, the baseline's gate, one trial (the exploration gets half
+  // of the budget, so that half must hold the load, the baseline gate and the trial), a screen and a gate.
+  const double first_half = e.load_s + e.baseline_gate_s + e.trial_s;
+  e.min_budget_s = std::max(2.0 * first_half, first_half + e.screen_s + e.gate_s);
+  e.enough = true;
+  if (req.budget_trials < 2) {
+    e.enough = false;
+    e.why = "--budget-trials " + std::to_string(req.budget_trials) + " holds only the baseline's own gate run; one candidate needs 2";
+  } else if (budget_s < e.min_budget_s) {
+    e.enough = false;
+    e.why = "--budget-minutes " + num_text(req.budget_minutes) + " cannot gate one candidate: that needs about " +
+            num_text(e.min_budget_s / 60.0) + " minutes (model load " + num_text(e.load_s) + " s, baseline gate " +
+            num_text(e.baseline_gate_s) + " s, one executor trial " + num_text(e.trial_s) + " s, one screen " + num_text(e.screen_s) +
+            " s, one candidate gate " + num_text(e.gate_s) + " s; the exploration gets half of the budget)";
+  }
+  return e;
+}
+
+namespace {
+
+// Starts the local workers, waits for one to be ready. Throws Error with the reason a worker gave
+// when none could start.
+workers::WorkerInfo start_workers(workers::LocalLauncher& launcher, workers::Client& client, Progress& progress) {
+  launcher.start();
+  while (true) {
+    for (const auto& w : client.workers())
+      if (w.state == "ready") return w;
+    launcher.check();
+    if (launcher.all_gone()) {
+      std::string why;
+      for (const auto& w : client.workers())
+        if (w.state == "failed") why = w.registration.value("error", "");
+      if (why.empty() && !launcher.slots().empty()) why = launcher.last_log_line(launcher.slots().front().id);
+      throw Error("no worker could load the model: " + why);
+    }
+    if (StopSignals::signal()) throw Error(std::string("interrupted by ") + signal_name(StopSignals::signal()) + " while the workers loaded the model");
+    progress.show("loading", 0, 0, 1.0, "workers loading the model");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
 RunOutcome run(const RunRequest& req) {
   // Everything that can be checked is checked before the run folder is touched: a failed start
   // must leave nothing that makes the corrected retry look like a second run.
@@ -412,41 +529,109 @@ RunOutcome run(const RunRequest& req) {
   if (all_prompts.split(req.heldout_split).empty())
     throw Error("--heldout-split '" + req.heldout_split + "' holds no prompts in " + req.prompts_dir);
   const auto visible = gates::load_prompts(req.prompts_dir, false);
+  if (!req.load.weights_dir.empty()) runtime::read_checkpoint_configs(req.load.weights_dir);  // a broken folder, before any process starts
+  const auto slots = workers::plan_slots(req.gpus, req.workers, req.gpu_count, req.cpu_cores);
+  const StopSignals signals;
+
+  if (req.plan) {
+    // A private folder for one worker: --plan spends nothing of the run and writes nothing under --out.
+    std::string tmpl = (fs::temp_directory_path() / "autooptim-plan-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error("--plan: cannot make a temporary folder");
+    struct Cleanup {
+      std::string dir;
+      ~Cleanup() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+      }
+    } cleanup{tmpl};
+    workers::LocalLauncher launcher(tmpl, req.model_cli, {slots.front()}, 0);
+    workers::ClientOptions co;
+    co.no_worker_s = 5;
+    workers::Client client(tmpl, "plan", co);
+    progress.line("--plan: calibrating " + req.load.model + " on one worker (one forward, one decode)");
+    start_workers(launcher, client, progress);
+    const json cal = client.call({{"kind", "calibrate"}, {"model", base.model}, {"base", gates::to_json(base)}}, [&] { launcher.check(); })["result"];
+    launcher.stop(10);
+    progress.clear();
+    int64_t np = static_cast<int64_t>(all_prompts.split(req.split).size());
+    const PlanEstimate e = estimate_plan(req, cal, np);
+    const json plan = {{"model", req.load.model}, {"config", gates::to_json(base.config)}, {"official_config", official},
+                       {"workers", e.workers}, {"calibration", cal},
+                       {"estimate", {{"load_s", e.load_s}, {"clip_s", e.clip_s}, {"gate_s", e.gate_s}, {"screen_s", e.screen_s},
+                                     {"trial_s", e.trial_s}, {"baseline_gate_s", e.baseline_gate_s}, {"exploration_s", e.exploration_s},
+                                     {"gating_s", e.gating_s}, {"candidate_gates", e.gates_fit}, {"total_device_s", e.total_device_s},
+                                     {"wall_s", e.wall_s}, {"min_budget_s", e.min_budget_s}}},
+                       {"budget", {{"minutes", req.budget_minutes}, {"trials", req.budget_trials}, {"executor_trials", req.executor_trials}}},
+                       {"enough", e.enough}, {"reason", e.why}};
+    std::printf("plan for %s at %lldx%lld, %lld frames, %lld steps%s on %lld worker(s)\n", req.load.model.c_str(),
+                static_cast<long long>(base.config.width), static_cast<long long>(base.config.height), static_cast<long long>(base.config.frames),
+                static_cast<long long>(base.config.steps), official ? " (official configuration)" : " (reduced configuration)",
+                static_cast<long long>(e.workers));
+    std::printf("  calibration: forward %.3f s, decode %.3f s, text %.3f s, model load %.1f s -> one clip about %.1f s\n", e.forward_s,
+                e.decode_s, e.text_s, e.load_s, e.clip_s);
+    std::printf("  one gate run about %.1f s, one screen %.1f s, one executor trial %.1f s\n", e.gate_s, e.screen_s, e.trial_s);
+    std::printf("  estimated device time: %.0f s (baseline gate %.0f, exploration %.0f, %lld candidate gates %.0f); wall about %.1f min\n",
+                e.total_device_s, e.baseline_gate_s, e.exploration_s, static_cast<long long>(e.gates_fit), e.gating_s, e.wall_s / 60.0);
+    std::printf("  budget: %s minutes, %lld gate runs; the least that gates one candidate: %.1f minutes\n", num_text(req.budget_minutes).c_str(),
+                static_cast<long long>(req.budget_trials), e.min_budget_s / 60.0);
+    std::printf("plan: %s\n", plan.dump().c_str());
+    RunOutcome o;
+    if (!e.enough) {
+      o.exit_code = 2;
+      o.problems.push_back("the budget cannot gate one candidate: " + e.why);
+    }
+    return o;
+  }
 
   // One run per folder at a time: a second `run` or `--resume` beside a live one would gate the same
   // candidates twice and interleave their ledger rows.
   const bool created_out = !fs::exists(out);
+  std::set<std::string> before;  // what the folder held, so a failed start removes only what it added
+  if (!created_out)
+    for (const auto& e : fs::directory_iterator(out)) before.insert(e.path().filename().string());
   fs::create_directories(out);
-  const bool lock_existed = fs::exists(out / "run.lock");
   std::optional<gates::FolderLock> lock;
-  std::optional<gates::Worker> worker_slot;
+  std::optional<workers::LocalLauncher> launcher;
+  std::optional<workers::Client> client_slot;
+  workers::WorkerInfo first_worker;
+  const fs::path base_path = out / "manifests" / req.load.model / "baseline.json";
+  const fs::path visible_path = out / "prompts-visible.jsonl";
   try {
     lock.emplace((out / "run.lock").string(), "--out folder " + out.string());
     if (!req.resume && fs::exists(out / "ledger.jsonl") && fs::file_size(out / "ledger.jsonl") > 0)
       throw Error(out.string() + ": already holds a run (ledger.jsonl); use --resume to continue it or choose another --out");
-    progress.line("loading " + req.load.model + " (once for every gate run)");
-    worker_slot.emplace(req.load);
-  } catch (...) {
-    // Nothing of the run was written yet; a folder this call made holds only the lock file.
-    lock.reset();
-    std::error_code ec;
-    if (!lock_existed) fs::remove(out / "run.lock", ec);
-    if (created_out) fs::remove(out, ec);  // only if empty
-    throw;
-  }
-  gates::Worker& worker = *worker_slot;
-
-  fs::create_directories(out / "manifests" / req.load.model);
-  const fs::path base_path = out / "manifests" / req.load.model / "baseline.json";
-  write_json(base_path, gates::to_json(base));
-  // Executors see the visible prompts only: a file of their own.
-  const fs::path visible_path = out / "prompts-visible.jsonl";
-  {
+    fs::create_directories(out / "manifests" / req.load.model);
+    write_json(base_path, gates::to_json(base));
+    // Executors see the visible prompts only: a file of their own.
     std::string text;
     for (const auto& p : visible.all())
       text += json{{"id", p.id}, {"category", p.category}, {"prompt", p.text}, {"splits", p.splits}}.dump() + "\n";
     gates::write_file_atomic(visible_path.string(), text);
+    progress.line("starting " + std::to_string(slots.size()) + " worker(s): each loads " + req.load.model + " once and serves every trial and gate run");
+    // Requests left by an interrupted run were for processes that are gone.
+    for (const char* d : {"queue", "responses", "cancel"}) fs::remove_all(out / d);
+    launcher.emplace(out.string(), req.model_cli, slots, 2);
+    workers::ClientOptions co;
+    co.dead_after_s = req.worker_dead_after_s;
+    co.no_worker_s = 60;
+    client_slot.emplace(out.string(), "orchestrator", co);
+    first_worker = start_workers(*launcher, *client_slot, progress);
+  } catch (...) {
+    // Nothing of the run was written yet: remove what this call added (the lock file last).
+    if (launcher) launcher->stop(5);
+    launcher.reset();
+    lock.reset();
+    std::error_code ec;
+    if (created_out) {
+      fs::remove_all(out, ec);
+    } else {
+      for (const auto& e : fs::directory_iterator(out, ec))
+        if (!before.count(e.path().filename().string())) fs::remove_all(e.path(), ec);
+    }
+    throw;
   }
+  workers::Client& client = *client_slot;
+
   fs::create_directories(out / "outbox");
   fs::create_directories(out / "gates");
   gates::Ledger ledger((out / "ledger.jsonl").string());
@@ -461,70 +646,235 @@ RunOutcome run(const RunRequest& req) {
     if (row.contains("manifest_hash") && row.contains("split") && row.value("build", "") == gates::Worker::build_id())
       done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
 
-  const StopSignals signals;
   gates::GateSettings gs = req.gate;
-  gs.prompts_dir = req.prompts_dir;
-  gs.manifests_dir = (out / "manifests").string();
-  gs.cache_dir = (out / "baseline-cache").string();
-  if (req.load.precision.device.is_cuda()) gs.exact_off_identity = false;
+  gs.prompts_dir = fs::absolute(req.prompts_dir).string();
+  gs.manifests_dir = fs::absolute(out / "manifests").string();
+  const std::string cache = fs::absolute(cache_root(req, out)).string();
+  gs.cache_dir = (fs::path(cache) / "outputs").string();
+  if (first_worker.device == "cuda") gs.exact_off_identity = false;
+  const json gate_settings = {{"prompts_dir", gs.prompts_dir}, {"manifests_dir", gs.manifests_dir}, {"cache_dir", gs.cache_dir},
+                              {"timing_repeats", gs.timing_repeats}, {"min_margin", gs.min_margin}, {"min_psnr", gs.min_psnr},
+                              {"min_ssim", gs.min_ssim}, {"lossless_psnr", gs.lossless_psnr}, {"off_time_tolerance", gs.off_time_tolerance},
+                              {"exact_off_identity", gs.exact_off_identity}, {"max_prompts", gs.max_prompts}};
+  const double screen_min = req.screen_min_speedup >= 0 ? req.screen_min_speedup : (official ? Buckets::all().front().second : 0.0);
 
-  int64_t gate_runs = 0;
-  double best = 1.0, gating_s = 0;
-  std::string phase = "baseline";
-  std::map<std::pair<std::string, std::string>, std::string> not_gated;  // why a gate() returned null
-  gs.progress = [&](const gates::GateProgress& p) {
-    if (StopSignals::signal()) throw Interrupted();
-    progress.gate(phase, p, gate_runs, req.budget_trials, best);
+  int64_t gate_runs = 0, screens = 0, screened_out = 0;
+  double best = 1.0, gating_s = 0, screening_s = 0;
+  std::map<std::pair<std::string, std::string>, std::string> not_gated;  // why a manifest got no verdict
+  std::map<std::string, json> screen_of;                                 // manifest hash -> screen result
+  std::map<std::string, std::pair<double, double>> device_s_of;          // manifest hash -> (screen_s, gate_s)
+  std::vector<std::string> worker_events;                                // deaths and restarts
+  auto keep_workers = [&] {
+    if (StopSignals::signal()) launcher->no_restarts();
+    for (const auto& id : launcher->check()) {
+      worker_events.push_back(gates::utc_timestamp() + ": worker " + id + " died (" + launcher->last_log_line(id) +
+                              "); its requests were re-queued and it was restarted if it could be");
+      progress.warn("worker " + id + " died; its requests were re-queued");
+    }
+  };
+  auto stage_line = [&] {
+    std::string s;
+    for (const auto& w : client.workers())
+      if (w.heartbeat.is_object() && w.heartbeat.value("request", json()).is_string())
+        s += (s.empty() ? "" : "; ") + w.id + ": " + w.heartbeat.value("stage", "");
+    return s;
+  };
+
+  // Runs jobs through the workers: at most one request in flight per worker, so the budget is checked
+  // as each gate starts; screens first where asked; verdicts as gate() returned them before.
+  auto run_jobs = [&](std::vector<Job>& jobs) {
+    for (auto& j : jobs) {
+      j.hash = gates::manifest_hash(j.m);
+      if (auto it = done.find({j.hash, j.split}); it != done.end()) j.verdict = it->second, j.done = true;
+    }
+    auto finish_gate = [&](Job& j, const json& r) {
+      json v;
+      if (r.value("ok", false)) {
+        v = r["result"];
+      } else {
+        // A candidate that cannot even run is rejected with the reason; the run goes on.
+        v = {{"manifest", j.m.id}, {"manifest_hash", j.hash}, {"split", j.split}, {"accepted", false}, {"speedup", 0.0}, {"psnr", 0.0},
+             {"ssim", 0.0}, {"failure_signature", "could-not-run"},
+             {"gates", {{"artifacts", {{"pass", false}, {"reason", r.value("error", std::string("?"))}}}}}};
+        json row = v;
+        row["build"] = gates::Worker::build_id();
+        ledger.append(row);
+      }
+      v["out_dir"] = (out / "gates" / slug(j.m.id) / j.split).string();
+      v["worker"] = r.value("worker", "");
+      j.verdict = v;
+      j.done = true;
+      done[{j.hash, j.split}] = v;
+      if (v.value("accepted", false)) best = std::max(best, v.value("speedup", 0.0));
+      std::string failed;
+      const json verdict_gates = v.value("gates", json::object());
+      for (const auto& [g, x] : verdict_gates.items())
+        if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
+      progress.line("gate " + j.m.id + " on " + j.split + " (" + r.value("worker", "?") + "): " +
+                    (v.value("accepted", false) ? "ACCEPTED " : "rejected ") + num_text(v.value("speedup", 0.0)) + "x, worst PSNR " +
+                    quality_text(v.value("psnr", 0.0), true) + (failed.empty() ? "" : " (" + failed + ")"));
+    };
+    auto last_janitor = Clock::now();
+    while (true) {
+      int64_t in_flight = 0, alive = 0;
+      for (const auto& j : jobs) in_flight += !j.request.empty();
+      for (const auto& w : client.workers()) alive += w.state == "ready" || w.state == "loading";
+      const int64_t capacity = std::max<int64_t>(1, alive);
+      bool pending = false;
+      for (auto& j : jobs) {
+        if (j.done || !j.request.empty()) continue;
+        pending = true;
+        if (in_flight >= capacity) continue;
+        std::string why;
+        if (StopSignals::signal()) why = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " before its gate run";
+        else if (gate_runs >= req.budget_trials) why = "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials)";
+        else if (progress.left_s() <= 0) why = "time budget spent (--budget-minutes " + num_text(req.budget_minutes) + ")";
+        if (!why.empty()) {
+          not_gated[{j.hash, j.split}] = why;
+          j.done = true;
+          continue;
+        }
+        if (j.screen && j.screen_result.is_null()) {
+          ++screens;
+          j.screening = true;
+          j.request = client.submit({{"kind", "screen"}, {"model", j.m.model}, {"base", gates::to_json(base)}, {"manifest", gates::to_json(j.m)},
+                                     {"forwards", req.screen_forwards}, {"skip_ratio", j.skip_ratio}});
+        } else {
+          ++gate_runs;
+          j.screening = false;
+          j.request = client.submit({{"kind", "gate"}, {"model", j.m.model}, {"manifest", gates::to_json(j.m)}, {"split", j.split},
+                                     {"out_dir", fs::absolute(out / "gates" / slug(j.m.id) / j.split).string()}, {"settings", gate_settings},
+                                     {"ledger", fs::absolute(out / "ledger.jsonl").string()}});
+          progress.line("gate " + j.m.id + " on " + j.split + ": queued (" + j.phase + ")");
+        }
+        ++in_flight;
+      }
+      if (!pending && in_flight == 0) break;
+      for (auto& j : jobs) {
+        if (j.request.empty()) continue;
+        const auto r = client.poll(j.request);
+        if (!r) continue;
+        j.request.clear();
+        const double busy = r->value("busy_s", 0.0);
+        if (r->value("cancelled", false)) {
+          not_gated[{j.hash, j.split}] = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " during its gate run";
+          j.done = true;
+          continue;
+        }
+        if (j.screening) {
+          j.screen_s += busy;
+          screening_s += busy;
+          device_s_of[j.hash].first += busy;
+          if (!r->value("ok", false)) {
+            // A screen that failed decides nothing: the gate will say why the candidate cannot run.
+            j.screen_result = {{"error", r->value("error", std::string("?"))}};
+          } else {
+            j.screen_result = (*r)["result"];
+          }
+          j.screen_result["min_speedup"] = screen_min;
+          j.screen_result["slack"] = req.screen_slack;
+          const json est = j.screen_result.value("estimated_speedup", json());
+          const bool drop = est.is_number() && est.get<double>() * (1.0 + req.screen_slack) < screen_min;
+          j.screen_result["dropped"] = drop;
+          screen_of[j.hash] = j.screen_result;
+          if (drop) {
+            ++screened_out;
+            not_gated[{j.hash, j.split}] = "screened out by stage timing: estimated at most " + num_text(est.get<double>()) +
+                                           "x (with " + num_text(100 * req.screen_slack) + "% for noise), below the smallest tier's " +
+                                           num_text(screen_min) + "x; no full clip was spent on it";
+            progress.line("screen " + j.m.id + ": dropped (estimated " + num_text(est.get<double>()) + "x < " + num_text(screen_min) + "x)");
+            j.done = true;
+          } else {
+            progress.line("screen " + j.m.id + ": " + (est.is_number() ? "estimated " + num_text(est.get<double>()) + "x" : std::string("not bounded")) +
+                          ", gated");
+          }
+          continue;
+        }
+        j.gate_s += busy;
+        gating_s += busy;
+        device_s_of[j.hash].second += busy;
+        finish_gate(j, *r);
+      }
+      if (StopSignals::signal()) {
+        // Interrupted: the requests in flight are withdrawn and nobody waits for their answers.
+        launcher->no_restarts();
+        for (auto& j : jobs)
+          if (!j.request.empty()) {
+            client.cancel(j.request);
+            j.request.clear();
+            not_gated[{j.hash, j.split}] = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " during its gate run";
+            j.done = true;
+          }
+      }
+      if (std::chrono::duration<double>(Clock::now() - last_janitor).count() > 1.0) {
+        last_janitor = Clock::now();
+        client.requeue_dead();
+        keep_workers();
+        if (launcher->all_gone())
+          for (auto& j : jobs)
+            if (!j.done) {
+              not_gated[{j.hash, j.split}] = "every worker died (" + launcher->last_log_line(launcher->slots().front().id) + ")";
+              j.request.clear();
+              j.done = true;
+            }
+      }
+      progress.show(jobs.front().phase, gate_runs, req.budget_trials, best, stage_line());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   };
   auto gate = [&](const gates::Manifest& m, const std::string& split, const std::string& ph) -> json {
-    const std::string h = gates::manifest_hash(m);
-    if (auto it = done.find({h, split}); it != done.end()) return it->second;
-    std::string why;
-    if (StopSignals::signal()) why = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " before its gate run";
-    else if (gate_runs >= req.budget_trials) why = "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials)";
-    else if (progress.left_s() <= 0) why = "time budget spent (--budget-minutes " + num_text(req.budget_minutes) + ")";
-    if (!why.empty()) {
-      not_gated[{h, split}] = why;
-      return json();
-    }
-    ++gate_runs;
-    phase = ph;
-    progress.show(ph, gate_runs, req.budget_trials, best, m.id + " on " + split);
-    const fs::path dir = out / "gates" / slug(m.id) / split;
-    const auto t0 = Clock::now();
-    json v;
-    try {
-      v = gates::run_gate(worker, m, split, dir.string(), gs, &ledger).to_json();
-    } catch (const Interrupted&) {
-      gating_s += std::chrono::duration<double>(Clock::now() - t0).count();
-      not_gated[{h, split}] = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " during its gate run";
-      return json();
-    } catch (const Error& e) {
-      // A candidate that cannot even run is rejected with the reason; the run goes on.
-      v = {{"manifest", m.id}, {"manifest_hash", h}, {"split", split}, {"accepted", false}, {"speedup", 0.0}, {"psnr", 0.0}, {"ssim", 0.0},
-           {"failure_signature", "could-not-run"}, {"gates", {{"artifacts", {{"pass", false}, {"reason", e.what()}}}}}};
+    std::vector<Job> jobs(1);
+    jobs[0].m = m;
+    jobs[0].split = split;
+    jobs[0].phase = ph;
+    run_jobs(jobs);
+    return jobs[0].verdict;
+  };
+
+  // 1. The baseline against itself: its time is the denominator, and it fills the output cache. Its
+  // verdict and clips come from the cross-run cache when this weights/build/device/config/prompts/seed
+  // gated it before.
+  progress.line("baseline: " + base.id + (official ? " (official configuration)" : " (REDUCED configuration: no tier can be won)"));
+  auto split_prompts = all_prompts.split(req.split);
+  if (gs.max_prompts > 0 && static_cast<int64_t>(split_prompts.size()) > gs.max_prompts) split_prompts.resize(static_cast<size_t>(gs.max_prompts));
+  const std::string bkey = baseline_key(first_worker, base, req.split, split_prompts, gs);
+  const fs::path bcache = fs::path(cache) / "baselines" / bkey;
+  const fs::path base_dir_abs = out / "gates" / slug(base.id) / req.split;
+  json base_verdict;
+  bool baseline_cached = false;
+  if (!done.count({gates::manifest_hash(base), req.split})) {
+    if (auto cached = workers::read_json_file((bcache / "verdict.json").string()); cached && fs::is_directory(bcache / "gate")) {
+      copy_tree(bcache / "gate", base_dir_abs);
+      json v = *cached;
+      v["cached_from"] = bcache.string();
+      v["out_dir"] = base_dir_abs.string();
       json row = v;
       row["build"] = gates::Worker::build_id();
       ledger.append(row);
+      done[{gates::manifest_hash(base), req.split}] = v;
+      baseline_cached = true;
+      progress.line("baseline: verdict and clips reused from the cache (" + bcache.string() + ")");
     }
-    gating_s += std::chrono::duration<double>(Clock::now() - t0).count();
-    v["out_dir"] = dir.string();
-    done[{h, split}] = v;
-    if (v.value("accepted", false)) best = std::max(best, v.value("speedup", 0.0));
-    std::string failed;
-    const json verdict_gates = v.value("gates", json::object());
-    for (const auto& [g, x] : verdict_gates.items())
-      if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
-    progress.line("gate " + m.id + " on " + split + ": " + (v.value("accepted", false) ? "ACCEPTED " : "rejected ") +
-                  num_text(v.value("speedup", 0.0)) + "x, worst PSNR " + quality_text(v.value("psnr", 0.0), true) +
-                  (failed.empty() ? "" : " (" + failed + ")"));
-    return v;
-  };
-
-  // 1. The baseline against itself: its time is the denominator, and it fills the output cache.
-  progress.line("baseline: " + base.id + (official ? " (official configuration)" : " (REDUCED configuration: no tier can be won)"));
-  const json base_verdict = gate(base, req.split, "baseline");
+  }
+  base_verdict = gate(base, req.split, "baseline");
   const double base_seconds = base_verdict.is_object() ? base_verdict.value("baseline_seconds", 0.0) : 0.0;
+  if (!baseline_cached && base_verdict.is_object() && !base_verdict.contains("cached_from") && base_seconds > 0 &&
+      fs::is_directory(base_dir_abs)) {
+    try {
+      const fs::path tmp = bcache.string() + ".tmp" + std::to_string(getpid());
+      copy_tree(base_dir_abs, tmp / "gate");
+      json v = base_verdict;
+      v.erase("out_dir");
+      v["cached_at"] = gates::utc_timestamp();
+      v["cache_key"] = bkey;
+      gates::write_file_atomic((tmp / "verdict.json").string(), v.dump(2) + "\n");
+      std::error_code ec;
+      fs::remove_all(bcache, ec);
+      fs::rename(tmp, bcache);
+    } catch (const std::exception& e) {
+      progress.warn(std::string("the baseline could not be cached for later runs: ") + e.what());
+    }
+  }
 
   // 2. Executors, one process per family, in parallel; each writes manifests to its outbox.
   const auto explore_start = Clock::now();
@@ -552,7 +902,7 @@ RunOutcome run(const RunRequest& req) {
     for (const auto& a : std::vector<std::string>{"--base", base_path.string(), "--prompts", visible_path.string(), "--outbox",
                                                   box.string(), "--budget-trials", std::to_string(req.executor_trials),
                                                   "--min-psnr", std::to_string(req.gate.min_psnr),
-                                                  "--device-lock", (out / "outbox" / "device.lock").string()})
+                                                  "--serve", fs::absolute(out).string()})
       args.push_back(a);
     running[spawn_executor(args, out / "outbox" / (fam + ".log"), fam)] = fam;
     executors.back()["state"] = "running";
@@ -571,9 +921,24 @@ RunOutcome run(const RunRequest& req) {
     e["reason"] = reason;
     if (stopped_by_signal) fs::remove(out / "outbox" / fam / "done");
   };
+  long executors_rss_kb = 0;
+  auto last_check = Clock::now();
   while (!running.empty()) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    pid_t pid = 0;
+    for (const auto& [p, fam] : running) {
+      struct rusage ru {};
+      if (wait4(p, &status, WNOHANG, &ru) == p) {
+        pid = p;
+        executors_rss_kb = std::max(executors_rss_kb, ru.ru_maxrss);
+        break;
+      }
+    }
+    if (std::chrono::duration<double>(Clock::now() - last_check).count() > 1.0) {
+      last_check = Clock::now();
+      client.requeue_dead();
+      keep_workers();
+    }
     if (pid > 0 && running.count(pid)) {
       const std::string fam = running[pid];
       running.erase(pid);
@@ -612,10 +977,12 @@ RunOutcome run(const RunRequest& req) {
       running.clear();
       break;
     }
-    progress.show(stopped_at ? "stopping" : "explore", gate_runs, req.budget_trials, best);
+    progress.show(stopped_at ? "stopping" : "explore", gate_runs, req.budget_trials, best, stage_line());
     std::this_thread::sleep_for(std::chrono::milliseconds(stopped_at ? 100 : 300));
   }
   const double explore_s = std::chrono::duration<double>(Clock::now() - explore_start).count();
+  // Requests of executors that were killed are withdrawn (a worker would otherwise still run them).
+  for (const auto& fam : req.families) workers::cancel_client_requests(out.string(), "executor-" + fam);
   for (auto& e : executors) e["explored"] = explored(out / "outbox" / e.value("family", ""));
 
   // 3. Collect, de-duplicate by manifest hash, gate on the visible split.
@@ -637,7 +1004,49 @@ RunOutcome run(const RunRequest& req) {
       progress.warn(std::string("ignoring a malformed proposal: ") + e.what());
     }
   }
-  for (auto& c : cands) c.val = gate(c.m, req.split, "gate");
+  // Staged: each candidate is screened by stage timing first (a step cache with the skip ratio its
+  // executor measured), then gated; the workers take them in parallel.
+  auto skip_ratio_of = [&](const gates::Manifest& m) -> json {
+    const json want = gates::to_json(m)["flags"];
+    for (const auto& e : executors) {
+      std::ifstream in(out / "outbox" / e.value("family", "") / "trials.jsonl");
+      std::string line;
+      while (std::getline(in, line)) {
+        try {
+          const json t = json::parse(line);
+          if (!t.value("skip_ratio", json()).is_number()) continue;
+          gates::Manifest tm = base;
+          tm.id = base.model + "/trial";
+          tm.kind = "patch";
+          tm.family = m.family;
+          tm.base = base.id;
+          tm.flags = t.value("flags", json::object());
+          if (gates::to_json(gates::parse_manifest(gates::to_json(tm), "trial"))["flags"] == want) return t["skip_ratio"];
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    return json();
+  };
+  auto gate_all = [&](std::vector<Candidate>& cs, const std::string& phase) {
+    std::vector<Job> jobs;
+    for (const auto& c : cs) {
+      Job j;
+      j.m = c.m;
+      j.split = req.split;
+      j.phase = phase;
+      j.screen = screen_min > 0;
+      if (j.screen) j.skip_ratio = skip_ratio_of(c.m);
+      jobs.push_back(std::move(j));
+    }
+    if (!jobs.empty()) run_jobs(jobs);
+    for (size_t k = 0; k < cs.size(); ++k) cs[k].val = jobs[k].verdict;
+  };
+  const auto gate_phase_start = Clock::now();
+  const int64_t gate_runs_before = gate_runs;
+  gate_all(cands, "gate");
+  json phases = {{"gate", {{"wall_s", std::chrono::duration<double>(Clock::now() - gate_phase_start).count()},
+                           {"gate_runs", gate_runs - gate_runs_before}}}};
 
   // 4. Compose the best accepted candidate of each family; a composition is gated again.
   std::map<std::string, const Candidate*> best_of;
@@ -668,10 +1077,11 @@ RunOutcome run(const RunRequest& req) {
     if (!seen.insert(gates::manifest_hash(m)).second) continue;
     composed.push_back({m, gates::manifest_hash(m), json(), json()});
   }
-  for (auto& c : composed) {
-    c.val = gate(c.m, req.split, "compose");
-    cands.push_back(c);
-  }
+  const auto compose_start = Clock::now();
+  const int64_t compose_runs_before = gate_runs;
+  gate_all(composed, "compose");
+  phases["compose"] = {{"wall_s", std::chrono::duration<double>(Clock::now() - compose_start).count()}, {"gate_runs", gate_runs - compose_runs_before}};
+  for (auto& c : composed) cands.push_back(c);
 
   // 5. Tiers: per bucket, the accepted candidate with the best quality, confirmed on held-out prompts.
   json tiers = json::object(), tier_notes = json::object();
@@ -739,6 +1149,30 @@ RunOutcome run(const RunRequest& req) {
   }
   progress.clear();
 
+  // The workers leave; their final counters (held time, generating time, peak memory) go in the report.
+  launcher->stop(StopSignals::signal() ? 5 : 30);
+  json worker_rows = json::array();
+  double held_s = 0, generating_s = 0, busy_s = 0;
+  long peak_rss_kb = 0;
+  int64_t peak_device = 0;
+  for (const auto& w : client.workers()) {
+    json f = w.registration.value("final", json());
+    if (!f.is_object()) f = w.heartbeat.is_object() ? w.heartbeat : json::object();
+    const long rss = std::max<long>(f.value("peak_rss_kb", 0L), launcher->exited_max_rss_kb().count(w.id) ? launcher->exited_max_rss_kb().at(w.id) : 0L);
+    worker_rows.push_back({{"id", w.id}, {"host", w.host}, {"device", w.device}, {"device_name", w.device_name},
+                           {"threads", w.registration.value("threads", 0)}, {"load_s", w.registration.value("load_s", 0.0)},
+                           {"held_s", f.value("held_s", 0.0)}, {"busy_s", f.value("busy_s", 0.0)}, {"generating_s", f.value("generating_s", 0.0)},
+                           {"generations", f.value("generations", 0)}, {"requests", f.value("requests", 0)}, {"peak_rss_kb", rss},
+                           {"peak_device_bytes", f.value("peak_device_bytes", int64_t{0})}, {"state", w.state}});
+    held_s += f.value("held_s", 0.0);
+    generating_s += f.value("generating_s", 0.0);
+    busy_s += f.value("busy_s", 0.0);
+    peak_rss_kb = std::max(peak_rss_kb, rss);
+    peak_device = std::max<int64_t>(peak_device, f.value("peak_device_bytes", int64_t{0}));
+  }
+  struct rusage self_ru {};
+  getrusage(RUSAGE_SELF, &self_ru);
+
   // 6. The report.
   const auto& bi = runtime::build_info();
   std::string command_line;
@@ -750,14 +1184,18 @@ RunOutcome run(const RunRequest& req) {
     const json perf = base_verdict.value("gates", json::object()).value("performance", json::object()).value("details", json::object());
     if (perf.contains("baseline")) baseline["timing"] = perf["baseline"];
     baseline["clips"] = clip_links(out, out / base_dir);
+    baseline["cached"] = base_verdict.contains("cached_from");
+    baseline["cache_key"] = bkey;
+    if (base_verdict.contains("cached_from")) baseline["cached_from"] = base_verdict["cached_from"];
   } else {
     baseline["reason"] = not_gated.count({gates::manifest_hash(base), req.split}) ? not_gated[{gates::manifest_hash(base), req.split}] : "not gated";
   }
   json report = {{"schema_version", kReportSchemaVersion},
                  {"model", req.load.model},
-                 {"weights", worker.weights_label()},
-                 {"device", worker.device().is_cuda() ? "cuda" : "cpu"},
-                 {"device_name", runtime::device_name(worker.device())},
+                 {"weights", first_worker.weights},
+                 {"weights_id", first_worker.weights_id},
+                 {"device", first_worker.device},
+                 {"device_name", first_worker.device_name},
                  {"build", gates::Worker::build_id()},
                  {"official_config", official},
                  {"config", gates::to_json(base.config)},
@@ -766,8 +1204,20 @@ RunOutcome run(const RunRequest& req) {
                  {"gate_runs", gate_runs},
                  {"budget", {{"trials", req.budget_trials}, {"minutes", req.budget_minutes}, {"executor_trials", req.executor_trials}}},
                  {"elapsed_s", elapsed},
-                 {"device_seconds", {{"devices", 1}, {"total_s", elapsed}, {"gating_s", gating_s}, {"exploration_s", explore_s},
-                                     {"kind", worker.device().is_cuda() ? "GPU" : "CPU"}}},
+                 {"device_seconds", {{"devices", static_cast<int64_t>(slots.size())}, {"total_s", held_s}, {"wall_s", elapsed},
+                                     {"busy_s", busy_s}, {"generating_s", generating_s},
+                                     {"generating_share", held_s > 0 ? generating_s / held_s : 0.0},
+                                     {"gating_s", gating_s}, {"screening_s", screening_s}, {"exploration_s", explore_s},
+                                     {"kind", first_worker.device == "cuda" ? "GPU" : "CPU"}}},
+                 {"workers", worker_rows},
+                 {"worker_events", worker_events},
+                 {"phases", phases},
+                 {"memory", {{"peak_worker_rss_kb", peak_rss_kb}, {"peak_device_bytes", peak_device},
+                             {"executors_peak_rss_kb", executors_rss_kb}, {"orchestrator_peak_rss_kb", self_ru.ru_maxrss},
+                             {"models_loaded", static_cast<int64_t>(worker_rows.size())},
+                             {"note", "only the workers hold the model; the run's peak is one worker's"}}},
+                 {"screening", {{"min_speedup", screen_min}, {"slack", req.screen_slack}, {"forwards", req.screen_forwards},
+                                {"screened", screens}, {"dropped", screened_out}}},
                  {"environment", {{"timestamp", started_at},
                                   {"finished", gates::utc_timestamp()},
                                   {"command_line", command_line},
@@ -794,6 +1244,12 @@ RunOutcome run(const RunRequest& req) {
                   {"verdicts", verdicts},   {"flags", c.m.flags},     {"lossless", c.m.lossless},
                   {"gated", !c.val.is_null()}, {"failure_signature", c.get("failure_signature", std::string())},
                   {"parents", c.m.parents}};
+    if (screen_of.count(c.hash)) entry["screen"] = screen_of[c.hash];
+    if (device_s_of.count(c.hash))
+      entry["device_seconds"] = {{"screen_s", device_s_of[c.hash].first}, {"gate_s", device_s_of[c.hash].second},
+                                 {"total_s", device_s_of[c.hash].first + device_s_of[c.hash].second}};
+    entry["screened_out"] = screen_of.count(c.hash) && screen_of[c.hash].value("dropped", false);
+    if (c.val.is_object() && c.val.contains("worker")) entry["worker"] = c.val["worker"];
     if (c.val.is_null()) {
       const auto it = not_gated.find({c.hash, req.split});
       entry["not_gated_reason"] = it != not_gated.end() ? it->second : "not gated";

@@ -2,6 +2,7 @@
 // The master process of `autooptim run`: runs the baseline, spawns one executor process per family,
 // gates what they propose, composes the survivors across families, checks every tier candidate on the
 // held-out prompts, and writes the report. Resumable from its ledger.
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,7 +33,41 @@ struct RunRequest {
   // not (empty: off).
   std::string fail_if_no_tier;
   std::vector<std::string> command_line;  // as typed, for the report's environment block
+
+  // Workers (docs/workers.md): one process per device holds the model; everything else sends requests.
+  std::string gpus;        // --gpus all|0,1,...: one worker per GPU (empty: one on the run's device)
+  int64_t workers = 1;     // --workers N: CPU workers (the cores shared out)
+  int64_t gpu_count = 0;   // GPUs this process sees (filled by the CLI)
+  int64_t cpu_cores = 1;   // cores this process may use (filled by the CLI)
+  double worker_dead_after_s = 30;  // heartbeat silence after which a worker's requests are re-queued
+  // Staged evaluation: a candidate is screened by stage timing first and dropped when its optimistic
+  // estimated speedup, with screen_slack for noise, stays below screen_min_speedup. -1: the smallest
+  // tier (1.5x) at the official configuration, off at a reduced one. 0: off.
+  double screen_min_speedup = -1;
+  double screen_slack = 0.10;
+  int64_t screen_forwards = 3;
+  // Baseline clips and the baseline's own gate verdict, reused across runs (keyed by the weights'
+  // identity, the build, the device, the baseline manifest, the prompts and the seed). Empty: OUT/baseline-cache.
+  std::string baseline_cache;
+  // --plan: calibrate (one forward, one decode on one worker), print the estimate and exit; exit 2 when
+  // the budget cannot gate one candidate.
+  bool plan = false;
 };
+
+// What --plan estimates from a calibration (seconds of device time).
+struct PlanEstimate {
+  double load_s = 0, clip_s = 0, forward_s = 0, decode_s = 0, text_s = 0;
+  double gate_s = 0;          // one gate run
+  double screen_s = 0;        // one screen
+  double trial_s = 0;         // one executor trial
+  double baseline_gate_s = 0, exploration_s = 0, gating_s = 0, total_device_s = 0, wall_s = 0;
+  double min_budget_s = 0;    // the least budget that gates one candidate
+  int64_t workers = 1, gates_fit = 0;
+  bool enough = false;
+  std::string why;            // when not enough
+};
+// The estimate of a run from a calibration result (the worker's "calibrate" response).
+PlanEstimate estimate_plan(const RunRequest& req, const nlohmann::json& calibration, int64_t prompts_in_split);
 
 // What a run ended with: the report's path, the exit status and why it is not 0.
 struct RunOutcome {

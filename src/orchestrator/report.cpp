@@ -219,6 +219,24 @@ std::string render_markdown(const json& r) {
   o << "\n## Device time\n\n" << ds.value("kind", "device") << "-seconds: " << num(get(ds, "total_s"), 0) << " (" << get(ds, "devices", 1)
     << " device for " << num(get(ds, "total_s"), 0) << " s of wall time: gating " << num(get(ds, "gating_s"), 0) << " s, exploration "
     << num(get(ds, "exploration_s"), 0) << " s); " << r.value("gate_runs", 0) << " gate runs.\n";
+  if (ds.contains("generating_share")) {
+    o << "\nGenerating (inside the pipeline's generations, forwards and decodes): " << num(get(ds, "generating_s"), 0) << " of "
+      << num(get(ds, "total_s"), 0) << " device-seconds held by the workers (" << num(100 * get(ds, "generating_share"), 0) << "%); screening "
+      << num(get(ds, "screening_s"), 0) << " s, gating " << num(get(ds, "gating_s"), 0) << " s, wall " << num(get(ds, "wall_s"), 0) << " s.\n";
+    const json& mem = obj(r, "memory");
+    o << "\nMemory: " << mem.value("models_loaded", 0) << " model load(s), one per worker; peak worker RSS "
+      << num(get(mem, "peak_worker_rss_kb") / 1e6, 2) << " GB, peak device memory " << num(get(mem, "peak_device_bytes") / 1e9, 2)
+      << " GB (one worker's); executors (no model) " << num(get(mem, "executors_peak_rss_kb") / 1e6, 2) << " GB.\n\n";
+    for (const auto& w : arr(r, "workers"))
+      o << "- worker `" << str(w, "id") << "` on " << str(w, "device_name") << ": load " << num(get(w, "load_s"), 1) << " s, held "
+        << num(get(w, "held_s"), 0) << " s, busy " << num(get(w, "busy_s"), 0) << " s, " << w.value("requests", 0) << " requests\n";
+    o << "\nDevice-seconds per candidate (screen + gate):\n\n";
+    for (const auto& c : arr(r, "candidates")) {
+      const json& d = obj(c, "device_seconds");
+      o << "- `" << c.value("id", "") << "`: " << num(get(d, "total_s"), 1) << " s (screen " << num(get(d, "screen_s"), 1) << ", gate "
+        << num(get(d, "gate_s"), 1) << ")" << (c.value("screened_out", false) ? ", screened out" : "") << "\n";
+    }
+  }
   const json& env = obj(r, "environment");
   const json& bi = obj(env, "build");
   o << "\n## Environment\n\n- started " << str(env, "timestamp") << ", finished " << str(env, "finished") << "\n- command: `" << str(env, "command_line")

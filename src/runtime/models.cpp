@@ -1,5 +1,9 @@
 #include "runtime/models.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+#include <cstdlib>
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -217,6 +221,17 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
 }
 
 LoadedModel load_model(const LoadRequest& req) {
+  // Every load, by any process, is one line in AUTOOPTIM_LOAD_LOG when set: how a test (or a user)
+  // proves that a run loads the model once per worker and nowhere else.
+  if (const char* log = std::getenv("AUTOOPTIM_LOAD_LOG"); log && *log) {
+    const int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      const std::string line = std::to_string(::getpid()) + " " + req.model + "\n";
+      ssize_t n = ::write(fd, line.data(), line.size());
+      (void)n;
+      ::close(fd);
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel out;
   out.name = req.model;

@@ -1,0 +1,690 @@
+#include "workers/server.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "executors/executor.h"
+#include "executors/trial_runner.h"
+#include "gates/atomic_file.h"
+#include "gates/gate.h"
+#include "gates/generate_params.h"
+#include "gates/ledger.h"
+#include "gates/sha256.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/forward_context.h"
+#include "runtime/stats.h"
+#include "runtime/techniques/engagement.h"
+#include "runtime/techniques/kernel/cuda_graph.h"
+#include "runtime/techniques/registry.h"
+#include "workers/protocol.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace autooptim::workers {
+namespace {
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+struct Abandon : std::exception {
+  bool requeue;  // true: put the request back (we are leaving); false: it was cancelled
+  explicit Abandon(bool r) : requeue(r) {}
+  const char* what() const noexcept override { return requeue ? "worker leaving" : "cancelled"; }
+};
+
+std::string host_name() {
+  char b[256] = {0};
+  if (gethostname(b, sizeof b - 1) != 0) return "?";
+  return b;
+}
+
+long max_rss_kb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+bool valid_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; });
+}
+
+// The identity of the weights for caches: the checkpoint folder's files (path, size, mtime) and the
+// first MiB of each, hashed; for synthetic weights the model name (they are made from a fixed seed).
+std::string weights_identity(const runtime::LoadRequest& r) {
+  if (r.weights_dir.empty()) return "synthetic-" + r.model;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(r.weights_dir))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::string acc;
+  for (const auto& f : files) {
+    acc += fs::relative(f, r.weights_dir).string() + ":" + std::to_string(fs::file_size(f)) + "\n";
+    std::ifstream in(f, std::ios::binary);
+    std::string head(1 << 20, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    acc += gates::sha256_hex(head) + "\n";
+  }
+  return gates::sha256_hex(acc).substr(0, 16);
+}
+
+class Server {
+ public:
+  explicit Server(const ServeOptions& o) : o_(o), layout_{o.run_dir}, dir_(layout_.worker(o.worker_id)) {}
+
+  int run();
+
+ private:
+  // --- registration and heartbeat
+  void write_registration(const std::string& state, const std::string& error = "");
+  void heartbeat_loop();
+  json counters();
+  bool told_to_stop() const {
+    return g_signal.load() != 0 || fs::exists(layout_.stop_all()) || fs::exists(dir_ / "stop") || fs::exists(dir_ / "dead");
+  }
+  void check_abandon(const std::string& id) {
+    if (g_signal.load() != 0 || fs::exists(dir_ / "dead")) throw Abandon(true);
+    if (fs::exists(fs::path(layout_.cancel()) / id)) throw Abandon(false);
+  }
+  void set_stage(const std::string& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    stage_ = s;
+  }
+
+  // --- requests
+  void serve_one(const fs::path& claimed, const std::string& name);
+  json handle(const json& req);
+  json do_trial(const json& req);
+  json do_traces(const json& req);
+  json do_gate(const json& req);
+  json do_screen(const json& req);
+  json do_calibrate(const json& req);
+
+  // Stage timing helpers (as `autooptim bench` times them).
+  struct Shape {
+    at::Tensor x, t, ctx;
+    int64_t latent_frames = 0, h = 0, w = 0;
+  };
+  Shape shape_for(const gates::Manifest& base);
+  double time_forwards(const gates::Manifest& m, const Shape& s, int64_t k, int64_t step, const std::string& id);
+  double time_decode(const gates::Manifest& m, const Shape& s);
+  double time_text(const gates::Manifest& m);
+  void warm(const gates::Manifest& base, const gates::Prompt& p);
+
+  ServeOptions o_;
+  Layout layout_;
+  fs::path dir_;
+  std::unique_ptr<gates::Worker> worker_;
+  json registration_;
+  std::mutex mu_;
+  std::string current_, stage_, state_ = "loading";
+  std::atomic<bool> quit_{false}, loaded_{false};
+  double snap_gen_s_ = 0;  // generating seconds and generations at the last request's end (under mu_)
+  int64_t snap_gens_ = 0;
+  const Clock::time_point born_ = Clock::now();
+  double busy_s_ = 0, extra_generating_s_ = 0, load_s_ = 0;
+  int64_t requests_ = 0, extra_generations_ = 0;
+  int64_t heartbeat_seq_ = 0;
+  std::set<std::string> warmed_;
+  std::map<std::string, json> calibrations_;  // base manifest hash -> calibrate result
+};
+
+json Server::counters() {
+  std::lock_guard<std::mutex> l(mu_);
+  const double gen = snap_gen_s_;
+  const int64_t gens = snap_gens_;
+  const at::Device dev = o_.load.precision.device;
+  json j = {{"seq", ++heartbeat_seq_},
+            {"state", state_},
+            {"request", current_.empty() ? json() : json(current_)},
+            {"stage", stage_},
+            {"busy_s", busy_s_},
+            {"generating_s", gen},
+            {"generations", gens},
+            {"requests", requests_},
+            {"held_s", std::chrono::duration<double>(Clock::now() - born_).count()},
+            {"load_s", load_s_},
+            {"peak_rss_kb", max_rss_kb()},
+            {"peak_device_bytes", dev.is_cuda() && loaded_.load() ? runtime::peak_memory_bytes(dev) : 0},
+            {"time", gates::utc_timestamp()}};
+  return j;
+}
+
+void Server::write_registration(const std::string& state, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    state_ = state;
+  }
+  registration_["state"] = state;
+  if (!error.empty()) registration_["error"] = error;
+  registration_["updated"] = gates::utc_timestamp();
+  if (state == "stopped" || state == "failed") registration_["final"] = counters();
+  gates::write_file_atomic((dir_ / "worker.json").string(), registration_.dump(2) + "\n");
+}
+
+void Server::heartbeat_loop() {
+  while (!quit_.load()) {
+    try {
+      gates::write_file_atomic((dir_ / "heartbeat.json").string(), counters().dump() + "\n");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "worker %s: heartbeat: %s\n", o_.worker_id.c_str(), e.what());
+    }
+    for (int i = 0; i < 20 && !quit_.load(); ++i) std::this_thread::sleep_for(std::chrono::duration<double>(o_.heartbeat_s / 20));
+  }
+}
+
+int Server::run() {
+  if (!valid_id(o_.worker_id)) throw Error("--worker-id '" + o_.worker_id + "': use 1-64 letters, digits, '-', '_' or '.'");
+  fs::create_directories(dir_);
+  for (const auto& d : {layout_.queue(), layout_.responses(), layout_.cancel()}) fs::create_directories(d);
+  // An id held by a live worker of this host is refused; a dead predecessor's claims are queued again.
+  if (auto prev = read_json_file((dir_ / "worker.json").string())) {
+    const std::string st = prev->value("state", "");
+    const int64_t pid = prev->value("pid", int64_t{0});
+    if ((st == "loading" || st == "ready") && !fs::exists(dir_ / "dead") && prev->value("host", "") == host_name() && pid > 0 &&
+        pid != getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0)
+      throw Error("--worker-id " + o_.worker_id + " is taken by a live worker (pid " + std::to_string(pid) + ") in " + o_.run_dir);
+  }
+  std::error_code ec;
+  if (fs::is_directory(dir_ / "claimed", ec))
+    for (const auto& e : fs::directory_iterator(dir_ / "claimed", ec)) {
+      auto req = read_json_file(e.path().string());
+      if (req) {
+        (*req)["attempt"] = req->value("attempt", 0) + 1;
+        gates::write_file_atomic((fs::path(layout_.queue()) / e.path().filename()).string(), req->dump() + "\n");
+      }
+      fs::remove(e.path(), ec);
+    }
+  fs::remove(dir_ / "dead", ec);
+  fs::remove(dir_ / "stop", ec);
+  fs::create_directories(dir_ / "claimed");
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, SIGTERM);
+  sigaddset(&unblock, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+
+  if (o_.threads > 0) at::set_num_threads(static_cast<int>(o_.threads));
+  const bool cuda = o_.load.precision.device.is_cuda();
+  registration_ = {{"protocol", kProtocolVersion},
+                   {"id", o_.worker_id},
+                   {"host", host_name()},
+                   {"pid", static_cast<int64_t>(getpid())},
+                   {"model", o_.load.model},
+                   {"weights", o_.load.weights_dir.empty() ? "synthetic" : fs::absolute(o_.load.weights_dir).string()},
+                   {"device", cuda ? "cuda" : "cpu"},
+                   {"cuda_visible_devices", std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : ""},
+                   {"threads", at::get_num_threads()},
+                   {"build", gates::Worker::build_id()},
+                   {"started", gates::utc_timestamp()}};
+  write_registration("loading");
+  std::thread hb([this] { heartbeat_loop(); });
+  struct Join {
+    std::thread& t;
+    std::atomic<bool>& q;
+    ~Join() {
+      q.store(true);
+      if (t.joinable()) t.join();
+    }
+  } join{hb, quit_};
+
+  try {
+    registration_["weights_id"] = weights_identity(o_.load);
+    const auto t0 = Clock::now();
+    worker_ = std::make_unique<gates::Worker>(o_.load);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      load_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    registration_["weights"] = worker_->weights_label();
+    registration_["device_name"] = runtime::device_name(worker_->device());
+    registration_["load_s"] = load_s_;
+    registration_["dtype"] = o_.load.options.dtype;
+    loaded_.store(true);
+  } catch (const std::exception& e) {
+    write_registration("failed", e.what());
+    throw;
+  }
+  write_registration("ready");
+  std::fprintf(stderr, "worker %s: %s loaded in %.1f s on %s; serving %s\n", o_.worker_id.c_str(), o_.load.model.c_str(), load_s_,
+               registration_.value("device_name", "").c_str(), o_.run_dir.c_str());
+  std::fflush(stderr);
+
+  auto idle_since = Clock::now();
+  while (!told_to_stop()) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(layout_.queue(), ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind(".tmp", 0) != 0 && n.size() > 5 && n.substr(n.size() - 5) == ".json") names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    bool served = false;
+    for (const auto& n : names) {
+      const fs::path q = fs::path(layout_.queue()) / n;
+      auto req = read_json_file(q.string());
+      if (!req) continue;  // claimed by another worker meanwhile
+      if (req->contains("worker") && req->value("worker", "") != o_.worker_id) continue;
+      const fs::path claimed = dir_ / "claimed" / n;
+      if (::rename(q.c_str(), claimed.c_str()) != 0) continue;  // another worker won it
+      serve_one(claimed, n);
+      served = true;
+      idle_since = Clock::now();
+      break;  // re-read the queue: FIFO across clients
+    }
+    if (o_.max_requests > 0 && requests_ >= o_.max_requests) break;
+    if (!served) {
+      if (o_.idle_exit_s > 0 && std::chrono::duration<double>(Clock::now() - idle_since).count() > o_.idle_exit_s) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (fs::exists(dir_ / "dead")) {
+    std::fprintf(stderr, "worker %s: declared dead by a janitor; leaving\n", o_.worker_id.c_str());
+    return 1;
+  }
+  write_registration("stopped");
+  std::fprintf(stderr, "worker %s: stopped after %lld requests\n", o_.worker_id.c_str(), static_cast<long long>(requests_));
+  return 0;
+}
+
+void Server::serve_one(const fs::path& claimed, const std::string& name) {
+  auto req = read_json_file(claimed.string());
+  if (!req) {
+    std::error_code ec;
+    fs::remove(claimed, ec);
+    return;
+  }
+  const std::string id = req->value("id", name);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    current_ = id;
+    stage_ = req->value("kind", "");
+  }
+  const auto t0 = Clock::now();
+  const double gen0 = worker_->generating_seconds() + extra_generating_s_;
+  const int64_t gens0 = worker_->generations() + extra_generations_;
+  json resp = {{"id", id}, {"kind", req->value("kind", "")}, {"worker", o_.worker_id}, {"attempt", req->value("attempt", 0)},
+               {"ok", false}, {"cancelled", false}};
+  bool requeue = false;
+  try {
+    resp["result"] = handle(*req);
+    resp["ok"] = true;
+  } catch (const Abandon& a) {
+    if (a.requeue) requeue = true;
+    else {
+      resp["cancelled"] = true;
+      resp["error"] = "cancelled by its client";
+    }
+  } catch (const c10::Error& e) {
+    resp["error"] = std::string("libtorch: ") + e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    resp["error"] = e.what();
+  }
+  const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    busy_s_ += busy;
+    ++requests_;
+    snap_gen_s_ = worker_->generating_seconds() + extra_generating_s_;
+    snap_gens_ = worker_->generations() + extra_generations_;
+    current_.clear();
+    stage_.clear();
+  }
+  std::error_code ec;
+  if (requeue) {
+    // Leaving (signal, or declared dead): the request goes back for another worker, unanswered.
+    if (!fs::exists(dir_ / "dead")) gates::write_file_atomic((fs::path(layout_.queue()) / name).string(), req->dump() + "\n");
+    fs::remove(claimed, ec);
+    return;
+  }
+  resp["busy_s"] = busy;
+  resp["generating_s"] = worker_->generating_seconds() + extra_generating_s_ - gen0;
+  resp["generations"] = worker_->generations() + extra_generations_ - gens0;
+  resp["finished"] = gates::utc_timestamp();
+  resp["peak_rss_kb"] = max_rss_kb();
+  gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.dump() + "\n");
+  fs::remove(claimed, ec);
+  fs::remove(fs::path(layout_.cancel()) / id, ec);
+}
+
+json Server::handle(const json& req) {
+  const std::string kind = req.value("kind", "");
+  if (req.contains("model") && req.value("model", "") != o_.load.model)
+    throw Error("request for model '" + req.value("model", "") + "', this worker serves '" + o_.load.model + "'");
+  if (kind == "trial") return do_trial(req);
+  if (kind == "traces") return do_traces(req);
+  if (kind == "gate") return do_gate(req);
+  if (kind == "screen") return do_screen(req);
+  if (kind == "calibrate") return do_calibrate(req);
+  if (kind == "ping") return {{"pong", true}};
+  throw Error("unknown request kind '" + kind + "' (trial, traces, screen, calibrate, gate)");
+}
+
+gates::Manifest manifest_of(const json& j, const std::string& what) {
+  if (!j.is_object()) throw Error("request without its " + what + " manifest");
+  return gates::parse_manifest(j, what);
+}
+
+std::vector<gates::Prompt> prompts_of(const json& req) {
+  std::vector<gates::Prompt> out;
+  for (const auto& p : req.value("prompts", json::array())) {
+    gates::Prompt q;
+    q.id = p.value("id", "");
+    q.text = p.value("text", p.value("prompt", ""));
+    q.category = p.value("category", "");
+    for (const auto& s : p.value("splits", json::array())) {
+      const std::string sp = s.get<std::string>();
+      if (sp.rfind("heldout", 0) == 0) throw Error("trial requests take visible prompts only (" + q.id + " is held out)");
+      q.splits.push_back(sp);
+    }
+    out.push_back(q);
+  }
+  if (out.empty()) throw Error("request without prompts");
+  return out;
+}
+
+// The trial's candidate: the base with these flags (as the executors' TrialRunner built it).
+gates::Manifest trial_manifest(const gates::Manifest& base, const json& flags, const std::string& label) {
+  gates::Manifest m = base;
+  m.id = base.model + "/trial";
+  m.family = "composite";
+  m.kind = "patch";
+  m.flags = flags;
+  m.base = base.id;
+  return gates::parse_manifest(gates::to_json(m), "trial " + label);
+}
+
+void Server::warm(const gates::Manifest& base, const gates::Prompt& p) {
+  const std::string h = gates::manifest_hash(base);
+  if (warmed_.count(h)) return;
+  set_stage("warm-up");
+  worker_->run(base, p);  // untimed: allocator and kernel selection
+  warmed_.insert(h);
+}
+
+json Server::do_trial(const json& req) {
+  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
+  const auto prompts = prompts_of(req);
+  const std::string label = req.value("label", "");
+  const json flags = req.value("flags", json::object());
+  const gates::Manifest cand = trial_manifest(base, flags, label);
+  const auto opts = gates::to_runtime_options(cand);
+  const std::string id = req.value("id", "");
+  warm(base, prompts[0]);
+  executors::Trial t;
+  t.flags = flags;
+  t.label = label;
+  const int64_t n = std::min<int64_t>(std::max<int64_t>(1, req.value("n", int64_t{1})), static_cast<int64_t>(prompts.size()));
+  std::vector<double> bt, ct;
+  double worst = 100.0, skip_sum = 0, density_sum = 0;
+  int64_t skip_runs = 0, density_runs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& p = prompts[static_cast<size_t>(i)];
+    check_abandon(id);
+    set_stage("trial " + label + ": baseline " + p.id);
+    const gates::RunOutput b = worker_->run(base, p);  // interleaved: baseline then candidate
+    if (!b.error.empty()) throw Error("the baseline failed: " + b.error);
+    bt.push_back(b.seconds);
+    check_abandon(id);
+    set_stage("trial " + label + ": candidate " + p.id);
+    const gates::RunOutput c = worker_->run(cand, p);
+    if (!c.error.empty()) throw Error("trial " + label + ": " + c.error);
+    ct.push_back(c.seconds);
+    for (const auto& problem : runtime::engagement_problems(opts, c.trace))
+      if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
+    worst = std::min(worst, executors::clip_psnr(c.video, b.video));
+    if (c.trace.has("cache.skip_ratio")) skip_sum += c.trace.get("cache.skip_ratio"), ++skip_runs;
+    if (c.trace.has("sparse.attention.density")) density_sum += c.trace.get("sparse.attention.density"), ++density_runs;
+  }
+  if (skip_runs) t.skip_ratio = skip_sum / skip_runs;
+  if (density_runs) t.density = density_sum / density_runs;
+  t.prompts = n;
+  t.baseline_s = runtime::TimingStats::of(bt).median;
+  t.candidate_s = runtime::TimingStats::of(ct).median;
+  t.speedup = t.candidate_s > 0 ? t.baseline_s / t.candidate_s : 0.0;
+  t.psnr_min = worst;
+  return t.to_json();
+}
+
+json Server::do_traces(const json& req) {
+  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
+  const auto prompts = prompts_of(req);
+  const std::string label = req.value("label", "");
+  const gates::Manifest cand = trial_manifest(base, req.value("flags", json::object()), label);
+  const int64_t n = std::min<int64_t>(std::max<int64_t>(1, req.value("n", int64_t{1})), static_cast<int64_t>(prompts.size()));
+  warm(base, prompts[0]);
+  json traces = json::array();
+  for (int64_t i = 0; i < n; ++i) {
+    check_abandon(req.value("id", ""));
+    set_stage("calibration " + label);
+    const gates::RunOutput r = worker_->run(cand, prompts[static_cast<size_t>(i)]);
+    if (!r.error.empty()) throw Error("calibration " + label + ": " + r.error);
+    traces.push_back(r.trace.to_json());
+  }
+  return {{"traces", traces}};
+}
+
+json Server::do_gate(const json& req) {
+  const gates::Manifest m = manifest_of(req.value("manifest", json()), "gated");
+  const std::string split = req.value("split", "");
+  const std::string out_dir = req.value("out_dir", "");
+  if (split.empty() || out_dir.empty()) throw Error("gate request without split or out_dir");
+  const json s = req.value("settings", json::object());
+  gates::GateSettings g;
+  g.prompts_dir = s.value("prompts_dir", g.prompts_dir);
+  g.manifests_dir = s.value("manifests_dir", g.manifests_dir);
+  g.cache_dir = s.value("cache_dir", g.cache_dir);
+  g.timing_repeats = s.value("timing_repeats", g.timing_repeats);
+  g.min_margin = s.value("min_margin", g.min_margin);
+  g.min_psnr = s.value("min_psnr", g.min_psnr);
+  g.min_ssim = s.value("min_ssim", g.min_ssim);
+  g.lossless_psnr = s.value("lossless_psnr", g.lossless_psnr);
+  g.off_time_tolerance = s.value("off_time_tolerance", g.off_time_tolerance);
+  g.exact_off_identity = s.value("exact_off_identity", g.exact_off_identity);
+  g.max_prompts = s.value("max_prompts", g.max_prompts);
+  const std::string id = req.value("id", "");
+  g.progress = [this, id](const gates::GateProgress& p) {
+    check_abandon(id);
+    set_stage(p.stage + " (run " + std::to_string(p.run) + "/" + std::to_string(p.runs) + ")");
+  };
+  std::optional<gates::Ledger> ledger;
+  if (req.contains("ledger") && req["ledger"].is_string()) ledger.emplace(req["ledger"].get<std::string>());
+  return gates::run_gate(*worker_, m, split, out_dir, g, ledger ? &*ledger : nullptr).to_json();
+}
+
+// --- stage timing (screen, calibrate): a transformer forward at the run's shape, a decode, the text
+// encoder, each after warm-up, with a full synchronisation around the timed region.
+
+Server::Shape Server::shape_for(const gates::Manifest& base) {
+  at::InferenceMode guard;
+  auto& pipe = worker_->pipeline();
+  const auto& tc = pipe.transformer()->config();
+  const auto& vc = pipe.vae()->config();
+  Shape s;
+  s.latent_frames = (base.config.frames - 1) / vc.scale_factor_temporal + 1;
+  s.h = base.config.height / vc.scale_factor_spatial;
+  s.w = base.config.width / vc.scale_factor_spatial;
+  const int64_t L = s.latent_frames * (s.h / tc.patch_size[1]) * (s.w / tc.patch_size[2]);
+  const auto dev = worker_->device();
+  pipe.set_options(gates::to_runtime_options(base));
+  s.ctx = pipe.encode_text({"a red fox running through fresh snow"});
+  auto gen = at::detail::createCPUGenerator(0);
+  s.x = at::randn({1, vc.z_dim, s.latent_frames, s.h, s.w}, gen, at::kFloat).to(dev);
+  s.t = at::full({1, L}, 999.0f, at::TensorOptions().device(dev));
+  return s;
+}
+
+double Server::time_forwards(const gates::Manifest& m, const Shape& s, int64_t k, int64_t step, const std::string& id) {
+  const auto opts = gates::to_runtime_options(m);
+  auto& pipe = worker_->pipeline_for(opts.dtype);
+  pipe.set_options(opts);
+  const auto dev = worker_->device();
+  const at::Tensor x = s.x.to(dev, pipe.precision().compute), ctx = s.ctx.to(dev, pipe.precision().compute);
+  runtime::Trace trace;
+  runtime::CrossKVCache graph_kv;
+  runtime::techniques::CudaGraphs graphs;
+  at::InferenceMode guard;
+  auto one = [&] {
+    runtime::CrossKVCache kv;
+    runtime::ForwardContext fc;
+    fc.options = &pipe.options();
+    fc.trace = &trace;
+    fc.cross_kv = opts.cuda_graph ? &graph_kv : &kv;
+    fc.step = step;
+    fc.steps = std::max<int64_t>(step + 1, m.config.steps);
+    if (opts.cuda_graph) fc.cuda_graphs = &graphs;
+    pipe.transformer()->forward(x, s.t, ctx, nullptr, &fc);
+  };
+  one();  // warm-up (captures the graph when cuda_graph is on)
+  if (opts.cuda_graph) one();
+  double best = std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < k; ++i) {
+    check_abandon(id);
+    runtime::device_synchronize(dev);
+    const auto t0 = Clock::now();
+    one();
+    const double sec = runtime::synced_seconds_since(t0, dev);
+    extra_generating_s_ += sec;
+    best = std::min(best, sec);
+  }
+  return best;
+}
+
+double Server::time_decode(const gates::Manifest& m, const Shape& s) {
+  auto& pipe = worker_->pipeline_for(gates::to_runtime_options(m).dtype);
+  pipe.set_options(gates::to_runtime_options(m));
+  const auto dev = worker_->device();
+  at::InferenceMode guard;
+  runtime::device_synchronize(dev);
+  const auto t0 = Clock::now();
+  pipe.decode(s.x);
+  const double sec = runtime::synced_seconds_since(t0, dev);
+  extra_generating_s_ += sec;
+  return sec;
+}
+
+double Server::time_text(const gates::Manifest& m) {
+  auto& pipe = worker_->pipeline_for(gates::to_runtime_options(m).dtype);
+  const auto dev = worker_->device();
+  at::InferenceMode guard;
+  runtime::device_synchronize(dev);
+  const auto t0 = Clock::now();
+  pipe.encode_text({"a red fox running through fresh snow", ""});
+  const double sec = runtime::synced_seconds_since(t0, dev);
+  extra_generating_s_ += sec;
+  return sec;
+}
+
+json Server::do_calibrate(const json& req) {
+  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
+  const std::string h = gates::manifest_hash(base);
+  if (auto it = calibrations_.find(h); it != calibrations_.end()) return it->second;
+  set_stage("calibration: forward");
+  const Shape s = shape_for(base);
+  const double fwd = time_forwards(base, s, 1, base.config.steps / 2, req.value("id", ""));
+  set_stage("calibration: decode");
+  time_decode(base, s);  // warm-up of the decoder's kernels
+  const double dec = time_decode(base, s);
+  const double text = time_text(base);
+  const int64_t per_step = base.config.guidance > 1.0 ? 2 : 1;
+  const int64_t forwards = base.config.steps * per_step;
+  json r = {{"text_s", text}, {"forward_s", fwd}, {"decode_s", dec}, {"forwards_per_clip", forwards},
+            {"clip_estimate_s", text + forwards * fwd + dec}, {"worker_load_s", load_s_},
+            {"config", gates::to_json(base.config)}};
+  calibrations_[h] = r;
+  ++extra_generations_;
+  return r;
+}
+
+// Whether a manifest's techniques touch the decoder (a decode is timed then).
+bool changes_decoder(const gates::Manifest& m) {
+  const auto opts = gates::to_runtime_options(m);
+  for (const auto& name : runtime::techniques::techniques_on(opts))
+    if (const auto* t = runtime::techniques::find(name))
+      for (const auto& hook : t->hooks)
+        if (hook.find("vae") != std::string::npos || hook.find("decode") != std::string::npos) return true;
+  return false;
+}
+
+json Server::do_screen(const json& req) {
+  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
+  const gates::Manifest cand = manifest_of(req.value("manifest", json()), "screened");
+  const std::string id = req.value("id", "");
+  const int64_t k = std::clamp<int64_t>(req.value("forwards", int64_t{3}), 1, 100);
+  const json cal = do_calibrate({{"base", gates::to_json(base)}, {"id", id}});
+  set_stage("screen: forwards");
+  const Shape s = shape_for(base);
+  // The forwards of both, interleaved, at the middle of the schedule; the best of each (an optimistic
+  // bound for the candidate: the screen drops only what cannot reach a tier).
+  const int64_t step = base.config.steps / 2;
+  double bf = std::numeric_limits<double>::infinity(), cf = bf;
+  for (int64_t i = 0; i < k; ++i) {
+    bf = std::min(bf, time_forwards(base, s, 1, step, id));
+    cf = std::min(cf, time_forwards(cand, s, 1, step, id));
+  }
+  // A step-dependent technique (sparse after its dense steps) is also timed at the last step.
+  cf = std::min(cf, time_forwards(cand, s, 1, base.config.steps - 1, id));
+  const bool dec = changes_decoder(cand);
+  double bd = cal.value("decode_s", 0.0), cd = bd;
+  if (dec) {
+    set_stage("screen: decode");
+    bd = time_decode(base, s);
+    cd = time_decode(cand, s);
+  }
+  const double text = cal.value("text_s", 0.0);
+  const int64_t forwards = cal.value("forwards_per_clip", int64_t{1});
+  const json skip = req.value("skip_ratio", json());
+  const bool skips = !runtime::techniques::techniques_on(gates::to_runtime_options(cand)).empty() &&
+                     [&] {
+                       for (const auto& n : runtime::techniques::techniques_on(gates::to_runtime_options(cand)))
+                         if (const auto* t = runtime::techniques::find(n); t && t->family == "cache") return true;
+                       return false;
+                     }();
+  const double skip_ratio = skip.is_number() ? std::clamp(skip.get<double>(), 0.0, 1.0) : 0.0;
+  const double base_est = text + forwards * bf + bd;
+  const double cand_est = text + forwards * cf * (1.0 - skip_ratio) + cd;
+  json r = {{"base_forward_s", bf}, {"cand_forward_s", cf}, {"decode", dec}, {"base_decode_s", bd}, {"cand_decode_s", cd},
+            {"text_s", text}, {"forwards_per_clip", forwards}, {"skip_ratio", skip.is_number() ? json(skip_ratio) : json()},
+            {"base_estimate_s", base_est}, {"cand_estimate_s", cand_est},
+            {"estimated_speedup", cand_est > 0 ? base_est / cand_est : 0.0}};
+  // A step cache whose skip ratio nobody measured cannot be bounded from forward times.
+  if (skips && !skip.is_number()) {
+    r["estimated_speedup"] = nullptr;
+    r["unbounded"] = "a step cache without a measured skip ratio: forward times cannot bound its speedup";
+  }
+  return r;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& options) {
+  Server s(options);
+  return s.run();
+}
+
+}  // namespace autooptim::workers
