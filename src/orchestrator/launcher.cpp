@@ -140,6 +140,24 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Local
+
+LocalWorkers::LocalWorkers(std::string run_dir, std::vector<std::string> model_cli, std::vector<workers::WorkerSlot> slots, int max_restarts)
+    : l_(std::move(run_dir), std::move(model_cli), std::move(slots), max_restarts) {}
+
+std::vector<std::string> LocalWorkers::worker_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& s : l_.slots()) ids.push_back(s.id);
+  return ids;
+}
+
+json LocalWorkers::describe() const {
+  json slots = json::array();
+  for (const auto& s : l_.slots()) slots.push_back({{"worker", s.id}, {"cuda_visible_devices", s.cuda_visible}, {"threads", s.threads}});
+  return {{"kind", "local"}, {"workers", slots}};
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Slurm
 
 SlurmLauncher::SlurmLauncher(SlurmOptions o) : o_(std::move(o)) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "workers/launcher.h"
+
 namespace autooptim::orchestrator {
 
 class Launcher {
@@ -39,6 +41,24 @@ class Launcher {
   virtual std::vector<std::string> worker_ids() const = 0;
   // Peak resident memory (kB) of worker processes that exited, where the launcher can know it.
   virtual std::map<std::string, long> exited_max_rss_kb() const { return {}; }
+};
+
+// The local launcher (workers::LocalLauncher: fork/exec on this host, restarts a worker that dies).
+class LocalWorkers : public Launcher {
+ public:
+  LocalWorkers(std::string run_dir, std::vector<std::string> model_cli, std::vector<workers::WorkerSlot> slots, int max_restarts = 2);
+  void start() override { l_.start(); }
+  std::vector<std::string> check() override { return l_.check(); }
+  bool all_gone() const override { return l_.all_gone(); }
+  std::string last_log_line(const std::string& id) const override { return l_.last_log_line(id); }
+  void stop(double grace_s = 30) override { l_.stop(grace_s); }
+  nlohmann::json describe() const override;
+  void no_restarts() override { l_.no_restarts(); }
+  std::vector<std::string> worker_ids() const override;
+  std::map<std::string, long> exited_max_rss_kb() const override { return l_.exited_max_rss_kb(); }
+
+ private:
+  workers::LocalLauncher l_;
 };
 
 // One command's outcome (the Slurm tools are run without a shell).

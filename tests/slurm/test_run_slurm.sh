@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# ctest slurm_run: `autooptim run --launcher slurm --workers 2` end to end on a real single-node Slurm
+# (cluster.sh, started here and stopped on exit). The tiny model at a reduced shape with CPU workers:
+#   - the workers run as the tasks of a Slurm job array (squeue/sacct), register in the run folder and do
+#     the run's trials and gate runs;
+#   - one worker task is cancelled (scancel) while it has a request in progress: the worker puts the
+#     request back, another worker answers it, the launcher replaces the task, and the run still finishes
+#     with a report that records the death;
+#   - the report is read by `autooptim compare` (itself: exit 0; a copy whose baseline got slower: exit 1).
+# Skipped (77) without Slurm or root. Usage: test_run_slurm.sh AUTOOPTIM_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$(readlink -f "$1")
+src=$(readlink -f "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v sbatch >/dev/null || { echo "SKIP: slurm-wlm/munge not installed"; exit 77; }
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 77; }
+
+work=$(mktemp -d /tmp/autooptim-slurm-run.XXXXXX)
+run="$work/run"
+runpid=""
+cleanup() {
+  local rc=$?
+  if [ -n "$runpid" ] && kill -0 "$runpid" 2>/dev/null; then kill -TERM "$runpid"; wait "$runpid" 2>/dev/null; fi
+  "$here/cluster.sh" stop "$work/cluster" >/dev/null 2>&1
+  if [ $rc -eq 0 ] && [ -z "${KEEP:-}" ]; then rm -rf "$work"; else echo "left for a look: $work"; fi
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- run stderr (tail)"; tail -n 30 "$work/run.err" 2>/dev/null
+  echo "--- squeue"; squeue -h -r -t all -o "%i %T %N %r" 2>/dev/null
+  exit 1
+}
+# A string field of a one-line JSON file (heartbeats and responses are written compact).
+field() { sed -n "s/.*\"$2\":\"\\([^\"]*\\)\".*/\\1/p" "$1" 2>/dev/null | head -n 1; }
+
+"$here/cluster.sh" start "$work/cluster" >/dev/null || fail "the Slurm cluster did not start"
+export SLURM_CONF="$work/cluster/slurm.conf"
+
+cd "$src"
+"$bin" run --model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1 \
+  --budget-trials 6 --budget-minutes 6 --launcher slurm --workers 2 --worker-dead-after 20 --out "$run" \
+  >"$work/run.out" 2>"$work/run.err" &
+runpid=$!
+
+# Cancel a worker task while it has a request in progress; the worker says which request it put back.
+# (If it finished the request just before the signal, nothing was put back: try the next busy worker.)
+victim="" requeued="" cancelled_tasks=""
+for attempt in 1 2 3; do
+  requeued=""
+  for _ in $(seq 1 1200); do
+    kill -0 "$runpid" 2>/dev/null || break
+    for hb in "$run"/workers/slurm-*/heartbeat.json; do
+      [ -f "$hb" ] || continue
+      req=$(field "$hb" request)
+      [ -n "$req" ] || continue
+      victim=$(basename "$(dirname "$hb")")
+      break 2
+    done
+    sleep 0.25
+  done
+  [ -n "$victim" ] || fail "no Slurm worker ever had a request in progress (run exited: $(kill -0 "$runpid" 2>/dev/null && echo no || echo yes))"
+  task=$(echo "$victim" | sed 's/^slurm-\([0-9]*\)-\([0-9]*\)$/\1_\2/')
+  scancel "$task" || fail "scancel $task failed"
+  cancelled_tasks="$cancelled_tasks $task"
+  log="$run/slurm/worker-$task.log"
+  for _ in $(seq 1 120); do
+    [ "$(squeue -h -t all -j "$task" -o %T 2>/dev/null)" = CANCELLED ] && break
+    sleep 0.25
+  done
+  sleep 1
+  requeued=$(sed -n 's/.*leaving: request \([^ ]*\) put back in the queue.*/\1/p' "$log" | head -n 1)
+  [ -n "$requeued" ] && break
+  echo "note: $victim finished its request before the signal; cancelling another"
+  victim=""
+done
+[ -n "$requeued" ] || fail "no cancelled worker put a request back (logs: $cancelled_tasks)"
+echo "cancelled $victim ($task) while it ran request $requeued"
+
+wait "$runpid"
+rc=$?
+runpid=""
+[ $rc -eq 0 ] || fail "autooptim run exited $rc"
+report="$run/report.json"
+[ -f "$report" ] || fail "no report.json"
+
+# The cancelled worker's request was answered by another worker: nothing it had was lost.
+resp="$run/responses/$requeued.json"
+[ -f "$resp" ] || fail "request $requeued was never answered"
+by=$(field "$resp" worker)
+[ -n "$by" ] && [ "$by" != "$victim" ] || fail "request $requeued answered by '$by', expected another worker than $victim"
+grep -q '"ok":true' "$resp" || fail "request $requeued answered with an error: $(cat "$resp")"
+echo "request $requeued re-queued and answered by $by"
+
+# The workers ran as Slurm jobs: the array, its tasks, the cancelled one and the replacement.
+job=$(echo "$task" | cut -d_ -f1)
+states=$(squeue -h -r -t all -j "$job" -o "%i %T")
+echo "$states" | grep -q "^${job}_0 " || fail "task ${job}_0 unknown to Slurm: $states"
+echo "$states" | grep -q "^${job}_1 " || fail "task ${job}_1 unknown to Slurm: $states"
+echo "$states" | grep -q "^$task CANCELLED" || fail "$task not CANCELLED: $states"
+[ "$(sacct -c -n -P -o jobname 2>/dev/null | grep -c '^autooptim-workers$')" -ge 3 ] ||
+  fail "Slurm's job records (sacct -c) hold fewer than 3 worker jobs (2 tasks + 1 replacement): $(sacct -c -n -P -o jobid,jobname,state 2>/dev/null)"
+[ -z "$(squeue -h -t PD,R,CG -o %i)" ] || fail "worker tasks still queued or running after the run: $(squeue -h -o '%i %T')"
+
+# The report: Slurm launcher, the death and the replacement, gate runs done on the Slurm workers.
+grep -q '"kind": "slurm"' "$report" || fail "report has no Slurm launcher block"
+grep -q "replaced by slurm-" "$report" || fail "report does not record the replacement of $victim"
+grep -q "worker $victim died" "$report" || fail "report's worker_events lack $victim's death"
+grep -Eq '"worker": "slurm-[0-9]+-[0-9]+"' "$report" || fail "no candidate was gated by a Slurm worker"
+grep -q '"gate_runs": 0,' "$report" && fail "nothing was gated"
+
+# compare reads the real report: no regression against itself; a baseline three times slower is one.
+"$bin" compare "$report" "$report" >"$work/cmp-same.txt" || fail "compare of a report with itself: exit $? ($(cat "$work/cmp-same.txt"))"
+sed 's/"seconds": \([0-9.e+-]*\)/"seconds": 1000\1/' "$report" >"$work/slower.json"
+"$bin" compare "$report" "$work/slower.json" >"$work/cmp-slower.txt"
+crc=$?
+[ $crc -eq 1 ] || fail "compare with a much slower baseline: exit $crc, expected 1 ($(cat "$work/cmp-slower.txt"))"
+grep -q "REGRESSION\|regression" "$work/cmp-slower.txt" || fail "compare did not name the regression"
+echo "PASS: run --launcher slurm finished with a cancelled worker's request re-queued ($requeued: $victim -> $by)"
