@@ -38,13 +38,15 @@ field() { sed -n "s/.*\"$2\":\"\\([^\"]*\\)\".*/\\1/p" "$1" 2>/dev/null | head -
 export SLURM_CONF="$work/cluster/slurm.conf"
 
 cd "$src"
+export AUTOOPTIM_LOAD_LOG="$work/loads.log"   # sbatch passes the environment on to the worker tasks
 "$bin" run --model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1 \
   --budget-trials 6 --budget-minutes 6 --launcher slurm --workers 2 --worker-dead-after 20 --out "$run" \
   >"$work/run.out" 2>"$work/run.err" &
 runpid=$!
 
-# Cancel a worker task while it has a request in progress; the worker says which request it put back.
-# (If it finished the request just before the signal, nothing was put back: try the next busy worker.)
+# Cancel a worker task while it has a request in progress (early in a gate run); the worker says which
+# request it put back. (If it still finished the request before the signal, nothing was put back: try
+# the next busy worker, at most three times.)
 victim="" requeued="" cancelled_tasks=""
 for attempt in 1 2 3; do
   requeued=""
@@ -54,6 +56,8 @@ for attempt in 1 2 3; do
       [ -f "$hb" ] || continue
       req=$(field "$hb" request)
       [ -n "$req" ] || continue
+      # Early in a gate run (its first runs of 7): seconds of work left, so the signal lands mid-request.
+      field "$hb" stage | grep -Eq '\(run [1-3]/[0-9]+\)' || continue
       victim=$(basename "$(dirname "$hb")")
       break 2
     done
@@ -107,7 +111,16 @@ grep -q '"kind": "slurm"' "$report" || fail "report has no Slurm launcher block"
 grep -q "replaced by slurm-" "$report" || fail "report does not record the replacement of $victim"
 grep -q "worker $victim died" "$report" || fail "report's worker_events lack $victim's death"
 grep -Eq '"worker": "slurm-[0-9]+-[0-9]+"' "$report" || fail "no candidate was gated by a Slurm worker"
-grep -q '"gate_runs": 0,' "$report" && fail "nothing was gated"
+grep -Eq '^  "gate_runs": [1-9]' "$report" || fail "nothing was gated"
+
+# One model load per worker task that started, none in the orchestrator or the executors: every line of
+# the load log is a pid of a process that ran as a Slurm worker.
+loads=$(wc -l < "$work/loads.log")
+started=$(squeue -h -r -t all -n autooptim-workers -o %i | wc -l)
+[ "$loads" -le "$started" ] && [ "$loads" -ge 2 ] || fail "$loads model loads for $started worker tasks: $(cat "$work/loads.log")"
+for pid in $(cut -d' ' -f1 "$work/loads.log"); do
+  grep -rqs "\"pid\": *$pid[,}]" "$run"/workers/slurm-*/worker.json || fail "model loaded by pid $pid, which is no Slurm worker"
+done
 
 # compare reads the real report: no regression against itself; a baseline three times slower is one.
 "$bin" compare "$report" "$report" >"$work/cmp-same.txt" || fail "compare of a report with itself: exit $? ($(cat "$work/cmp-same.txt"))"
