@@ -6,7 +6,7 @@
 #   scripts/gpu/run-reduced.sh build      # build first (only when build-gpu is not there yet: the build takes minutes)
 #   scripts/gpu/run-reduced.sh plan       # --plan only: calibration, estimate, budget check (about a minute)
 #
-# Settings (environment): FRAMES=33 HEIGHT=480 WIDTH=832 STEPS=20 MINUTES=7 TRIALS=8 EXEC_TRIALS=2
+# Settings (environment): FRAMES=33 HEIGHT=480 WIDTH=832 STEPS=20 MINUTES=7.5 TRIALS=10 EXEC_TRIALS=2
 # REPEATS=1 PROMPTS=1 SCREEN=0 (the screen's minimum estimated speedup; 0 = off, as every reduced run
 # defaults to) GPUS=0 (one worker per listed GPU: "all" on a multi-GPU host, nothing else changes).
 #
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
 mkdir -p "$OUT"
 FRAMES=${FRAMES:-33} HEIGHT=${HEIGHT:-480} WIDTH=${WIDTH:-832} STEPS=${STEPS:-20}
-MINUTES=${MINUTES:-7} TRIALS=${TRIALS:-8} EXEC_TRIALS=${EXEC_TRIALS:-2} REPEATS=${REPEATS:-1} PROMPTS=${PROMPTS:-1}
+MINUTES=${MINUTES:-7.5} TRIALS=${TRIALS:-10} EXEC_TRIALS=${EXEC_TRIALS:-2} REPEATS=${REPEATS:-1} PROMPTS=${PROMPTS:-1}
 SCREEN=${SCREEN:-0} GPUS=${GPUS:-0} LIMIT=${LIMIT:-570}
 [ -f .device-deps/env.sh ] && source .device-deps/env.sh
 bin=build-gpu/autooptim

@@ -1067,6 +1067,17 @@ RunOutcome run(const RunRequest& req) {
     if (!jobs.empty()) run_jobs(jobs);
     for (size_t k = 0; k < cs.size(); ++k) cs[k].val = jobs[k].verdict;
   };
+  // Round robin across families (each family's first proposal, then each one's second, ...), so a budget
+  // that ends early has still gated candidates of every family.
+  {
+    std::map<std::string, int> rank;
+    std::vector<std::pair<std::pair<int, std::string>, size_t>> order;
+    for (size_t k = 0; k < cands.size(); ++k) order.push_back({{rank[cands[k].m.family]++, cands[k].m.family}, k});
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<Candidate> sorted;
+    for (const auto& o : order) sorted.push_back(cands[o.second]);
+    cands = std::move(sorted);
+  }
   const auto gate_phase_start = Clock::now();
   const int64_t gate_runs_before = gate_runs;
   gate_all(cands, "gate");
