@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -199,4 +200,35 @@ TEST_F(SlurmCluster, ASubmissionSlurmRefusesIsAnErrorWithItsReason) {
     EXPECT_NE(m.find("sbatch"), std::string::npos) << m;
     EXPECT_NE(m.find("artition"), std::string::npos) << m;  // sbatch's "invalid partition specified"
   }
+}
+
+TEST_F(SlurmCluster, PreemptedTasksAreDetectedAndReplaced) {
+  // Both CPUs of the node go to the two workers; a job of the higher-tier partition "urgent" that needs
+  // both pre-empts them (cluster.sh: PreemptType=preempt/partition_prio, PreemptMode=CANCEL).
+  orch::SlurmLauncher l(options(2));
+  l.start();
+  const std::string job = l.job_ids()[0];
+  for (int64_t t : {0, 1})
+    ASSERT_TRUE(eventually([&] { return !registration(orch::SlurmLauncher::worker_id(job, t)).is_null(); }, 60));
+  const auto urgent = orch::run_command({"sbatch", "--parsable", "-p", "urgent", "-c", "2", "-o", "/dev/null", "--wrap", "sleep 3"});
+  ASSERT_EQ(urgent.status, 0) << urgent.err;
+  std::set<std::string> died;
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& d : l.check()) died.insert(d);
+    return died.size() == 2;
+  }, 60)) << l.describe().dump(1);
+  EXPECT_EQ(died, (std::set<std::string>{orch::SlurmLauncher::worker_id(job, 0), orch::SlurmLauncher::worker_id(job, 1)}));
+  const json d = l.describe();
+  for (const auto& t : d["tasks"])
+    if (t["job"] == job) EXPECT_EQ(t["state"], "PREEMPTED") << t;
+  EXPECT_EQ(d["replacements"], 2);
+  EXPECT_NE(d["events"].dump().find("ended PREEMPTED"), std::string::npos) << d["events"].dump(1);
+  // The replacements wait for the urgent job, then run and register.
+  for (const auto& t : d["tasks"]) {
+    if (t["job"] == job) continue;
+    const std::string id = t["worker"].get<std::string>();
+    EXPECT_TRUE(eventually([&] { return !registration(id).is_null(); }, 60)) << "replacement " << id << " never registered";
+  }
+  l.stop(30);
+  EXPECT_TRUE(l.all_gone());
 }

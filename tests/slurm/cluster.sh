@@ -89,8 +89,13 @@ KillWait=5
 MinJobAge=3600
 InactiveLimit=0
 SlurmdTimeout=60
+# Pre-emption as clusters do it: a job of the higher-tier partition "urgent" cancels what it needs of
+# "debug"'s running jobs (their state: PREEMPTED).
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1
+PartitionName=urgent Nodes=localhost MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=10
 EOF
   export SLURM_CONF="$dir/slurm.conf"
 
@@ -115,7 +120,7 @@ EOF
     stop "$dir"
     die "the node did not become idle in 60 s (state '${state:-none}'${why:+, $why}); logs in $dir/log"
   fi
-  log "up: node localhost idle ($cpus CPUs, $mem MB), partition debug, ports $ctld_port/$slurmd_port"
+  log "up: node localhost idle ($cpus CPUs, $mem MB), partitions debug and urgent (pre-empts debug), ports $ctld_port/$slurmd_port"
   echo "export SLURM_CONF=$SLURM_CONF"
 }
 
