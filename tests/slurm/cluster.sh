@@ -65,8 +65,10 @@ CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.socket
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/slurmd-%n
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+# The daemons' own pid files; the ones this script watches are DIR/slurmctld.pid and DIR/slurmd.pid (a
+# daemon rewriting its file while the script reads it would look like a daemon that died).
+SlurmctldPidFile=$dir/state/slurmctld.daemon.pid
+SlurmdPidFile=$dir/spool/slurmd.daemon.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
 SlurmctldDebug=info

@@ -6,6 +6,8 @@
 #   - one worker task is cancelled (scancel) while it has a request in progress: the worker puts the
 #     request back, another worker answers it, the launcher replaces the task, and the run still finishes
 #     with a report that records the death;
+#   - a job of the higher-tier partition pre-empts every running worker task at once: PREEMPTED, replaced,
+#     the run still finishes, and no gate verdict is recorded twice;
 #   - the report is read by `autooptim compare` (itself: exit 0; a copy whose baseline got slower: exit 1).
 # Skipped (77) without Slurm or root. Usage: test_run_slurm.sh AUTOOPTIM_BINARY SOURCE_DIR
 set -uo pipefail
@@ -40,7 +42,7 @@ export SLURM_CONF="$work/cluster/slurm.conf"
 cd "$src"
 export AUTOOPTIM_LOAD_LOG="$work/loads.log"   # sbatch passes the environment on to the worker tasks
 "$bin" run --model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1 \
-  --budget-trials 6 --budget-minutes 6 --launcher slurm --workers 2 --worker-dead-after 20 --out "$run" \
+  --budget-trials 10 --budget-minutes 8 --launcher slurm --workers 2 --worker-dead-after 20 --out "$run" \
   >"$work/run.out" 2>"$work/run.err" &
 runpid=$!
 
@@ -81,6 +83,23 @@ done
 [ -n "$requeued" ] || fail "no cancelled worker put a request back (logs: $cancelled_tasks)"
 echo "cancelled $victim ($task) while it ran request $requeued"
 
+# Pre-emption: a job of the higher-tier partition "urgent" takes both CPUs, so Slurm pre-empts every
+# running worker task at once (PREEMPTED); the launcher replaces them, the replacements wait for the
+# urgent job, and the run goes on from the queue.
+for _ in $(seq 1 240); do
+  [ -n "$(squeue -h -t R -n autooptim-workers -o %i)" ] && break
+  sleep 0.25
+done
+kill -0 "$runpid" 2>/dev/null || fail "the run ended before the pre-emption could be tested (raise --budget-trials)"
+urgent=$(sbatch --parsable -p urgent -c "$(nproc)" -o /dev/null --wrap 'sleep 5') || fail "sbatch -p urgent failed"
+for _ in $(seq 1 120); do
+  squeue -h -r -t all -n autooptim-workers -o %T | grep -q PREEMPTED && break
+  sleep 0.25
+done
+preempted=$(squeue -h -r -t all -n autooptim-workers -o "%i %T" | awk '$2 == "PREEMPTED" {print $1}' | tr '\n' ' ')
+[ -n "$preempted" ] || fail "job $urgent pre-empted no worker task"
+echo "urgent job $urgent pre-empted worker task(s) $preempted"
+
 wait "$runpid"
 rc=$?
 runpid=""
@@ -110,6 +129,12 @@ echo "$states" | grep -q "^$task CANCELLED" || fail "$task not CANCELLED: $state
 grep -q '"kind": "slurm"' "$report" || fail "report has no Slurm launcher block"
 grep -q "replaced by slurm-" "$report" || fail "report does not record the replacement of $victim"
 grep -q "worker $victim died" "$report" || fail "report's worker_events lack $victim's death"
+for t in $preempted; do
+  grep -q "task $t ended PREEMPTED" "$report" || fail "report does not record the pre-emption of $t"
+done
+# Nothing finished was lost or done twice: one ledger row per manifest and split.
+dups=$(sed -n 's/.*"manifest_hash":"\([^"]*\)".*"split":"\([^"]*\)".*/\1 \2/p' "$run/ledger.jsonl" | sort | uniq -d)
+[ -z "$dups" ] || fail "gate verdicts recorded twice in the ledger: $dups"
 grep -Eq '"worker": "slurm-[0-9]+-[0-9]+"' "$report" || fail "no candidate was gated by a Slurm worker"
 grep -Eq '^  "gate_runs": [1-9]' "$report" || fail "nothing was gated"
 
