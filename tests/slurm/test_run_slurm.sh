@@ -3,11 +3,11 @@
 # (cluster.sh, started here and stopped on exit). The tiny model at a reduced shape with CPU workers:
 #   - the workers run as the tasks of a Slurm job array (squeue/sacct), register in the run folder and do
 #     the run's trials and gate runs;
-#   - one worker task is cancelled (scancel) while it has a request in progress: the worker puts the
-#     request back, another worker answers it, the launcher replaces the task, and the run still finishes
-#     with a report that records the death;
-#   - a job of the higher-tier partition pre-empts every running worker task at once: PREEMPTED, replaced,
-#     the run still finishes, and no gate verdict is recorded twice;
+#   - a job of the higher-tier partition pre-empts every running worker task at once while the baseline
+#     is gated: PREEMPTED, replaced (the replacements wait for that job), and the run goes on;
+#   - then one worker task is cancelled (scancel) while it has a gate request in progress: the worker puts
+#     the request back, another worker answers it, the launcher replaces the task, and the run still
+#     finishes with a report that records every death and no gate verdict recorded twice;
 #   - the report is read by `autooptim compare` (itself: exit 0; a copy whose baseline got slower: exit 1).
 # Skipped (77) without Slurm or root. Usage: test_run_slurm.sh AUTOOPTIM_BINARY SOURCE_DIR
 set -uo pipefail
@@ -46,6 +46,25 @@ export AUTOOPTIM_LOAD_LOG="$work/loads.log"   # sbatch passes the environment on
   >"$work/run.out" 2>"$work/run.err" &
 runpid=$!
 
+# Pre-emption: a job of the higher-tier partition "urgent" takes both CPUs, so Slurm pre-empts every
+# running worker task at once (PREEMPTED); the launcher replaces them, the replacements wait for the
+# urgent job, and the run goes on from the queue.
+# First thing, while the baseline's gate run (which everything else needs) is in progress.
+for _ in $(seq 1 1200); do
+  grep -qs '"request":"' "$run"/workers/slurm-*/heartbeat.json && break
+  kill -0 "$runpid" 2>/dev/null || break
+  sleep 0.25
+done
+kill -0 "$runpid" 2>/dev/null || fail "the run ended before the pre-emption could be tested (raise --budget-trials)"
+urgent=$(sbatch --parsable -p urgent -c "$(nproc)" -o /dev/null --wrap 'sleep 5') || fail "sbatch -p urgent failed"
+for _ in $(seq 1 240); do
+  squeue -h -r -t all -n autooptim-workers -o %T | grep -q PREEMPTED && break
+  sleep 0.25
+done
+preempted=$(squeue -h -r -t all -n autooptim-workers -o "%i %T" | awk '$2 == "PREEMPTED" {print $1}' | tr '\n' ' ')
+[ -n "$preempted" ] || fail "job $urgent pre-empted no worker task"
+echo "urgent job $urgent pre-empted worker task(s) $preempted"
+
 # Cancel a worker task while it has a request in progress (early in a gate run); the worker says which
 # request it put back. (If it still finished the request before the signal, nothing was put back: try
 # the next busy worker, at most three times.)
@@ -60,7 +79,10 @@ for attempt in 1 2 3; do
       [ -n "$req" ] || continue
       # Early in a gate run (its first runs of 7): seconds of work left, so the signal lands mid-request.
       field "$hb" stage | grep -Eq '\(run [1-3]/[0-9]+\)' || continue
-      victim=$(basename "$(dirname "$hb")")
+      w=$(basename "$(dirname "$hb")")
+      # A worker that is gone keeps its last heartbeat: only a running task is a victim.
+      [ "$(squeue -h -t R -j "$(echo "$w" | sed 's/^slurm-\([0-9]*\)-\([0-9]*\)$/\1_\2/')" -o %T 2>/dev/null)" = RUNNING ] || continue
+      victim=$w
       break 2
     done
     sleep 0.25
@@ -83,22 +105,6 @@ done
 [ -n "$requeued" ] || fail "no cancelled worker put a request back (logs: $cancelled_tasks)"
 echo "cancelled $victim ($task) while it ran request $requeued"
 
-# Pre-emption: a job of the higher-tier partition "urgent" takes both CPUs, so Slurm pre-empts every
-# running worker task at once (PREEMPTED); the launcher replaces them, the replacements wait for the
-# urgent job, and the run goes on from the queue.
-for _ in $(seq 1 240); do
-  [ -n "$(squeue -h -t R -n autooptim-workers -o %i)" ] && break
-  sleep 0.25
-done
-kill -0 "$runpid" 2>/dev/null || fail "the run ended before the pre-emption could be tested (raise --budget-trials)"
-urgent=$(sbatch --parsable -p urgent -c "$(nproc)" -o /dev/null --wrap 'sleep 5') || fail "sbatch -p urgent failed"
-for _ in $(seq 1 120); do
-  squeue -h -r -t all -n autooptim-workers -o %T | grep -q PREEMPTED && break
-  sleep 0.25
-done
-preempted=$(squeue -h -r -t all -n autooptim-workers -o "%i %T" | awk '$2 == "PREEMPTED" {print $1}' | tr '\n' ' ')
-[ -n "$preempted" ] || fail "job $urgent pre-empted no worker task"
-echo "urgent job $urgent pre-empted worker task(s) $preempted"
 
 wait "$runpid"
 rc=$?
@@ -116,13 +122,14 @@ grep -q '"ok":true' "$resp" || fail "request $requeued answered with an error: $
 echo "request $requeued re-queued and answered by $by"
 
 # The workers ran as Slurm jobs: the array, its tasks, the cancelled one and the replacement.
-job=$(echo "$task" | cut -d_ -f1)
-states=$(squeue -h -r -t all -j "$job" -o "%i %T")
-echo "$states" | grep -q "^${job}_0 " || fail "task ${job}_0 unknown to Slurm: $states"
-echo "$states" | grep -q "^${job}_1 " || fail "task ${job}_1 unknown to Slurm: $states"
+# The first submission is the array of both workers; every later one a single replacement task.
+states=$(squeue -h -r -t all -n autooptim-workers -o "%i %T")
+array=$(echo "$preempted" | awk '{print $1}' | cut -d_ -f1)
+echo "$states" | grep -q "^${array}_0 " && echo "$states" | grep -q "^${array}_1 " || fail "the array's two tasks unknown to Slurm: $states"
+for t in $preempted; do echo "$states" | grep -q "^$t PREEMPTED" || fail "$t not PREEMPTED: $states"; done
 echo "$states" | grep -q "^$task CANCELLED" || fail "$task not CANCELLED: $states"
 [ "$(sacct -c -n -P -o jobname 2>/dev/null | grep -c '^autooptim-workers$')" -ge 3 ] ||
-  fail "Slurm's job records (sacct -c) hold fewer than 3 worker jobs (2 tasks + 1 replacement): $(sacct -c -n -P -o jobid,jobname,state 2>/dev/null)"
+  fail "Slurm's job records (sacct -c) hold fewer than 3 worker jobs (2 tasks + replacements): $(sacct -c -n -P -o jobid,jobname,state 2>/dev/null)"
 [ -z "$(squeue -h -t PD,R,CG -o %i)" ] || fail "worker tasks still queued or running after the run: $(squeue -h -o '%i %T')"
 
 # The report: Slurm launcher, the death and the replacement, gate runs done on the Slurm workers.
@@ -132,6 +139,7 @@ grep -q "worker $victim died" "$report" || fail "report's worker_events lack $vi
 for t in $preempted; do
   grep -q "task $t ended PREEMPTED" "$report" || fail "report does not record the pre-emption of $t"
 done
+grep -q "^## Slurm" "$run/report.md" && grep -q "CANCELLED" "$run/report.md" || fail "report.md has no Slurm section with the cancelled task"
 # Nothing finished was lost or done twice: one ledger row per manifest and split.
 dups=$(sed -n 's/.*"manifest_hash":"\([^"]*\)".*"split":"\([^"]*\)".*/\1 \2/p' "$run/ledger.jsonl" | sort | uniq -d)
 [ -z "$dups" ] || fail "gate verdicts recorded twice in the ledger: $dups"
