@@ -1,6 +1,7 @@
 #include "gates/gate.h"
 
 #include <ATen/Parallel.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -227,7 +228,10 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       r.base_float = b.video;
     }
     r.base8 = runtime::frames_from_tensor(r.base_float);
-    runtime::write_safetensors(f.string(), {{"video", frames_to_u8(r.base8)}});
+    // Temporary name + rename: workers gating in parallel share this cache and must never read half a file.
+    const std::string tmp = f.string() + ".tmp" + std::to_string(::getpid());
+    runtime::write_safetensors(tmp, {{"video", frames_to_u8(r.base8)}});
+    fs::rename(tmp, f);
   }
 
   // Duplicate-prompt audit: the first prompt again must cost the same and give the same clip.
