@@ -200,9 +200,16 @@ std::string SlurmLauncher::submit(const std::string& array_spec) {
   const std::vector<std::string> argv = {"sbatch", "--parsable", "--array=" + array_spec, script_path()};
   const auto r = run_command(argv, 120);
   const std::string job = split(first_line(r.out), ';').empty() ? "" : split(first_line(r.out), ';')[0];
-  if (r.status != 0 || job.empty() || job.find_first_not_of("0123456789") != std::string::npos)
-    throw Error("--launcher slurm: `" + cmd_text(argv) + "` failed (exit " + std::to_string(r.status) + "): " +
-                trim(r.err.empty() ? r.out : r.err) + (r.status == 127 ? " (is Slurm's sbatch installed and on PATH?)" : ""));
+  if (r.status != 0 || job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
+    // sbatch's last line says why (the lines before it are how it got there).
+    std::string why;
+    for (const auto& line : split(r.err.empty() ? r.out : r.err, '\n'))
+      if (!trim(line).empty()) why = trim(line);
+    if (why.find("configuration source") != std::string::npos || why.find("Unable to contact slurm controller") != std::string::npos)
+      why += " (is this a Slurm submit host? SLURM_CONF or /etc/slurm/slurm.conf must name the cluster)";
+    if (r.status == 127) why += " (is Slurm's sbatch installed and on PATH?)";
+    throw Error("--launcher slurm: `" + cmd_text(argv) + "` failed (exit " + std::to_string(r.status) + "): " + why);
+  }
   jobs_.push_back(job);
   // The tasks of the spec: "a-b" or "k".
   int64_t lo = 0, hi = 0;
