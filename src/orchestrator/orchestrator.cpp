@@ -485,7 +485,7 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
 
 namespace {
 
-// Starts the local workers, waits for one to be ready. Throws Error with the reason a worker gave
+// Starts the workers (on this host or as Slurm tasks), waits for one to be ready. Throws Error with the reason a worker gave
 // when none could start.
 workers::WorkerInfo start_workers(Launcher& launcher, workers::Client& client, Progress& progress, double timeout_s = 0) {
   launcher.start();
