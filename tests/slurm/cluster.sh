@@ -8,7 +8,8 @@
 #   cluster.sh stop DIR       cancel what is still queued or running, stop the three daemons (only those
 #                             started for DIR, by their pid files)
 #   cluster.sh run CMD...     start in a fresh temporary folder, run CMD with SLURM_CONF set, stop on exit
-#                             (whatever the exit: a trap), and exit with CMD's status
+#                             (whatever the exit: a trap), and exit with CMD's status; the folder is removed
+#                             when CMD succeeded (KEEP=1 keeps it)
 #
 # Clients find the cluster through SLURM_CONF=DIR/slurm.conf (start prints the line to export).
 set -euo pipefail
@@ -158,7 +159,7 @@ stop() {
   stop_pid "$dir/slurmd.pid"
   stop_pid "$dir/slurmctld.pid"
   stop_pid "$dir/munge/munged.pid"
-  log "stopped (logs kept in $dir/log)"
+  log "stopped (logs in $dir/log)"
 }
 
 case "${1:-}" in
@@ -168,7 +169,8 @@ case "${1:-}" in
     shift
     [ $# -ge 1 ] || die "usage: cluster.sh run CMD..."
     dir=$(mktemp -d /tmp/autooptim-slurm.XXXXXX)
-    trap 'stop "$dir"' EXIT
+    # The folder goes with the cluster unless the command failed (its logs are worth a look) or KEEP is set.
+    trap 'rc=$?; stop "$dir"; if [ $rc -eq 0 ] && [ -z "${KEEP:-}" ]; then rm -rf "$dir"; fi' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
     start "$dir" >/dev/null

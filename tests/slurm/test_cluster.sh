@@ -25,4 +25,5 @@ pids="$(cat "$dir/slurmctld.pid") $(cat "$dir/slurmd.pid") $(cat "$dir/munge/mun
 "$here/cluster.sh" stop "$dir"
 trap - EXIT
 for p in $pids; do kill -0 "$p" 2>/dev/null && fail "daemon $p still running after stop"; done
+rm -rf "$dir"
 echo "PASS: job $job ran on the single-node Slurm and the cluster stopped"
