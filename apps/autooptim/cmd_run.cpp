@@ -56,6 +56,19 @@ void add_run(CLI::App& app) {
       ->default_str("OUT/baseline-cache (this run only)");
   cmd->add_option("--worker-dead-after", req->worker_dead_after_s, "Seconds of heartbeat silence after which a worker's requests are re-queued")
       ->capture_default_str()->check(number_in(1, 86400));
+  // Slurm (docs/slurm.md): the workers as a job array; the orchestrator and executors stay here.
+  cmd->add_option("--launcher", req->launcher, "Where the workers run: local (this host) or slurm (a job array of --workers tasks)")
+      ->capture_default_str()->check(CLI::IsMember({"local", "slurm"}));
+  auto* slurm_opts = cmd->add_option_group("slurm", "With --launcher slurm");
+  slurm_opts->add_option("--partition", req->slurm_partition, "Slurm partition of the worker tasks (default: the cluster's)");
+  slurm_opts->add_option("--gpus-per-worker", req->gpus_per_worker, "GPUs per worker task (--gres=gpu:G)")
+      ->default_str("1 with --device cuda, 0 on the CPU")->check(int_in(0, 64));
+  slurm_opts->add_option("--cpus-per-worker", req->cpus_per_worker, "CPUs per worker task (and a CPU worker's threads)")->capture_default_str()->check(int_in(1, 1024));
+  slurm_opts->add_option("--slurm-time", req->slurm_time, "Time limit of the worker tasks (--time, e.g. 04:00:00)");
+  slurm_opts->add_option("--sbatch-arg", req->sbatch_args, "One more sbatch option for the worker tasks, e.g. --sbatch-arg=--account=proj (repeatable)")
+      ->allow_extra_args(false);
+  slurm_opts->add_option("--slurm-start-timeout", req->slurm_start_timeout_s, "Seconds to wait for the first worker (queue time included)")
+      ->capture_default_str()->check(number_in(1, 604800));
   // Defaults that depend on the model are shown for both (the tiny model's small run fits a CI machine).
   cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most")->default_str("10 for wan22-tiny, 40 for wan22-ti2v-5b")->check(int_in(1, 1000000));
   cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget")->default_str("4 for wan22-tiny, 60 for wan22-ti2v-5b")->check(number_in(0, 525600, true));
@@ -113,9 +126,23 @@ void add_run(CLI::App& app) {
       req->cpu_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(std::thread::hardware_concurrency());
       if (req->cpu_cores < 1) req->cpu_cores = 1;
     }
-    if (gpus_opt->count() > 0 && workers_opt->count() > 0)
+    if (req->launcher == "slurm") {
+      // Slurm gives each task its devices: --workers tasks, --gpus-per-worker GPUs each.
+      if (gpus_opt->count() > 0) throw Error("--gpus " + req->gpus + ": with --launcher slurm use --workers N and --gpus-per-worker G");
+      const bool cuda = req->load.precision.device.is_cuda();
+      if (cmd->count("--gpus-per-worker") == 0) req->gpus_per_worker = cuda ? 1 : 0;
+      if (!cuda && req->gpus_per_worker > 0)
+        throw Error("--gpus-per-worker " + std::to_string(req->gpus_per_worker) + ": the workers' device is the CPU (use --device cuda for GPU workers)");
+      if (cuda && req->gpus_per_worker == 0) throw Error("--gpus-per-worker 0 with --device cuda: a GPU worker needs a GPU");
+    } else {
+      for (const char* o : {"--partition", "--gpus-per-worker", "--cpus-per-worker", "--slurm-time", "--sbatch-arg", "--slurm-start-timeout"})
+        if (cmd->count(o) > 0) throw Error(std::string(o) + " is for --launcher slurm");
+    }
+    if (req->launcher == "slurm") {
+      // Nothing of this host's devices is planned: the tasks get theirs from Slurm.
+    } else if (gpus_opt->count() > 0 && workers_opt->count() > 0) {
       throw Error("--gpus and --workers: use --gpus on a GPU (one worker per GPU), --workers on the CPU");
-    if (req->load.precision.device.is_cuda()) {
+    } else if (req->load.precision.device.is_cuda()) {
       if (workers_opt->count() > 0) throw Error("--workers " + std::to_string(req->workers) + ": on a GPU use --gpus all|0,1,... (one worker per GPU)");
       if (req->gpus.empty()) req->gpus = "0";
     } else if (!req->gpus.empty()) {

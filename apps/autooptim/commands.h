@@ -23,6 +23,7 @@ void add_worker(CLI::App& app);
 void add_techniques(CLI::App& app);
 void add_train(CLI::App& app);
 void add_eval_tiny(CLI::App& app);
+void add_compare(CLI::App& app);
 
 }  // namespace autooptim::app
 namespace autooptim::gates {

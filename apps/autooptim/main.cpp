@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   autooptim::app::add_techniques(app);
   autooptim::app::add_train(app);
   autooptim::app::add_eval_tiny(app);
+  autooptim::app::add_compare(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

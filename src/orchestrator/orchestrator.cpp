@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "orchestrator/launcher.h"
 #include "workers/launcher.h"
 #include "workers/protocol.h"
 
@@ -483,10 +485,11 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
 
 namespace {
 
-// Starts the local workers, waits for one to be ready. Throws Error with the reason a worker gave
+// Starts the workers (on this host or as Slurm tasks), waits for one to be ready. Throws Error with the reason a worker gave
 // when none could start.
-workers::WorkerInfo start_workers(workers::LocalLauncher& launcher, workers::Client& client, Progress& progress) {
+workers::WorkerInfo start_workers(Launcher& launcher, workers::Client& client, Progress& progress, double timeout_s = 0) {
   launcher.start();
+  const auto t0 = Clock::now();
   while (true) {
     for (const auto& w : client.workers())
       if (w.state == "ready") return w;
@@ -495,9 +498,12 @@ workers::WorkerInfo start_workers(workers::LocalLauncher& launcher, workers::Cli
       std::string why;
       for (const auto& w : client.workers())
         if (w.state == "failed") why = w.registration.value("error", "");
-      if (why.empty() && !launcher.slots().empty()) why = launcher.last_log_line(launcher.slots().front().id);
+      if (why.empty() && !launcher.worker_ids().empty()) why = launcher.last_log_line(launcher.worker_ids().front());
       throw Error("no worker could load the model: " + why);
     }
+    // A cluster's queue may hold the workers back: waiting is bounded (timeout_s > 0).
+    if (timeout_s > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s)
+      throw Error("no worker was ready after " + num_text(timeout_s) + " s: " + launcher.describe().dump());
     if (StopSignals::signal()) throw Error(std::string("interrupted by ") + signal_name(StopSignals::signal()) + " while the workers loaded the model");
     progress.show("loading", 0, 0, 1.0, "workers loading the model");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -530,7 +536,10 @@ RunOutcome run(const RunRequest& req) {
     throw Error("--heldout-split '" + req.heldout_split + "' holds no prompts in " + req.prompts_dir);
   const auto visible = gates::load_prompts(req.prompts_dir, false);
   if (!req.load.weights_dir.empty()) runtime::read_checkpoint_configs(req.load.weights_dir);  // a broken folder, before any process starts
-  const auto slots = workers::plan_slots(req.gpus, req.workers, req.gpu_count, req.cpu_cores);
+  const bool slurm = req.launcher == "slurm";
+  if (slurm && req.plan) throw Error("--plan calibrates on this host's device: run it without --launcher slurm, on a node like the workers'");
+  // Slurm's tasks get their devices from Slurm; local slots need this host's.
+  const auto slots = slurm ? std::vector<workers::WorkerSlot>{} : workers::plan_slots(req.gpus, req.workers, req.gpu_count, req.cpu_cores);
   const StopSignals signals;
 
   if (req.plan) {
@@ -544,7 +553,7 @@ RunOutcome run(const RunRequest& req) {
         fs::remove_all(dir, ec);
       }
     } cleanup{tmpl};
-    workers::LocalLauncher launcher(tmpl, req.model_cli, {slots.front()}, 0);
+    LocalWorkers launcher(tmpl, req.model_cli, {slots.front()}, 0);
     workers::ClientOptions co;
     co.no_worker_s = 5;
     workers::Client client(tmpl, "plan", co);
@@ -591,7 +600,7 @@ RunOutcome run(const RunRequest& req) {
     for (const auto& e : fs::directory_iterator(out)) before.insert(e.path().filename().string());
   fs::create_directories(out);
   std::optional<gates::FolderLock> lock;
-  std::optional<workers::LocalLauncher> launcher;
+  std::unique_ptr<Launcher> launcher;
   std::optional<workers::Client> client_slot;
   workers::WorkerInfo first_worker;
   const fs::path base_path = out / "manifests" / req.load.model / "baseline.json";
@@ -607,15 +616,31 @@ RunOutcome run(const RunRequest& req) {
     for (const auto& p : visible.all())
       text += json{{"id", p.id}, {"category", p.category}, {"prompt", p.text}, {"splits", p.splits}}.dump() + "\n";
     gates::write_file_atomic(visible_path.string(), text);
-    progress.line("starting " + std::to_string(slots.size()) + " worker(s): each loads " + req.load.model + " once and serves every trial and gate run");
+    progress.line("starting " + std::to_string(slurm ? req.workers : static_cast<int64_t>(slots.size())) + " worker(s)" +
+                  (slurm ? " as a Slurm job array" : "") + ": each loads " + req.load.model + " once and serves every trial and gate run");
     // Requests left by an interrupted run were for processes that are gone.
     for (const char* d : {"queue", "responses", "cancel"}) fs::remove_all(out / d);
-    launcher.emplace(out.string(), req.model_cli, slots, 2);
     workers::ClientOptions co;
     co.dead_after_s = req.worker_dead_after_s;
     co.no_worker_s = 60;
+    if (slurm) {
+      SlurmOptions so;
+      so.run_dir = fs::absolute(out).string();
+      so.model_cli = req.model_cli;
+      so.workers = req.workers;
+      so.partition = req.slurm_partition;
+      so.gpus_per_worker = req.gpus_per_worker;
+      so.cpus_per_worker = req.cpus_per_worker;
+      so.time_limit = req.slurm_time;
+      so.sbatch_args = req.sbatch_args;
+      launcher = std::make_unique<SlurmLauncher>(so);
+      // A pre-empted worker's replacement may wait in the queue: clients wait that long for one.
+      co.no_worker_s = std::max(co.no_worker_s, req.slurm_start_timeout_s);
+    } else {
+      launcher = std::make_unique<LocalWorkers>(out.string(), req.model_cli, slots, 2);
+    }
     client_slot.emplace(out.string(), "orchestrator", co);
-    first_worker = start_workers(*launcher, *client_slot, progress);
+    first_worker = start_workers(*launcher, *client_slot, progress, slurm ? req.slurm_start_timeout_s : 0);
   } catch (...) {
     // Nothing of the run was written yet: remove what this call added (the lock file last).
     if (launcher) launcher->stop(5);
@@ -813,7 +838,7 @@ RunOutcome run(const RunRequest& req) {
         if (launcher->all_gone())
           for (auto& j : jobs)
             if (!j.done) {
-              not_gated[{j.hash, j.split}] = "every worker died (" + launcher->last_log_line(launcher->slots().front().id) + ")";
+              not_gated[{j.hash, j.split}] = "every worker died (" + launcher->last_log_line(launcher->worker_ids().front()) + ")";
               j.request.clear();
               j.done = true;
             }
@@ -1222,6 +1247,7 @@ RunOutcome run(const RunRequest& req) {
                                      {"kind", first_worker.device == "cuda" ? "GPU" : "CPU"}}},
                  {"workers", worker_rows},
                  {"worker_events", worker_events},
+                 {"launcher", launcher->describe()},
                  {"phases", phases},
                  {"memory", {{"peak_worker_rss_kb", peak_rss_kb}, {"peak_device_bytes", peak_device},
                              {"executors_peak_rss_kb", executors_rss_kb}, {"orchestrator_peak_rss_kb", self_ru.ru_maxrss},

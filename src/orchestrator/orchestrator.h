@@ -52,6 +52,16 @@ struct RunRequest {
   // --plan: calibrate (one forward, one decode on one worker), print the estimate and exit; exit 2 when
   // the budget cannot gate one candidate.
   bool plan = false;
+
+  // Where the workers run (orchestrator/launcher.h): "local" on this host, or "slurm": `workers` tasks of
+  // a job array (docs/slurm.md), each with gpus_per_worker GPUs and cpus_per_worker CPUs.
+  std::string launcher = "local";
+  std::string slurm_partition;            // --partition (empty: the cluster's default)
+  int64_t gpus_per_worker = 0;            // --gpus-per-worker
+  int64_t cpus_per_worker = 1;            // --cpus-per-worker
+  std::string slurm_time;                 // --slurm-time (empty: the partition's limit)
+  std::vector<std::string> sbatch_args;   // --sbatch-arg, each passed as an #SBATCH line
+  double slurm_start_timeout_s = 1800;    // waiting for the first Slurm worker to be ready (queue time included)
 };
 
 // What --plan estimates from a calibration (seconds of device time).

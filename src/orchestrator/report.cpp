@@ -237,6 +237,18 @@ std::string render_markdown(const json& r) {
         << num(get(d, "gate_s"), 1) << ")" << (c.value("screened_out", false) ? ", screened out" : "") << "\n";
     }
   }
+  // Where the workers ran when a cluster ran them: the jobs, each task's end, every death and replacement.
+  const json& la = obj(r, "launcher");
+  if (str(la, "kind") == "slurm") {
+    std::string jobs;
+    for (const auto& j : arr(la, "jobs")) jobs += (jobs.empty() ? "" : ", ") + (j.is_string() ? j.get<std::string>() : j.dump());
+    o << "\n## Slurm\n\nWorkers ran as Slurm job array(s) " << jobs << " (`" << str(la, "script") << "`, " << la.value("replacements", 0)
+      << " replacement(s)):\n\n";
+    for (const auto& t : arr(la, "tasks"))
+      o << "- `" << str(t, "worker") << "`: " << str(t, "state") << (str(t, "node").empty() ? "" : " on " + str(t, "node")) << " (log `"
+        << str(t, "log") << "`)\n";
+    for (const auto& e : arr(la, "events")) o << "- " << str(e, "time") << " " << str(e, "worker") << ": " << str(e, "event") << "\n";
+  }
   const json& env = obj(r, "environment");
   const json& bi = obj(env, "build");
   o << "\n## Environment\n\n- started " << str(env, "timestamp") << ", finished " << str(env, "finished") << "\n- command: `" << str(env, "command_line")

@@ -358,7 +358,11 @@ void Server::serve_one(const fs::path& claimed, const std::string& name) {
   std::error_code ec;
   if (requeue) {
     // Leaving (signal, or declared dead): the request goes back for another worker, unanswered.
-    if (!fs::exists(dir_ / "dead")) gates::write_file_atomic((fs::path(layout_.queue()) / name).string(), req->dump() + "\n");
+    if (!fs::exists(dir_ / "dead")) {
+      gates::write_file_atomic((fs::path(layout_.queue()) / name).string(), req->dump() + "\n");
+      // Said in the worker's log: a launcher or an operator sees which request another worker will finish.
+      std::fprintf(stderr, "worker %s: leaving: request %s put back in the queue\n", o_.worker_id.c_str(), id.c_str());
+    }
     fs::remove(claimed, ec);
     return;
   }
