@@ -233,6 +233,10 @@ TrainResult train_tiny(const TrainOptions& o) {
       const bool steps_done = o.vae_steps >= 0 && st.vae_step >= o.vae_steps;
       const bool time_done = budget > 0 && st.vae_seconds >= vae_budget;
       if (steps_done || time_done) {
+        if (in_window > 0) {  // the last, partial window of losses
+          res.vae_loss = window.item<double>() / static_cast<double>(in_window);
+          loss_log.row("vae", st.vae_step, res.vae_loss, 0, st.vae_seconds);
+        }
         st.stage = "dit";
         save_vae();
         progress.clear();
@@ -392,6 +396,10 @@ TrainResult train_tiny(const TrainOptions& o) {
       const bool steps_done = o.dit_steps >= 0 && st.dit_step >= o.dit_steps;
       const bool time_done = budget > 0 && used >= budget;
       if (steps_done || time_done) {
+        if (in_window > 0) {
+          res.dit_loss = window.item<double>() / static_cast<double>(in_window);
+          loss_log.row("dit", st.dit_step, res.dit_loss, 0, st.dit_seconds);
+        }
         st.stage = "done";
         save_dit();
         progress.clear();
