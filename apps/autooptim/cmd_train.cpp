@@ -56,7 +56,7 @@ void add_train(CLI::App& app) {
     for (const auto& a : command_line()) line += (line.empty() ? "" : " ") + a;
     o->command_line = line;
     const auto r = train::train_tiny(*o);
-    std::printf("VAE: %lld steps, L1 %.4f -> %.4f\n", static_cast<long long>(r.vae_steps), r.first_vae_loss, r.vae_loss);
+    std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps), r.first_vae_loss, r.vae_loss);
     std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss, r.dit_loss);
     if (!r.finished) {
       std::printf("stopped at the session limit; continue with --resume (the same --out)\n");

@@ -2,22 +2,23 @@
 # Trains wan22-tiny on the GPU machine within a budget of minutes, evaluates it on the 40 held-out
 # captions, and puts the weights, logs and evaluation into $OUT. Run from the repo root on the GPU
 # machine, after a GPU build in build-gpu (scripts/gpu/build.sh):
-#   scripts/gpu/train.sh [MINUTES] [VAE_SHARE]        e.g. scripts/gpu/train.sh 6 0.35
+#   scripts/gpu/train.sh [MINUTES] [VAE_SHARE]        e.g. scripts/gpu/train.sh 6 0.45
 # MINUTES (default 6) is the training budget: both stages and the data preparation (rendering and
-# encoding the stage-2 data set, ~0.5 min). VAE_SHARE (default 0.35) of it goes to stage 1 (the VAE),
+# encoding the stage-2 data set, ~0.5 min). VAE_SHARE (default 0.45) of it goes to stage 1 (the VAE),
 # the rest to stage 2 (the transformer). The evaluations take ~2 more minutes.
 #
 # A device command may run 10 minutes at most: this call trains at most SESSION minutes (default 7)
 # and then stops checkpointed; the run folder (out/wan22-tiny-train, kept on the warm machine) is
 # resumed by the next call with the same MINUTES (FRESH=1 starts over). The evaluation runs once the
-# budget is spent. E.g. a 12-minute training: `scripts/gpu/train.sh 12 0.35` twice.
+# budget is spent. E.g. a 12-minute training: `scripts/gpu/train.sh 12 0.45` twice. A finished run
+# resumed with a larger MINUTES trains the transformer further (stage 1 is not reopened).
 # Extra training flags: TRAIN_ARGS="--batch 256 --scenes 8192" scripts/gpu/train.sh 6
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-train}
 mkdir -p "$OUT"
 minutes=${1:-6}
-share=${2:-0.35}
+share=${2:-0.45}
 session=${SESSION:-7}
 seed=${SEED:-1}
 [ -f .device-deps/env.sh ] && source .device-deps/env.sh

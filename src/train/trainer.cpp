@@ -233,6 +233,10 @@ TrainResult train_tiny(const TrainOptions& o) {
       const bool steps_done = o.vae_steps >= 0 && st.vae_step >= o.vae_steps;
       const bool time_done = budget > 0 && st.vae_seconds >= vae_budget;
       if (steps_done || time_done) {
+        if (in_window > 0) {  // the last, partial window of losses
+          res.vae_loss = window.item<double>() / static_cast<double>(in_window);
+          loss_log.row("vae", st.vae_step, res.vae_loss, 0, st.vae_seconds);
+        }
         st.stage = "dit";
         save_vae();
         progress.clear();
@@ -249,7 +253,11 @@ TrainResult train_tiny(const TrainOptions& o) {
       const at::Tensor z = mu + at::exp(0.5 * logvar) * at::randn(mu.sizes(), gen, mu.options());
       const at::Tensor rec = vae->decode_unclamped(z);
       const at::Tensor weight = 1 + o.object_weight * r.alpha.unsqueeze(1);
-      const at::Tensor l1 = ((rec - r.video).abs() * weight).mean() / (1 + o.object_weight * r.alpha.mean());
+      // Squared error (plus a little L1): it pulls a blurry reconstruction toward the mean of a
+      // region, object included, where L1 alone settles on its median (the background) and the small
+      // object is the last thing learned.
+      const at::Tensor err = rec - r.video;
+      const at::Tensor l1 = ((err.pow(2) + 0.2 * err.abs()) * weight).mean() / (1 + o.object_weight * r.alpha.mean());
       const at::Tensor kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).mean();
       const at::Tensor loss = l1 + o.kl_weight * kl;
       double progress_frac = 0;
@@ -271,7 +279,7 @@ TrainResult train_tiny(const TrainOptions& o) {
         if (res.first_vae_loss == 0) res.first_vae_loss = mean;
         res.vae_loss = mean;
         loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds);
-        progress.update("training VAE", fmt("step %.0f  L1 %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60));
+        progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60));
         window.zero_();
         in_window = 0;
       }
@@ -388,6 +396,10 @@ TrainResult train_tiny(const TrainOptions& o) {
       const bool steps_done = o.dit_steps >= 0 && st.dit_step >= o.dit_steps;
       const bool time_done = budget > 0 && used >= budget;
       if (steps_done || time_done) {
+        if (in_window > 0) {
+          res.dit_loss = window.item<double>() / static_cast<double>(in_window);
+          loss_log.row("dit", st.dit_step, res.dit_loss, 0, st.dit_seconds);
+        }
         st.stage = "done";
         save_dit();
         progress.clear();
@@ -470,7 +482,7 @@ TrainResult train_tiny(const TrainOptions& o) {
                {"data_minutes", st.prep_seconds / 60},
                {"transformer_minutes", st.dit_seconds / 60},
                {"device_minutes", total / 60},
-               {"final_vae_l1", res.vae_loss},
+               {"final_vae_reconstruction_loss", res.vae_loss},
                {"final_transformer_loss", res.dit_loss},
                {"options",
                 {{"minutes", o.minutes}, {"vae_share", o.vae_share}, {"vae_batch", o.vae_batch}, {"vae_frames", o.vae_frames},
