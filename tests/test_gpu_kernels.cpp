@@ -324,6 +324,58 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   EXPECT_TRUE(at::equal(fast->decode(z).to(at::kFloat), plain16));  // off: the reference path again
 }
 
+// vae_fused_shortcut: an up block (resnets, upsampler, DupUp3D shortcut) over two chunks (the first drops
+// the temporal upsampler's first frame), bf16 on the GPU, channels first and last, temporal and spatial
+// only, channel ratios 1 and 2: the in-place fused add gives the unfused block's output bit for bit.
+TEST(GpuKernels, VaeFusedShortcutIsBitIdenticalToTheUnfusedAdd) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  struct Case {
+    int64_t in, out;
+    bool temporal, cl;
+    int64_t H, W;
+  };
+  for (const Case& c : {Case{16, 16, true, false, 5, 7}, Case{16, 8, false, false, 6, 8}, Case{32, 16, true, true, 5, 6},
+                        Case{16, 16, false, true, 3, 5}, Case{24, 24, true, true, 4, 4}}) {
+    SCOPED_TRACE("in " + std::to_string(c.in) + " out " + std::to_string(c.out) + (c.temporal ? " temporal" : " spatial") +
+                 (c.cl ? " channels-last" : " channels-first"));
+    WanResidualUpBlock block(c.in, c.out, 1, c.temporal, true, at::TensorOptions().dtype(at::kFloat));
+    {
+      auto gen = at::detail::createCPUGenerator(21);
+      at::NoGradGuard g;
+      for (auto& p : block->parameters()) p.normal_(0.0, 0.1, gen);
+    }
+    block->to(gpu(), at::kBFloat16);
+    if (c.cl) {
+      at::NoGradGuard g;
+      for (auto& p : block->parameters())
+        if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+    }
+    at::InferenceMode guard;
+    auto gen = at::detail::createCPUGenerator(22);
+    const auto fmt = c.cl ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::Contiguous;
+    const at::Tensor x0 = at::randn({2, c.in, 1, c.H, c.W}, gen, at::kFloat).to(bf16()).contiguous(fmt);
+    const at::Tensor x1 = at::randn({2, c.in, 3, c.H, c.W}, gen, at::kFloat).to(bf16()).contiguous(fmt);
+    RuntimeOptions plain_o, fused_o;
+    fused_o.vae_fused_shortcut = true;
+    Trace plain_t, fused_t;
+    techniques::VaeRun plain_run{&plain_o, &plain_t}, fused_run{&fused_o, &fused_t};
+    WanCausalCache plain, fused;
+    plain.run = &plain_run;
+    fused.run = &fused_run;
+    for (int chunk = 0; chunk < 2; ++chunk) {
+      const at::Tensor& x = chunk == 0 ? x0 : x1;
+      plain.begin_chunk();
+      fused.begin_chunk();
+      const at::Tensor want = block->forward(x, plain, chunk == 0);
+      const at::Tensor got = block->forward(x, fused, chunk == 0);
+      ASSERT_EQ(got.sizes(), want.sizes());
+      EXPECT_TRUE(at::equal(got, want)) << "chunk " << chunk << ": " << differing(got, want) << " of the elements differ";
+    }
+    EXPECT_EQ(fused_t.get("kernel.vae_fused_shortcut.launches"), 2);
+    EXPECT_EQ(plain_t.get("kernel.vae_fused_shortcut.launches"), 0);
+  }
+}
+
 // topk_blocks on the GPU (bf16, cuDNN's attention with its log-sum-exp) against the same pattern in
 // float32 on the CPU (the math ops), whose definition tests/test_sparse.cpp checks: odd grid, batch 2.
 TEST(GpuKernels, TopkBlocksOnTheGpuMatchesTheCpu) {

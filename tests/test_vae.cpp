@@ -269,6 +269,34 @@ TEST(VAE, CausalBufferIsBitIdentical) {
   EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &t2), ref));
 }
 
+TEST(VAE, ChunkFramesComputeWhatOneFrameChunksDo) {
+  // Random latents of 6 frames on the golden VAE: chunks of 1 (reference), then 2, 4 (1 + 4 + a remainder
+  // of 1) and 16 (everything after the first frame at once), alone and with the causal buffer.
+  auto m = load_golden_vae();
+  at::InferenceMode guard;
+  auto gen = at::detail::createCPUGenerator(4);
+  const at::Tensor z = at::randn({1, m->config().z_dim, 6, 4, 4}, gen, at::kFloat);
+  const at::Tensor ref = m->decode(z);
+  for (int64_t k : {2, 4, 16})
+    for (bool buffered : {false, true}) {
+      SCOPED_TRACE("vae_chunk_frames " + std::to_string(k) + (buffered ? " + causal buffer" : ""));
+      RuntimeOptions o;
+      o.vae_chunk_frames = k;
+      o.vae_causal_buffer = buffered;
+      Trace trace;
+      const at::Tensor got = decode_with(m, z, o, &trace);
+      ASSERT_EQ(got.sizes(), ref.sizes());
+      EXPECT_LE(rel_l2(got, ref), 1e-5);  // float32 sums of other conv shapes (measured 1.3e-6); a lost context is ~1e-1
+      // Chunks of more than one latent frame: 5 frames after the first.
+      EXPECT_EQ(trace.get("kernel.vae_chunk_frames.chunks"), k == 2 ? 2 : 1);
+    }
+  // Off (1) is the reference path's chunking exactly.
+  RuntimeOptions one;
+  Trace t1;
+  EXPECT_TRUE(at::equal(decode_with(m, z, one, &t1), ref));
+  EXPECT_EQ(t1.get("kernel.vae_chunk_frames.chunks"), 0);
+}
+
 TEST(VAE, SubpixelUpsampleEqualsNearestThenConv) {
   auto m = load_golden_vae();
   const auto io = golden_io();

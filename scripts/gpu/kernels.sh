@@ -2,7 +2,8 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [bench] [ablate] [vae]
+#   scripts/gpu/kernels.sh [build] [tests] [bench] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache]
+#   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -55,13 +56,16 @@ for s in "${steps[@]}"; do
     vae-switches)
       # Every VAE switch and their sets, in one process against one fp32 decode of the same latents.
       d=$(mktemp -d); vm=()
-      for set in bf16 bf16,causal bf16,cl bf16,cl,causal bf16,cl,causal,fused bf16,cl,subpixel bf16,causal,fused,subpixel bf16,cl,causal,fused,subpixel; do
+      for set in ${VAE_SETS:-bf16 bf16,causal bf16,cl bf16,cl,causal bf16,cl,causal,fused bf16,cl,subpixel bf16,causal,fused,subpixel bf16,cl,causal,fused,subpixel}; do
         python3 - "$M/kernel-vae.json" "$d/vae-${set//,/-}.json" "$set" <<'PY'
 import json, sys
-names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_buffer", "fused": "vae_fused_norm_silu", "subpixel": "vae_subpixel_upsample"}
+names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_buffer", "fused": "vae_fused_norm_silu",
+         "subpixel": "vae_subpixel_upsample", "short": "vae_fused_shortcut", "tune": "vae_cudnn_benchmark"}
 m = json.load(open(sys.argv[1]))
 m["id"] = "wan22-ti2v-5b/vae-" + sys.argv[3].replace(",", "-")
-m["flags"] = {names[k]: True for k in sys.argv[3].split(",")}
+# chunkN: vae_chunk_frames N
+m["flags"] = {names[k]: True for k in sys.argv[3].split(",") if not k.startswith("chunk")}
+m["flags"].update({"vae_chunk_frames": int(k[5:]) for k in sys.argv[3].split(",") if k.startswith("chunk")})
 json.dump(m, open(sys.argv[2], "w"))
 PY
         vm+=(--vae-manifest "$d/vae-${set//,/-}.json")
@@ -86,6 +90,14 @@ PY
     topk)
       bench topk-50 $M/sparse-topk-50.json --skip-vae --at-step 20
       bench topk-25 $M/sparse-topk-25.json --skip-vae --at-step 20 ;;
+    topk-chunks)
+      # topk_blocks with query chunks of 2 and 4 latent frames (one-frame chunks underfill the GPU).
+      d=$(mktemp -d)
+      for kq in 25:2 25:4 50:4; do
+        k=${kq%:*}; q=${kq#*:}
+        python3 -c "import json; m=json.load(open('$M/sparse-topk-$k.json')); m['flags']['sparse']['query_frames']=$q; json.dump(m, open('$d/k$k-q$q.json','w'))"
+        bench "topk-$k-q$q" "$d/k$k-q$q.json" --skip-vae --at-step 20
+      done ;;
     *) echo "unknown step $s" ;;
   esac
 done

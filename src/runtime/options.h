@@ -109,6 +109,9 @@ struct RuntimeOptions {
   bool vae_fused_norm_silu = false;    // RMS norm + SiLU in one CUDA pass, written into the conv's input
   bool vae_causal_buffer = false;      // causal convs keep [context, chunk] in one buffer: no concatenation
   bool vae_subpixel_upsample = false;  // nearest 2x + 3x3 conv as four 2x2 convs on the small frame
+  bool vae_fused_shortcut = false;     // the up blocks' DupUp3D shortcut added in place in one CUDA pass
+  bool vae_cudnn_benchmark = false;    // cuDNN times its conv algorithms per shape during the decode
+  int64_t vae_chunk_frames = 1;        // latent frames per decoder chunk after the first (the reference: 1)
   // quantisation family
   QuantOptions quant;
   // cache family (one policy at a time)

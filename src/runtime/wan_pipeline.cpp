@@ -145,9 +145,19 @@ at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) {
   at::InferenceMode guard;
   const at::Tensor z = vae_->denormalize(latents.to(precision_.device, at::kFloat));
   const bool switches = options_.vae_bf16 || options_.vae_channels_last || options_.vae_fused_norm_silu ||
-                        options_.vae_causal_buffer || options_.vae_subpixel_upsample;
+                        options_.vae_causal_buffer || options_.vae_subpixel_upsample || options_.vae_fused_shortcut ||
+                        options_.vae_cudnn_benchmark || options_.vae_chunk_frames > 1;
   techniques::VaeRun run{&options_, trace};
+  // vae_cudnn_benchmark: cuDNN's autotuner for the decode only, restored afterwards (also on an error).
+  struct CudnnBenchmark {
+    bool was = at::globalContext().benchmarkCuDNN();
+    explicit CudnnBenchmark(bool on) {
+      if (on) at::globalContext().setBenchmarkCuDNN(true);
+    }
+    ~CudnnBenchmark() { at::globalContext().setBenchmarkCuDNN(was); }
+  } tuner(options_.vae_cudnn_benchmark && z.is_cuda());
   at::Tensor video = decoding_vae()->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
+  if (options_.vae_cudnn_benchmark && z.is_cuda()) run.count("kernel.vae_cudnn_benchmark.decodes");
   if (options_.vae_bf16) run.count("kernel.vae_bf16.decodes");
   if (options_.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
   video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);

@@ -459,6 +459,10 @@ at::Tensor WanResidualUpBlockImpl::forward(const at::Tensor& x, WanCausalCache& 
   for (const auto& r : resnets) h = r->forward(h, cache);
   if (!up) return h;
   h = upsampler->forward(h, cache);
+  if (techniques::vae_dup_up_add_applies(cache.run, h, x)) {
+    techniques::vae_dup_up_add_(*cache.run, h, x, factor_t, first_chunk);  // h is the upsampler's own output
+    return h;
+  }
   return h + dup_up_3d(x, out_dim, factor_t, 2, first_chunk);
 }
 
@@ -578,9 +582,15 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   if (inter) (*inter)["post_quant_conv"] = x;
   WanCausalCache cache;
   cache.run = run;
-  for (int64_t i = 0; i < x.size(2); ++i) {
+  // The first latent frame alone, then one frame per chunk (the reference) or vae_chunk_frames: the
+  // decoder is causal and carries its context, so a chunk of k frames computes what k chunks do.
+  const int64_t per_chunk = run && run->options ? std::max<int64_t>(1, run->options->vae_chunk_frames) : 1;
+  for (int64_t i = 0; i < x.size(2);) {
+    const int64_t n = i == 0 ? 1 : std::min(per_chunk, x.size(2) - i);
     cache.begin_chunk();
-    const at::Tensor out = decoder->forward(x.narrow(2, i, 1), cache, i == 0, record);
+    if (n > 1) run->count("kernel.vae_chunk_frames.chunks");
+    const at::Tensor out = decoder->forward(x.narrow(2, i, n), cache, i == 0, record);
+    i += n;
     const at::Tensor px = wan_vae_unpatchify(out, c.patch_size);  // [B, 3, 1 or 4, H, W]
     sink(clamp ? px.clamp(-1.0, 1.0) : px);
   }

@@ -43,4 +43,15 @@ struct VaeStrides {
 int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStrides xs, VaeStrides os, int64_t C,
                          int64_t T, int64_t HW, void* stream);
 
+// The VAE up block's DupUp3D shortcut added in place: h[b, c, t, y, w] += x[b, ci, ti, y/2, w/2] with
+// tf = t + t_shift, ti = tf / ft, a = tf % ft, k = ((c * ft + a) * 2 + y % 2) * 2 + w % 2, ci = k / repeats
+// (x's channels repeated `repeats` times and unfolded into (ft, 2, 2)). bf16, any strides; the sum is
+// rounded once, as at::add rounds it.
+struct DupUpShape {
+  int64_t B, C, T, H, W;           // h's sizes (the output)
+  int64_t hs[5], xs[5];            // element strides of h and x ([B, C, T, H, W])
+  int64_t ft, repeats, t_shift;
+};
+int launch_vae_dup_up_add(void* h, const void* x, const DupUpShape& s, void* stream);
+
 }  // namespace autooptim::cuda

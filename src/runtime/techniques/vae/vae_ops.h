@@ -29,4 +29,9 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
 at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight,
                                       const at::Tensor& bias, at::Tensor& folded);
 
+// vae_fused_shortcut.cpp: whether h += DupUp3D(x) can run fused, and the in-place add (ft: the block's
+// temporal factor; first_chunk drops the first ft-1 frames of the shortcut as DupUp3D does).
+bool vae_dup_up_add_applies(const VaeRun* run, const at::Tensor& h, const at::Tensor& x);
+void vae_dup_up_add_(const VaeRun& run, at::Tensor& h, const at::Tensor& x, int64_t ft, bool first_chunk);
+
 }  // namespace autooptim::runtime::techniques
