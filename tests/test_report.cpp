@@ -58,7 +58,8 @@ json report() {
                              {"baseline_timing", timing(2.4)}, {"candidate_timing", timing(2.14)},
                              {"quality_by_prompt", {{"mh-01", {{"psnr", 100.0}, {"ssim", 1.0}}}, {"tx-02", {{"psnr", 100.0}, {"ssim", 1.0}}}}},
                              {"clips", {{"mh-01", "gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4"}}},
-                             {"heldout", {{"accepted", true}, {"speedup", 1.1}, {"psnr", 100.0}, {"ssim", 1.0}, {"failure_signature", ""}}}});
+                             {"heldout", {{"accepted", true}, {"speedup", 1.1}, {"psnr", 100.0}, {"ssim", 1.0}, {"failure_signature", ""},
+                                          {"quality_by_prompt", {{"ho-07", {{"psnr", 100.0}}}, {"ho-11", {{"psnr", 100.0}}}}}}}});
   // Rejected by the quality gate: the gate did its job.
   r["candidates"].push_back({{"id", "wan22-tiny/cache/easycache-t0.12"}, {"family", "cache"}, {"speedup", 2.1}, {"psnr", 16.4}, {"ssim", 0.61},
                              {"accepted", false}, {"gated", true}, {"lossless", false}, {"failure_signature", "quality-cliff"},
@@ -231,7 +232,14 @@ TEST(Report, TimesSpreadCategoriesHeldOutClipsAndEnvironment) {
   }
   EXPECT_NE(mdoc.find("report schema version 2"), std::string::npos);
   EXPECT_NE(mdoc.find("motion identical; text identical"), std::string::npos) << mdoc;
-  // Clips: baseline next to the candidate.
+  // Held-out quality per prompt, in both.
+  for (const std::string& doc : {mdoc, html}) EXPECT_NE(doc.find("ho-11"), std::string::npos);
+  EXPECT_NE(mdoc.find("per prompt: ho-07 identical ho-11 identical"), std::string::npos) << mdoc;
+  // Clips: baseline next to the candidate, as links in the markdown.
+  EXPECT_NE(mdoc.find("| mh-01 | [gates/wan22-tiny_baseline/val/videos/mh-01.mp4](gates/wan22-tiny_baseline/val/videos/mh-01.mp4) | "
+                      "[gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4](gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4) |"),
+            std::string::npos)
+      << mdoc;
   EXPECT_NE(html.find("<video controls muted src='gates/wan22-tiny_baseline/val/videos/mh-01.mp4'>"), std::string::npos);
   EXPECT_NE(html.find("<video controls muted src='gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4'>"), std::string::npos);
 }

@@ -210,9 +210,28 @@ std::string render_markdown(const json& r) {
     else
       o << "- `" << c.value("id", "") << "`: " << (h.value("accepted", false) ? "ACCEPTED" : "REJECTED") << ", " << num(get(h, "speedup")) << "x, worst PSNR "
         << quality_text(get(h, "psnr"), true) << ", SSIM " << num(get(h, "ssim"), 4)
-        << (str(h, "failure_signature").empty() ? "" : " (" + str(h, "failure_signature") + ")") << "\n";
+        << (str(h, "failure_signature").empty() ? "" : " (" + str(h, "failure_signature") + ")");
+    if (!obj(h, "quality_by_prompt").empty()) {  // where a held-out failure comes from
+      o << "; per prompt:";
+      for (const auto& [id, x] : obj(h, "quality_by_prompt").items()) o << " " << id << " " << quality_text(get(x, "psnr"), true);
+    }
+    if (h.value("gated", true)) o << "\n";
   }
   if (!any_h) o << "No candidate reached the held-out check.\n";
+  // Clips: the baseline's next to each accepted candidate's, per prompt (paths relative to the report).
+  const json& base_clips = obj(b, "clips");
+  bool clips_header = false;
+  for (const auto& c : arr(r, "candidates")) {
+    if (!c.value("accepted", false) || obj(c, "clips").empty()) continue;
+    if (!clips_header) o << "\n## Clips: baseline next to each accepted candidate\n\n| manifest | prompt | baseline | candidate | PSNR |\n|---|---|---|---|---|\n";
+    clips_header = true;
+    const json& q = obj(c, "quality_by_prompt");
+    for (const auto& [id, path] : obj(c, "clips").items()) {
+      const std::string bp = str(base_clips, id.c_str()), cp = path.is_string() ? path.get<std::string>() : "";
+      o << "| `" << c.value("id", "") << "` | " << id << " | " << (bp.empty() ? "-" : "[" + bp + "](" + bp + ")") << " | "
+        << (cp.empty() ? "-" : "[" + cp + "](" + cp + ")") << " | " << (q.contains(id) ? quality_text(get(q[id], "psnr"), true) : "-") << " |\n";
+    }
+  }
   o << "\n## What each executor explored\n\n";
   for (const auto& e : arr(r, "executors")) o << "- " << explored_summary(e) << " (log: `" << str(e, "log") << "`)\n";
   const json& ds = obj(r, "device_seconds");
@@ -431,6 +450,10 @@ std::string render_html(const json& r) {
     else
       o << (h.value("accepted", false) ? "ACCEPTED" : "REJECTED") << ", " << num(get(h, "speedup")) << "x, worst PSNR " << quality_text(get(h, "psnr"), true)
         << ", SSIM " << num(get(h, "ssim"), 4) << (str(h, "failure_signature").empty() ? "" : " (" + esc(str(h, "failure_signature")) + ")");
+    if (h.value("gated", true) && !obj(h, "quality_by_prompt").empty()) {
+      o << "; per prompt:";
+      for (const auto& [id, x] : obj(h, "quality_by_prompt").items()) o << " " << esc(id) << " " << quality_text(get(x, "psnr"), true);
+    }
     o << "</li>";
   }
   if (!any_h) o << "<li>No candidate reached the held-out check.</li>";
