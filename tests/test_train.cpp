@@ -110,6 +110,22 @@ TEST(Scenes, SameSeedSameScenesAndPixels) {
   EXPECT_GT((r1.video.select(2, 8) - r1.video.select(2, 0)).abs().max().item<float>(), 0.5f);
 }
 
+// The VAE trains on windows of the transformer's 49-frame clips: a window must be those frames of
+// the full clip (the full clip's motion per frame), not the whole motion squeezed into fewer frames.
+TEST(Scenes, WindowOfATimelineIsThoseFramesOfTheFullClip) {
+  std::vector<SceneSpec> s{make_scene(11, 0), make_scene(11, 1), make_scene(11, 2)};
+  const auto full = render(s, 49, 96, 160, at::kCPU);
+  const std::vector<int64_t> starts{0, 17, 40};
+  const auto w = render(s, 9, 96, 160, at::kCPU, 49, starts);
+  ASSERT_EQ(w.video.sizes(), (std::vector<int64_t>{3, 3, 9, 96, 160}));
+  for (size_t b = 0; b < starts.size(); ++b) {
+    const auto i = static_cast<int64_t>(b);
+    EXPECT_LT((w.video[i] - full.video[i].narrow(1, starts[b], 9)).abs().max().item<float>(), 1e-5f) << b;
+    EXPECT_LT((w.alpha[i] - full.alpha[i].narrow(0, starts[b], 9)).abs().max().item<float>(), 1e-5f) << b;
+  }
+  EXPECT_THROW(render(s, 9, 96, 160, at::kCPU, 49, {0, 41, 0}), Error);
+}
+
 TEST(Scenes, ManyDistinctScenesAndCaptionsWithEveryKind) {
   std::set<std::string> captions, kinds;
   for (uint64_t i = 0; i < 4000; ++i) {
@@ -248,6 +264,25 @@ TEST_F(TrainedTiny, LoaderRefusesTruncatedAndForeignCheckpoints) {
     io.write("\xff\xff\xff\xff", 4);
   }
   EXPECT_THROW(runtime::load_model(trained_request(bad2.string())), CheckpointError);
+  // A wider VAE (a trained checkpoint may carry one; the latent is the tiny one's) loads; another
+  // latent does not.
+  const fs::path wide = d.path() / "wide";
+  copy_dir(ckpt(), wide);
+  {
+    auto vcfg = runtime::read_json_file((wide / "vae/config.json").string());
+    vcfg["decoder_base_dim"] = 8;
+    std::ofstream(wide / "vae/config.json") << vcfg.dump();
+    try {
+      runtime::load_model(trained_request(wide.string()));
+      FAIL() << "4-channel decoder weights loaded into an 8-channel decoder";
+    } catch (const CheckpointError& e) {
+      EXPECT_EQ(std::string(e.what()).find("not a wan22-tiny checkpoint"), std::string::npos) << e.what();
+    }
+    vcfg["decoder_base_dim"] = 4;
+    vcfg["z_dim"] = 8;
+    std::ofstream(wide / "vae/config.json") << vcfg.dump();
+    EXPECT_THROW(runtime::load_model(trained_request(wide.string())), CheckpointError);
+  }
   // Another architecture: a config that is not the tiny one.
   const fs::path bad3 = d.path() / "bad3";
   copy_dir(ckpt(), bad3);

@@ -46,6 +46,13 @@ void add_train(CLI::App& app) {
   cmd->add_option("--scenes", o->scenes, "Scenes in the transformer's data set (rendered and encoded once)")->capture_default_str()->check(int_in(1, 10000000));
   cmd->add_option("--frames", o->frames, "Frames of a transformer training clip (the tiny model's 49)")->capture_default_str()->check(frames_count());
   cmd->add_option("--vae-lr", o->vae_lr, "AdamW learning rate of the VAE")->capture_default_str()->check(number_in(0, 1, true));
+  cmd->add_option("--vae-width", o->vae_base_dim, "Base channels of the VAE's encoder (the tiny architecture's 4)")
+      ->capture_default_str()->check(int_in(1, 256));
+  cmd->add_option("--vae-decoder-width", o->vae_decoder_base_dim, "Base channels of the VAE's decoder (the tiny architecture's 4)")
+      ->capture_default_str()->check(int_in(1, 256));
+  cmd->add_option("--kl-weight", o->kl_weight, "Weight of the VAE's KL term")->capture_default_str()->check(number_in(0, 1));
+  cmd->add_option("--object-weight", o->object_weight, "Extra reconstruction weight on the object's pixels (stage 1)")
+      ->capture_default_str()->check(number_in(0, 1000));
   cmd->add_option("--lr", o->dit_lr, "AdamW learning rate of the transformer")->capture_default_str()->check(number_in(0, 1, true));
   cmd->add_option("--ema", o->ema_decay, "EMA decay of the exported transformer weights")->capture_default_str()->check(number_in(0, 1));
   cmd->add_option("--cfg-dropout", o->cfg_dropout, "Probability of training on the empty prompt")->capture_default_str()->check(number_in(0, 1));

@@ -12,6 +12,10 @@
 # resumed by the next call with the same MINUTES (FRESH=1 starts over). The evaluation runs once the
 # budget is spent. E.g. a 12-minute training: `scripts/gpu/train.sh 12 0.45` twice. A finished run
 # resumed with a larger MINUTES trains the transformer further (stage 1 is not reopened).
+# Stage 1 trains a VAE with an 8-channel decoder (the tiny architecture's 4 did not learn the object on
+# the CPU; the loader accepts a wider VAE) on 9-frame windows of the 49-frame clips (3 causal chunks,
+# ~1.7x the steps of 17-frame clips per minute); more VAE steps is what helps most (check the
+# round-trip score in eval.log: it must be well above chance before the transformer's score means anything).
 # Extra training flags: TRAIN_ARGS="--batch 256 --scenes 8192" scripts/gpu/train.sh 6
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,7 +38,7 @@ echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, t
 # shellcheck disable=SC2086
 AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${resume[@]}" --device cuda --seed "$seed" \
   --minutes "$minutes" --vae-share "$share" --session-minutes "$session" \
-  --vae-batch 48 --vae-frames 17 --batch 256 --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
+  --vae-batch 64 --vae-frames 9 --vae-decoder-width 8 --batch 256 --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
   ${TRAIN_ARGS:-} 2>&1 | tee -a "$OUT/train.log"
 rc=${PIPESTATUS[0]}
 echo "train rc=$rc"

@@ -256,6 +256,10 @@ LoadedModel load_model(const LoadRequest& req) {
     auto arch = [](nlohmann::json j) {
       j.erase("latents_mean");  // data, not architecture: set from the training data
       j.erase("latents_std");
+      // The VAE's widths may differ (a trained checkpoint may carry a wider encoder/decoder: the
+      // latent the transformer sees, z_dim at 16x/4x compression, is what must match).
+      j.erase("base_dim");
+      j.erase("decoder_base_dim");
       return j;
     };
     if (c.transformer.to_json() != want.transformer.to_json() || arch(c.vae.to_json()) != arch(want.vae.to_json()) ||

@@ -299,8 +299,13 @@ std::vector<std::string> caption_vocabulary() {
 }
 
 Rendered render(const std::vector<SceneSpec>& scenes, int64_t frames, int64_t height, int64_t width,
-                const at::Device& device) {
+                const at::Device& device, int64_t timeline, const std::vector<int64_t>& start) {
   if (scenes.empty()) throw Error("render: no scenes");
+  if (timeline > 0) {
+    if (start.size() != scenes.size()) throw Error("render: a window of a timeline needs one start per scene");
+    for (const int64_t s0 : start)
+      if (s0 < 0 || s0 + frames > timeline) throw Error("render: window outside the timeline");
+  }
   if (frames < 1 || height < 1 || width < 1) throw Error("render: frames, height and width must be positive");
   const int64_t B = static_cast<int64_t>(scenes.size()), T = frames, H = height, W = width;
   const double aspect = static_cast<double>(W) / static_cast<double>(H);
@@ -327,7 +332,11 @@ Rendered render(const std::vector<SceneSpec>& scenes, int64_t frames, int64_t he
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   par = par.to(device);
   auto col = [&](int64_t i) { return par.select(1, i).reshape({B, 1, 1, 1}); };  // [B, 1, 1, 1]
-  const at::Tensor t = (T > 1 ? at::linspace(0, 1, T, opts) : at::zeros({1}, opts)).view({1, T, 1, 1});
+  at::Tensor t = (T > 1 ? at::linspace(0, 1, T, opts) : at::zeros({1}, opts)).view({1, T, 1, 1});
+  if (timeline > 0) {
+    const at::Tensor s0 = at::tensor(start, at::kLong).to(at::kFloat).to(device).view({B, 1, 1, 1});
+    t = (s0 + at::arange(T, opts).view({1, T, 1, 1})) / static_cast<double>(std::max<int64_t>(1, timeline - 1));
+  }
   const at::Tensor X = ((at::arange(W, opts) + 0.5) / static_cast<double>(H)).view({1, 1, 1, W});
   const at::Tensor Y = ((at::arange(H, opts) + 0.5) / static_cast<double>(H)).view({1, 1, H, 1});
   auto lerp = [&](int64_t a, int64_t b) { return col(a) + (col(b) - col(a)) * t; };  // [B, T, 1, 1]

@@ -74,7 +74,9 @@ struct Rendered {
   at::Tensor alpha;  // [B, T, H, W] float32 in [0, 1]: the object's coverage
 };
 // Renders the scenes at height x width with `frames` frames (t = 0..1 spread over them) on `device`.
+// With `timeline` > 0, the frames are instead a window of a clip of `timeline` frames: scene b's frame i
+// is that clip's frame start[b] + i (the motion per frame of the full clip, not a faster one).
 Rendered render(const std::vector<SceneSpec>& scenes, int64_t frames, int64_t height, int64_t width,
-                const at::Device& device);
+                const at::Device& device, int64_t timeline = 0, const std::vector<int64_t>& start = {});
 
 }  // namespace autooptim::train

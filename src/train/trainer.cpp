@@ -125,8 +125,10 @@ class LossLog {
   explicit LossLog(const fs::path& path) : f_(path, std::ios::app) {
     if (!f_) throw Error(path.string() + ": cannot write the training log");
   }
-  void row(const std::string& stage, int64_t step, double loss, double lr, double seconds) {
-    f_ << json{{"stage", stage}, {"step", step}, {"loss", loss}, {"lr", lr}, {"seconds", seconds}}.dump() << "\n";
+  void row(const std::string& stage, int64_t step, double loss, double lr, double seconds, const json& extra = json::object()) {
+    json j{{"stage", stage}, {"step", step}, {"loss", loss}, {"lr", lr}, {"seconds", seconds}};
+    j.update(extra);
+    f_ << j.dump() << "\n";
     f_.flush();
   }
 
@@ -185,7 +187,9 @@ TrainResult train_tiny(const TrainOptions& o) {
     return o.session_minutes > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
   };
   TrainResult res;
-  const runtime::ModelConfigs cfg = runtime::tiny_configs();
+  runtime::ModelConfigs cfg = runtime::tiny_configs();
+  cfg.vae.base_dim = o.vae_base_dim;
+  cfg.vae.decoder_base_dim = o.vae_decoder_base_dim;
   const Precision p32{at::kFloat, dev};
   const double budget = o.minutes * 60.0;
 
@@ -227,6 +231,14 @@ TrainResult train_tiny(const TrainOptions& o) {
   {
     log::Progress progress;
     at::Tensor window = at::zeros({}, p32.fp32_opts());
+    // Diagnostics of the window: squared error on the object's pixels and on the background's, the
+    // posterior's mean log-variance and the spread of its means (is the latent carrying anything?).
+    at::Tensor diag = at::zeros({4}, p32.fp32_opts());
+    auto diag_json = [&](int64_t n) {
+      const auto d = (diag / static_cast<double>(std::max<int64_t>(1, n))).to(at::kCPU);
+      const float* v = d.data_ptr<float>();
+      return json{{"object_mse", v[0]}, {"background_mse", v[1]}, {"logvar", v[2]}, {"mu_std", v[3]}};
+    };
     int64_t in_window = 0;
     auto last_ckpt = Clock::now();
     while (st.stage == "vae") {
@@ -235,7 +247,7 @@ TrainResult train_tiny(const TrainOptions& o) {
       if (steps_done || time_done) {
         if (in_window > 0) {  // the last, partial window of losses
           res.vae_loss = window.item<double>() / static_cast<double>(in_window);
-          loss_log.row("vae", st.vae_step, res.vae_loss, 0, st.vae_seconds);
+          loss_log.row("vae", st.vae_step, res.vae_loss, 0, st.vae_seconds, diag_json(in_window));
         }
         st.stage = "dit";
         save_vae();
@@ -245,9 +257,18 @@ TrainResult train_tiny(const TrainOptions& o) {
       }
       const auto t0 = Clock::now();
       std::vector<SceneSpec> scenes;
-      for (int64_t i = 0; i < o.vae_batch; ++i)
-        scenes.push_back(make_scene(o.seed ^ 0x76616531ull, static_cast<uint64_t>(st.vae_step * o.vae_batch + i)));
-      const Rendered r = render(scenes, o.vae_frames, o.height, o.width, dev);
+      std::vector<int64_t> starts;
+      for (int64_t i = 0; i < o.vae_batch; ++i) {
+        const auto index = static_cast<uint64_t>(st.vae_step * o.vae_batch + i);
+        scenes.push_back(make_scene(o.seed ^ 0x76616531ull, index));
+        starts.push_back(static_cast<int64_t>(mix(o.seed ^ 0x77696e64ull ^ (index * 0x100000001b3ull)) % static_cast<uint64_t>(o.frames - o.vae_frames + 1)));
+      }
+      // A window of vae_frames of the transformer's clip (o.frames), at its motion per frame: rendering
+      // the whole motion into vae_frames would train on objects moving o.frames/vae_frames times
+      // faster than in the clips the VAE encodes for the transformer (and the evaluation decodes), each
+      // latent frame smearing an object over 4 distant positions.
+      const Rendered r = o.vae_frames < o.frames ? render(scenes, o.vae_frames, o.height, o.width, dev, o.frames, starts)
+                                                 : render(scenes, o.vae_frames, o.height, o.width, dev);
       auto gen = reseeded(dev, mix(o.seed * 31 + 1) ^ static_cast<uint64_t>(st.vae_step));
       const auto [mu, logvar] = vae->encode(r.video);
       const at::Tensor z = mu + at::exp(0.5 * logvar) * at::randn(mu.sizes(), gen, mu.options());
@@ -270,6 +291,12 @@ TrainResult train_tiny(const TrainOptions& o) {
       torch::nn::utils::clip_grad_norm_(vae->parameters(), 1.0);
       vae_opt.step();
       window += l1.detach();
+      {
+        at::NoGradGuard ng;
+        const at::Tensor a = r.alpha.unsqueeze(1).expand_as(err), e2 = err.detach().pow(2);
+        diag += at::stack({(e2 * a).sum() / a.sum().clamp_min(1), (e2 * (1 - a)).sum() / (1 - a).sum().clamp_min(1),
+                           logvar.detach().mean(), mu.detach().std()});
+      }
       ++in_window;
       ++st.vae_step;
       runtime::device_synchronize(dev);
@@ -278,9 +305,12 @@ TrainResult train_tiny(const TrainOptions& o) {
         const double mean = window.item<double>() / static_cast<double>(in_window);
         if (res.first_vae_loss == 0) res.first_vae_loss = mean;
         res.vae_loss = mean;
-        loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds);
-        progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60));
+        const json dj = diag_json(in_window);
+        loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds, dj);
+        progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60) +
+                                            fmt("  object mse %.4f  background mse %.4f", dj["object_mse"].get<double>(), dj["background_mse"].get<double>()));
         window.zero_();
+        diag.zero_();
         in_window = 0;
       }
       if (session_over()) {
@@ -487,7 +517,7 @@ TrainResult train_tiny(const TrainOptions& o) {
                {"options",
                 {{"minutes", o.minutes}, {"vae_share", o.vae_share}, {"vae_batch", o.vae_batch}, {"vae_frames", o.vae_frames},
                  {"dit_batch", o.dit_batch}, {"scenes", o.scenes}, {"frames", o.frames}, {"height", o.height},
-                 {"width", o.width}, {"vae_lr", o.vae_lr}, {"dit_lr", o.dit_lr}, {"kl_weight", o.kl_weight},
+                 {"width", o.width}, {"vae_base_dim", o.vae_base_dim}, {"vae_decoder_base_dim", o.vae_decoder_base_dim}, {"vae_lr", o.vae_lr}, {"dit_lr", o.dit_lr}, {"kl_weight", o.kl_weight},
                  {"object_weight", o.object_weight}, {"ema_decay", o.ema_decay}, {"cfg_dropout", o.cfg_dropout},
                  {"flow_shift", shift}}}};
   write_json(out / "train_info.json", info);

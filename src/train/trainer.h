@@ -36,6 +36,9 @@ struct TrainOptions {
   int64_t scenes = 4096;       // stage 2 data set: scenes rendered and encoded once
   int64_t frames = 49, height = 96, width = 160;  // the tiny model's clip (stage 2)
   double vae_lr = 1e-3, dit_lr = 5e-4;
+  // Channel widths of the trained VAE's encoder and decoder (the tiny architecture's are 4 and 4; the
+  // latent, 16 channels at 16x spatial and 4x temporal compression, is fixed by the transformer).
+  int64_t vae_base_dim = 4, vae_decoder_base_dim = 4;
   double kl_weight = 1e-3;
   double object_weight = 8.0;  // extra L1 weight on the object's pixels in stage 1
   double ema_decay = 0.999;
