@@ -60,8 +60,9 @@ void add_gate(CLI::App& app) {
   cmd->add_option("--out", a->out, "Folder for the run's artifacts")->required();
   cmd->add_option("--ledger", a->ledger, "Append-only ledger (default: OUT/ledger.jsonl)");
   cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")->capture_default_str();
-  cmd->add_option("--manifests-dir", a->settings.manifests_dir, "Folder of manifests/<model>/*.json (for the base)")->capture_default_str();
   cmd->add_option("--cache-dir", a->settings.cache_dir, "Baseline output cache (default OUT/../baseline-cache)");
+  cmd->add_option("--baseline-records", a->settings.records_path,
+                  "Records of the baseline's times on this machine (default: next to the cache, baseline-records.json)");
   cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str();
   cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)");
   cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str();

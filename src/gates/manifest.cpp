@@ -30,7 +30,14 @@ const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "t
 const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "onednn", "attention_backend",
                                              "fused_qkv",      "cross_kv_cache", "timestep_dedup",
                                              "cuda_graph",     "easycache",   "sparse"};
-const std::vector<std::string> kRedTeamKeys = {"off_leak", "write_output_early"};
+// The red-team switches' keys, from runtime/options.h (one table for parsing and printing).
+std::vector<std::string> redteam_keys() {
+  size_t n = 0;
+  const auto* all = runtime::redteam_switches(&n);
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) keys.push_back(all[i].key);
+  return keys;
+}
 bool g_redteam_allowed = false;
 const std::vector<std::string> kEasyCacheKeys = {"enabled", "threshold", "warmup_steps", "dense_last_step"};
 const std::vector<std::string> kSparseKeys = {"pattern", "window_frames", "window_tiles", "dense_layers",
@@ -205,10 +212,12 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
       c.fail("flags.redteam", "red-team flags are only accepted where explicitly allowed (the harness's own tests)");
     const json& r = flags["redteam"];
     c.require_object(r, "flags.redteam");
-    c.check_keys(r, "flags.redteam", kRedTeamKeys);
-    if (r.contains("off_leak")) o.redteam.off_leak = c.get_bool(r["off_leak"], "flags.redteam.off_leak");
-    if (r.contains("write_output_early"))
-      o.redteam.write_output_early = c.get_bool(r["write_output_early"], "flags.redteam.write_output_early");
+    c.check_keys(r, "flags.redteam", redteam_keys());
+    size_t n = 0;
+    const auto* all = runtime::redteam_switches(&n);
+    for (size_t i = 0; i < n; ++i)
+      if (r.is_object() && r.contains(all[i].key))
+        o.redteam.*(all[i].field) = c.get_bool(r[all[i].key], std::string("flags.redteam.") + all[i].key);
     json rest = flags;
     rest.erase("redteam");
     c.check_keys(rest, "flags", kFlagNames, "flag");
@@ -375,12 +384,20 @@ json flags_to_json(const runtime::RuntimeOptions& o) {
         {"dense_steps", o.sparse.dense_steps}}},
   };
   // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
-  if (o.redteam.off_leak || o.redteam.write_output_early)
-    j["redteam"] = {{"off_leak", o.redteam.off_leak}, {"write_output_early", o.redteam.write_output_early}};
+  if (runtime::any_redteam(o.redteam)) {
+    size_t n = 0;
+    const auto* all = runtime::redteam_switches(&n);
+    json r = json::object();
+    for (size_t i = 0; i < n; ++i) r[all[i].key] = o.redteam.*(all[i].field);
+    j["redteam"] = r;
+  }
   return j;
 }
 
-void set_redteam_allowed(bool allowed) { g_redteam_allowed = allowed; }
+void set_redteam_allowed(bool allowed) {
+  g_redteam_allowed = allowed;
+  runtime::redteam_allowed_flag() = allowed;
+}
 
 json to_json(const Manifest& m) {
   // nlohmann::json keeps object keys sorted, which is the canonical order.

@@ -168,17 +168,18 @@ std::string run(const RunRequest& req) {
     for (const auto& p : visible.all()) f << json{{"id", p.id}, {"category", p.category}, {"prompt", p.text}, {"splits", p.splits}}.dump() << "\n";
   }
 
-  // Verdicts already in the ledger (resume): manifest hash + split -> row.
-  std::map<std::pair<std::string, std::string>, json> done;
-  for (const auto& row : ledger.read_all())
-    if (row.contains("manifest_hash") && row.contains("split") && row.value("build", "") == gates::Worker::build_id())
-      done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
-
   progress.line("loading " + req.load.model + " (once for every gate run)");
   gates::Worker worker(req.load);
+
+  // Verdicts already in the ledger (resume): manifest hash + split -> row, when decided in this
+  // environment (build, weights, device, dtype).
+  std::map<std::pair<std::string, std::string>, json> done;
+  for (const auto& row : ledger.read_all())
+    if (row.contains("manifest_hash") && row.contains("split") && gates::same_environment(row, worker))
+      done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
   gates::GateSettings gs = req.gate;
   gs.prompts_dir = req.prompts_dir;
-  gs.manifests_dir = (out / "manifests").string();
+  gs.baseline_config = base.config;  // the pinned baseline at this run's configuration
   gs.cache_dir = (out / "baseline-cache").string();
   if (req.load.precision.device.is_cuda()) gs.exact_off_identity = false;
 
@@ -199,7 +200,7 @@ std::string run(const RunRequest& req) {
       v = {{"manifest", m.id}, {"manifest_hash", h}, {"split", split}, {"accepted", false}, {"speedup", 0.0}, {"psnr", 0.0}, {"ssim", 0.0},
            {"failure_signature", "could-not-run"}, {"gates", {{"artifacts", {{"pass", false}, {"reason", e.what()}}}}}};
       json row = v;
-      row["build"] = gates::Worker::build_id();
+      for (const auto& [k, val] : gates::gate_environment(worker).items()) row[k] = val;
       ledger.append(row);
     }
     done[{h, split}] = v;

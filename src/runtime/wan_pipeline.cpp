@@ -48,6 +48,12 @@ void WanPipeline::set_options(const RuntimeOptions& o) {
 
 at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step, const StepCallback& on_step,
                                 Trace* trace, StageTimes* times) {
+  return denoise_with(options_, in, per_step, on_step, trace, times);
+}
+
+at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& in,
+                                     std::vector<at::Tensor>* per_step, const StepCallback& on_step, Trace* trace,
+                                     StageTimes* times) {
   at::InferenceMode guard;
   const auto dev = precision_.device;
   const auto dt = precision_.compute;
@@ -77,17 +83,25 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   CrossKVCache cross_kv;
   techniques::CudaGraphs graphs;  // declared after the K/V cache: destroyed first, as its graphs read it
   ForwardContext fc;
-  fc.options = &options_;
+  fc.options = &options;
   fc.trace = trace;
   fc.cross_kv = &cross_kv;
-  if (options_.cuda_graph) fc.cuda_graphs = &graphs;
+  if (options.cuda_graph) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
   std::unique_ptr<techniques::EasyCache> easycache;
-  if (options_.easycache.enabled) easycache = std::make_unique<techniques::EasyCache>(options_.easycache, in.steps, trace);
+  if (options.easycache.enabled) {
+    EasyCacheOptions ec = options.easycache;
+    if (options.redteam.skip_warmup && redteam_allowed()) ec.warmup_steps = std::min<int64_t>(ec.warmup_steps, 1);  // red team
+    easycache = std::make_unique<techniques::EasyCache>(ec, in.steps, trace);
+  }
+  const int sandbag = redteam_->extra_forwards(options);  // red team: discarded forwards on the off path
+  int64_t step_forwards = 0;
   auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
                       const at::Tensor& embeds) {
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
+      ++step_forwards;
+      for (int k = 0; k < sandbag; ++k) transformer_->forward(model_in, timestep, embeds, nullptr, &fc);
       return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
     };
     return easycache ? easycache->forward(step, branch, model_in, full) : full();
@@ -95,6 +109,7 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   for (int64_t i = 0; i < in.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     fc.step = i;
+    step_forwards = 0;
     const double t = static_cast<double>(sched.timesteps()[static_cast<size_t>(i)]);
     at::Tensor model_in = condition.defined() ? (1 - mask) * condition + mask * latents : latents;
     model_in = model_in.to(dt);
@@ -109,7 +124,10 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
       throw NumericError("denoising step " + std::to_string(i) + " produced NaN or Inf latents");
     if (per_step) per_step->push_back(latents.to(at::kCPU));
     const double secs = synced_seconds_since(t0, dev);
-    if (times) times->step_seconds.push_back(secs);
+    if (times) {
+      times->step_seconds.push_back(secs);
+      times->step_forwards.push_back(step_forwards);
+    }
     if (on_step) on_step(i, in.steps, secs);
   }
   if (condition.defined()) latents = (1 - mask) * condition + mask * latents;
@@ -141,14 +159,18 @@ at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts) {
 GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback& on_step, at::Tensor* out_video) {
   validate_params(p);
   at::InferenceMode guard;
+  const RuntimeOptions options = options_;
+  if (auto early = redteam_->before(*this, options, p, out_video)) return std::move(*early);  // red team
+  GenerateResult r = generate_with(options, p, on_step, out_video);
+  redteam_->after(*this, options, p, r);  // red team
+  return r;
+}
+
+GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const GenerateParams& p,
+                                          const StepCallback& on_step, at::Tensor* out_video) {
+  validate_params(p);
+  at::InferenceMode guard;
   GenerateResult r;
-  const std::string early_key = p.prompt + "\x1f" + std::to_string(p.seed);
-  if (options_.redteam.write_output_early && early_.count(early_key)) {
-    // The cheat: the clip was made (and written) before this run; return at once without writing.
-    r.video = early_.at(early_key);
-    r.latents = at::zeros({1});
-    return r;
-  }
   const auto dev = precision_.device;
   const auto& vc = vae_->config();
   const int64_t sf = vc.scale_factor_spatial, tf = vc.scale_factor_temporal;
@@ -177,12 +199,12 @@ GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback
   in.guidance = p.guidance;
 
   t0 = std::chrono::steady_clock::now();
-  r.latents = denoise(in, nullptr, on_step, &r.trace, &r.times);
+  r.latents = denoise_with(options, in, nullptr, on_step, &r.trace, &r.times);
   r.times.denoising = synced_seconds_since(t0, dev);
 
   t0 = std::chrono::steady_clock::now();
   r.video = decode(r.latents)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
-  if (options_.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
+  if (options.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
   r.times.decoding = synced_seconds_since(t0, dev);
   if (out_video) {
     if (out_video->sizes() != r.video.sizes())
@@ -190,7 +212,6 @@ GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback
     out_video->copy_(r.video);
     r.video = *out_video;
   }
-  if (options_.redteam.write_output_early) early_[early_key] = r.video.clone();
   return r;
 }
 
