@@ -11,6 +11,11 @@ if(TARGET c10_cuda OR TARGET torch_cuda)
   set(AUTOOPTIM_CUDA ON)
 endif()
 message(STATUS "autooptim: libtorch ${Torch_VERSION}, CUDA parts: ${AUTOOPTIM_CUDA}")
+if(AUTOOPTIM_CUDA)
+  # Our own kernels (src/runtime/techniques/**/*.cu) are compiled by nvcc; the language is enabled at the
+  # top level because every target that links the runtime links them.
+  enable_language(CUDA)
+endif()
 
 set(DEPS_INCLUDE "$ENV{DEPS_INCLUDE}" CACHE STRING "Extra include dirs for dependencies (GPU machine)")
 set(DEPS_LIB "$ENV{DEPS_LIB}" CACHE STRING "Extra library dir for dependencies (GPU machine)")
@@ -30,6 +35,41 @@ if(CLI11_FOUND)
   target_link_libraries(autooptim_deps INTERFACE CLI11::CLI11)
 endif()
 
+# spdlog: the compiled Debian library where its CMake package is there (linked into autooptim_support
+# only); header-only from DEPS_INCLUDE otherwise.
+# On the GPU machine (DEPS_INCLUDE given) spdlog and fmt are used header-only, as docs/gpu.md advises.
+if(DEPS_INCLUDE)
+  set(_spdlog_header_only ON)
+else()
+  set(_spdlog_header_only OFF)
+endif()
+option(AUTOOPTIM_SPDLOG_HEADER_ONLY "Use spdlog and fmt header-only (no compiled libraries)" ${_spdlog_header_only})
+if(NOT AUTOOPTIM_SPDLOG_HEADER_ONLY)
+  find_package(spdlog CONFIG QUIET)
+endif()
+
+# The git commit of the sources, recorded at configure time for --version and the reports; the build
+# reconfigures when HEAD moves, so the recorded commit follows new commits.
+set(AUTOOPTIM_GIT_COMMIT "unknown")
+find_package(Git QUIET)
+if(GIT_FOUND)
+  execute_process(COMMAND ${GIT_EXECUTABLE} -C ${PROJECT_SOURCE_DIR} rev-parse --short=12 HEAD
+                  OUTPUT_VARIABLE _sha OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc ERROR_QUIET)
+  if(_rc EQUAL 0 AND _sha)
+    set(AUTOOPTIM_GIT_COMMIT "${_sha}")
+    execute_process(COMMAND ${GIT_EXECUTABLE} -C ${PROJECT_SOURCE_DIR} status --porcelain --untracked-files=no
+                    OUTPUT_VARIABLE _dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(_dirty)
+      set(AUTOOPTIM_GIT_COMMIT "${AUTOOPTIM_GIT_COMMIT}-dirty")
+    endif()
+    execute_process(COMMAND ${GIT_EXECUTABLE} -C ${PROJECT_SOURCE_DIR} rev-parse --absolute-git-dir
+                    OUTPUT_VARIABLE _gitdir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(_gitdir AND EXISTS "${_gitdir}/logs/HEAD")
+      set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_gitdir}/logs/HEAD")
+    endif()
+  endif()
+endif()
+message(STATUS "autooptim: commit ${AUTOOPTIM_GIT_COMMIT}")
 
 # OpenCV: the Debian package's config when present; otherwise the libraries by path.
 find_package(OpenCV QUIET COMPONENTS core imgproc video videoio imgcodecs)

@@ -7,7 +7,8 @@ pkgs=(cmake ninja-build g++ make pkg-config
       libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
       libopencv-core-dev libopencv-imgproc-dev libopencv-video-dev libopencv-videoio-dev
       libopencv-imgcodecs-dev
-      libsentencepiece-dev)
+      libsentencepiece-dev
+      clang libclang-rt-14-dev)  # the libFuzzer targets (tests/fuzz/); the build itself uses g++
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,14 +1,27 @@
 // The binary as a user runs it: exit codes and one clear message for bad input, a clip from
 // `generate`, and `run` on the tiny model writing every report, resumable from its ledger.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "runtime/safetensors.h"
 #include "runtime/video_io.h"
 #include "test_util.h"
 
@@ -99,7 +112,12 @@ TEST(Cli, GenerateWritesTheClipAndStageTimes) {
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
-  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 3 --budget-trials 4 --executor-trials 2 --max-prompts 1";
+  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1";
+  // A failed start (prompts not found) leaves nothing behind, so the corrected command below is a
+  // fresh run, not "already holds a run".
+  const auto failed = sh(args + " --prompts-dir " + tmp.file("no-prompts"));
+  ASSERT_EQ(failed.code, 2) << failed.output;
+  EXPECT_FALSE(fs::exists(out)) << failed.output;
   const auto r = sh(args);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("report: "), std::string::npos);
@@ -132,6 +150,16 @@ TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   // A second run into the same folder must be asked for as a resume; the resume continues (with a
   // fresh budget) and never gates a manifest again that the ledger already holds for that split.
   EXPECT_EQ(sh(args).code, 2);
+  {
+    // A live run holds OUT/run.lock: a --resume beside it is refused (it would gate the same candidates).
+    const int fd = ::open((fs::path(out) / "run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    const auto beside = sh(args + " --resume");
+    ::close(fd);
+    EXPECT_EQ(beside.code, 2) << beside.output;
+    EXPECT_NE(beside.output.find("is in use by another autooptim run"), std::string::npos) << beside.output;
+  }
   const auto again = sh(args + " --resume");
   ASSERT_EQ(again.code, 0) << again.output;
   std::ifstream in(fs::path(out) / "ledger.jsonl");
@@ -157,3 +185,348 @@ TEST(Cli, GenerateReproducesAManifest) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(autooptim::runtime::probe_video(tmp.file("a.mp4")).frames, 5);
 }
+
+TEST(Cli, NumbersAndSplitsAreRefusedBeforeAnyWork) {
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const std::string run = "run --model wan22-tiny --out " + out + " ";
+  const std::string gen = "generate --model wan22-tiny --prompt x --out " + tmp.file("a.y4m") + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {run + "--min-psnr nan", "--min-psnr"},
+      {run + "--min-ssim nan", "--min-ssim"},
+      {run + "--min-ssim 1.5", "--min-ssim"},
+      {run + "--repeats -1", "--repeats"},
+      {run + "--max-prompts -2", "--max-prompts"},
+      {run + "--budget-trials -1", "--budget-trials"},
+      {run + "--budget-trials 0", "--budget-trials"},
+      {run + "--budget-minutes nan", "--budget-minutes"},
+      {run + "--budget-minutes -1", "--budget-minutes"},
+      {run + "--budget-minutes 0", "--budget-minutes"},
+      {run + "--budget-minutes inf", "--budget-minutes"},
+      {run + "--executor-trials -3", "--executor-trials"},
+      {run + "--split heldout60", "--split"},
+      {run + "--heldout-split val", "--heldout-split"},
+      {run + "--frames 10", "--frames"},
+      {run + "--height 100", "--height"},
+      {run + "--width 16", "--width"},
+      {run + "--steps 0", "--steps"},
+      // Above 2^63-1: CLI11 alone clamps it to 9223372036854775807 silently.
+      {run + "--budget-trials 99999999999999999999", "--budget-trials"},
+      {gen + "--seed 9223372036854775808", "--seed"},
+      {gen + "--seed -1", "--seed"},
+      {gen + "--fps 1e308", "--fps"},
+      {gen + "--fps nan", "--fps"},
+      {gen + "--fps 0", "--fps"},
+      {gen + "--guidance nan", "--guidance"},
+      {gen + "--steps 2.5", "--steps"},
+      {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --min-psnr nan", "--min-psnr"},
+      {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --repeats 0", "--repeats"},
+      {"bench --model wan22-tiny --repeat -1", "--repeat"},
+      {"verify --golden tests/data/golden --tolerance nan", "--tolerance"},
+  };
+  for (const auto& [args, option] : cases) {
+    const auto r = sh(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(option), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    EXPECT_FALSE(fs::exists(tmp.file("a.y4m"))) << args;
+  }
+}
+
+TEST(Cli, AFailedStartLeavesNoRunBehind) {
+  // Wrong --weights, wrong working directory (no manifests/prompts found): exit 2 and nothing in --out
+  // that would make the corrected retry "already hold a run".
+  autooptim::test::TempDir tmp;
+  fs::create_directories(tmp.file("empty-weights"));
+  fs::create_directories(tmp.file("existing"));
+  const std::vector<std::string> starts = {
+      "run --model wan22-ti2v-5b --weights " + tmp.file("empty-weights") + " --out ",
+      "run --model wan22-tiny --manifests-dir " + tmp.file("nowhere") + " --out ",
+      "run --model wan22-tiny --prompts-dir " + tmp.file("nowhere") + " --out ",
+  };
+  for (const auto& start : starts) {
+    for (const std::string out : {tmp.file("fresh"), tmp.file("existing")}) {
+      const auto r = sh(start + out);
+      EXPECT_EQ(r.code, 2) << start << "\n" << r.output;
+      if (out == tmp.file("fresh")) {
+        EXPECT_FALSE(fs::exists(out)) << start;
+      } else {
+        EXPECT_TRUE(fs::is_empty(out)) << start;
+      }
+      // The retry fails for the same reason, never for "already holds a run".
+      const auto again = sh(start + out);
+      EXPECT_EQ(again.output.find("already holds a run"), std::string::npos) << again.output;
+    }
+  }
+}
+
+TEST(Cli, VerifyFailsAGoldenPairThatComparesNothing) {
+  autooptim::test::TempDir tmp;
+  const fs::path g = autooptim::test::golden_dir();
+  for (const char* f : {"unipc_io.json", "unipc_io.safetensors", "transformer_tiny_weights.json", "transformer_tiny_weights.safetensors"})
+    fs::copy_file(g / f, tmp.path() / f);
+  autooptim::runtime::write_safetensors(tmp.file("transformer_tiny_io.safetensors"),
+                                        {{"hidden_states", at::zeros({1, 48, 1, 2, 2})}, {"encoder_hidden_states", at::zeros({1, 4, 40})}});
+  const auto r = sh("verify --golden " + tmp.path().string());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("no expected outputs"), std::string::npos) << r.output;
+}
+
+TEST(Cli, AFullDiskEndsTheRunWithTheReasonAndNoEmptyFiles) {
+  autooptim::test::TempDir tmp;
+  const fs::path disk = tmp.path() / "disk";
+  fs::create_directories(disk);
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256k") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  {
+    std::ofstream fill(disk / "filler", std::ios::binary);
+    fill << std::string(512 << 10, 'f');  // fills the disk (the rest does not fit)
+  }
+  const auto r = sh("run --model wan22-tiny --out " + (disk / "run").string() + " --budget-trials 2 --max-prompts 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  // An executor on a full disk fails (exit 2) rather than leaving empty proposals or a done marker.
+  json base = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  base["config"]["frames"] = 5;
+  base["config"]["steps"] = 2;
+  std::ofstream(tmp.file("base.json")) << base.dump();
+  const auto e = sh("executor --family cache --base " + tmp.file("base.json") + " --prompts prompts/visible.jsonl --outbox " +
+                    (disk / "outbox").string() + " --budget-trials 1");
+  EXPECT_EQ(e.code, 2) << e.output;
+  EXPECT_NE(e.output.find("No space left on device"), std::string::npos) << e.output;
+  EXPECT_FALSE(fs::exists(disk / "outbox" / "done"));
+  for (const auto& f : fs::recursive_directory_iterator(disk)) {
+    if (!f.is_regular_file()) continue;
+    const std::string name = f.path().filename().string();
+    if (name == "run.lock" || name == "trials.jsonl" || name == "ledger.jsonl") continue;
+    EXPECT_GT(fs::file_size(f.path()), 0u) << f.path() << " was left empty";
+  }
+  EXPECT_FALSE(fs::exists(disk / "run" / "report.json"));
+}
+
+TEST(Cli, DeeplyNestedJsonIsExitTwoNamingFileAndKey) {
+  // 1,000,000 levels deep used to overflow the stack (SIGSEGV) instead of a message and exit 2.
+  autooptim::test::TempDir tmp;
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string manifest = slurp(kSrc + "/manifests/wan22-tiny/baseline.json");
+  manifest.replace(manifest.find("\"autooptim/1\""), 13, deep);
+  autooptim::test::write_bytes(tmp.file("deep.json"), manifest);
+  auto r = sh("gate --manifest " + tmp.file("deep.json") + " --split smoke --out " + tmp.file("g"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  EXPECT_NE(r.output.find(tmp.file("deep.json") + ": nesting deeper than 64 levels at 'runtime'"), std::string::npos)
+      << r.output.substr(0, 500);
+
+  const fs::path g = autooptim::test::golden_dir();
+  fs::create_directories(tmp.file("golden"));
+  for (const char* f : {"transformer_tiny_io.safetensors", "transformer_tiny_weights.safetensors"})
+    fs::copy_file(g / f, fs::path(tmp.file("golden")) / f);
+  autooptim::test::write_bytes(tmp.file("golden/transformer_tiny_weights.json"), "{\"config\": {\"eps\": " + deep + "}}");
+  r = sh("verify --golden " + tmp.file("golden"));
+  EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
+  EXPECT_NE(r.output.find("transformer_tiny_weights.json: nesting deeper than 64 levels at 'config.eps'"), std::string::npos)
+      << r.output.substr(0, 500);
+}
+
+// ---- Issue 15: logs, exit codes, interruption, works from anywhere (CI and a new user's view). ----
+namespace {
+
+// Runs the binary from `dir` with extra environment assignments ("A=1 B=2"), stdout and stderr apart.
+struct Split {
+  int code;
+  std::string out, err;
+};
+
+Split sh_in(const std::string& dir, const std::string& env, const std::string& args) {
+  autooptim::test::TempDir tmp;
+  const std::string cmd = "cd " + dir + " && env " + env + " " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(tmp.file("out")), slurp(tmp.file("err"))};
+}
+
+// A baseline manifest of the tiny model at a reduced size (seconds per gate run).
+std::string small_baseline(const autooptim::test::TempDir& tmp) {
+  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  m["config"]["frames"] = 5;
+  m["config"]["steps"] = 2;
+  m["config"]["height"] = 64;
+  m["config"]["width"] = 96;
+  std::ofstream(tmp.file("small.json")) << m.dump();
+  return tmp.file("small.json");
+}
+
+const char* kReduced = "--model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1";
+
+}  // namespace
+
+TEST(CliUx, VersionSaysFlavourLibrariesAndCommit) {
+  const auto r = sh_in(kSrc, "", "--version");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* k : {"CPU build", "commit", "libtorch", "CUDA", "cuDNN"}) EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+  EXPECT_EQ(r.out.find("commit    unknown"), std::string::npos) << r.out;  // the build's git commit is embedded
+}
+
+TEST(CliUx, DeviceAutoOnACpuBuildWithTheBigModelSaysSo) {
+  autooptim::test::TempDir tmp;
+  const auto r = sh_in(kSrc, "", "generate --model wan22-ti2v-5b --synthetic-weights --prompt x --out " + tmp.file("a.mp4"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("CPU build"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("make gpu"), std::string::npos) << r.err;
+}
+
+TEST(CliUx, UnsupportedOutputExtensionFailsBeforeAnyWork) {
+  autooptim::test::TempDir tmp;
+  const auto r = sh_in(kSrc, "", std::string("generate ") + kSmall + " --prompt x --out " + tmp.file("x.avi"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unsupported video extension \".avi\""), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("loading"), std::string::npos) << "validated only after loading the model:\n" << r.err;
+}
+
+TEST(CliUx, HelpShowsTheDefaultsEachModelUses) {
+  auto r = sh_in(kSrc, "", "run --help");
+  EXPECT_NE(r.out.find("4 for wan22-tiny, 60 for wan22-ti2v-5b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--fail-if-no-tier"), std::string::npos);
+  r = sh_in(kSrc, "", "generate --help");
+  EXPECT_NE(r.out.find("49 for wan22-tiny, 121 for wan22-ti2v-5b"), std::string::npos) << r.out;
+}
+
+TEST(CliUx, GenerateOffATerminalWritesShortLinesAndQuietSilencesProgress) {
+  autooptim::test::TempDir tmp;
+  // Off a terminal: no carriage returns or escape codes, one line per event (steps at most every N s).
+  auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", "generate --model wan22-tiny --frames 9 --steps 6 --height 64 --width 96 --prompt x --out " + tmp.file("a.mp4"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("denoising done: step 6/6"), std::string::npos) << r.err;
+  EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 6) << r.err;
+  // --quiet (after the subcommand too) and AUTOOPTIM_LOG_LEVEL: nothing below a warning.
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("generate ") + kSmall + " --quiet --prompt x --out " + tmp.file("b.mp4"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=0 AUTOOPTIM_LOG_LEVEL=warn", std::string("generate ") + kSmall + " --prompt x --out " + tmp.file("c.mp4"));
+  EXPECT_EQ(r.err, "");
+  // The flag wins over the environment.
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=0 AUTOOPTIM_LOG_LEVEL=warn", std::string("--log-level info generate ") + kSmall + " --prompt x --out " + tmp.file("d.mp4"));
+  EXPECT_NE(r.err.find("denoising done"), std::string::npos) << r.err;
+  // On a terminal the step line is redrawn in place.
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=1 NO_COLOR=1", std::string("generate ") + kSmall + " --prompt x --out " + tmp.file("e.mp4"));
+  EXPECT_NE(r.err.find("\r\033[Kdenoising  step 1/3"), std::string::npos) << r.err;
+}
+
+TEST(CliUx, GateFromAnotherFolderReportsItsProgress) {
+  autooptim::test::TempDir tmp;
+  const std::string m = small_baseline(tmp);
+  // From / : prompts/ and manifests/ are found from the binary, not the working directory.
+  const auto r = sh_in("/", "AUTOOPTIM_TTY=0", "gate --manifest " + m + " --split smoke --max-prompts 1 --repeats 1 --out " + tmp.file("g"));
+  ASSERT_EQ(r.code, 1) << r.out << r.err;  // the reduced size is off the official setting
+  EXPECT_NE(r.err.find("warm-up baseline  run 1/"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("off run: flags off  run "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  // An explicit folder that is not there is named.
+  const auto bad = sh_in("/", "", "gate --manifest " + m + " --split smoke --prompts-dir /nonexistent --out " + tmp.file("h"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("/nonexistent: no such folder"), std::string::npos) << bad.err;
+}
+
+TEST(CliUx, RunThatGatesNothingExitsTwoWithTheReason) {
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  // One gate run: the baseline takes it, no candidate is gated.
+  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("run ") + kReduced + " --budget-trials 1 --budget-minutes 3 --out " + out);
+  EXPECT_EQ(r.code, 2) << r.err;
+  // The kernel executor always proposes its single switches, so there are candidates, none gated.
+  EXPECT_NE(r.err.find("candidates was gated"), std::string::npos) << r.err;
+  const json rep = json::parse(slurp(fs::path(out) / "report.json"));
+  EXPECT_EQ(rep["outcome"]["exit_code"], 2);
+  const std::string junit = slurp(fs::path(out) / "junit.xml");
+  EXPECT_NE(junit.find("never gated: gate-run budget spent"), std::string::npos) << junit;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+}
+
+TEST(CliUx, FailIfNoTierOnAReducedRunIsExitOne) {
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("run ") + kReduced + " --budget-trials 4 --budget-minutes 3 --out " + out + " --fail-if-no-tier");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("no tier was reached"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("reduced configuration"), std::string::npos) << r.err;
+}
+
+TEST(CliUx, SigtermStopsTheExecutorsWritesTheReportAndResumeContinues) {
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const std::string args = std::string("run ") + kReduced + " --budget-trials 6 --budget-minutes 4 --out " + out;
+  // SIGTERM while the executors explore: started in the background, signalled once their logs exist.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("AUTOOPTIM_TTY", "0", 1);
+    const std::string cmd = "cd " + kSrc + " && exec " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fs::exists(fs::path(out) / "outbox" / "kernel.log") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(180))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string err = slurp(tmp.file("err"));
+  ASSERT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << err;
+  const json rep = json::parse(slurp(fs::path(out) / "report.json"));
+  EXPECT_EQ(rep["interrupted"]["name"], "SIGTERM");
+  EXPECT_NE(slurp(fs::path(out) / "junit.xml").find("interrupted by SIGTERM"), std::string::npos);
+  // No executor outlives the run, and none left an empty log.
+  FILE* p = popen(("pgrep -f '[e]xecutor --family .*" + out + "'").c_str(), "r");
+  char buf[256];
+  std::string left;
+  while (size_t n = fread(buf, 1, sizeof buf, p)) left.append(buf, n);
+  pclose(p);
+  EXPECT_EQ(left, "") << "executors still running: " << left;
+  for (const char* fam : {"kernel", "cache", "sparse"}) {
+    const fs::path log = fs::path(out) / "outbox" / (std::string(fam) + ".log");
+    if (fs::exists(log)) EXPECT_GT(fs::file_size(log), 0u) << log;
+  }
+  // --resume picks up: it finishes, and never gates a manifest twice.
+  const auto again = sh_in(kSrc, "AUTOOPTIM_TTY=0", args + " --resume");
+  EXPECT_TRUE(again.code == 0 || again.code == 2) << again.err;
+  const json rep2 = json::parse(slurp(fs::path(out) / "report.json"));
+  EXPECT_FALSE(rep2.contains("interrupted"));
+  std::ifstream in(fs::path(out) / "ledger.jsonl");
+  std::set<std::pair<std::string, std::string>> seen;
+  std::string line;
+  while (std::getline(in, line)) {
+    const json row = json::parse(line);
+    EXPECT_TRUE(seen.insert({row.value("manifest_hash", ""), row.value("split", "")}).second) << "gated twice: " << row.value("manifest", "");
+  }
+}
+
+TEST(CliUx, TheOriginalNonDiffusersLayoutIsRecognised) {
+  autooptim::test::TempDir tmp;
+  fs::create_directories(tmp.file("orig"));
+  for (const char* f : {"Wan2.2_VAE.pth", "models_t5_umt5-xxl-enc-bf16.pth", "diffusion_pytorch_model-00001-of-00003.safetensors", "config.json"})
+    std::ofstream(tmp.file("orig") + "/" + f) << "x";
+  const auto r = sh_in(kSrc, "", "generate --model wan22-ti2v-5b --weights " + tmp.file("orig") + " --prompt x --out " + tmp.file("a.mp4"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("original (non-diffusers) Wan2.2 release"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Wan-AI/Wan2.2-TI2V-5B-Diffusers"), std::string::npos) << r.err;
+}
+
+#ifdef AUTOOPTIM_HAVE_VIDEOIO
+#include <opencv2/imgcodecs.hpp>
+
+TEST(CliUx, AnImageOfAnotherAspectIsCroppedAsTheReferenceAndSaysSo) {
+  autooptim::test::TempDir tmp;
+  cv::Mat img(64, 192, CV_8UC3, cv::Scalar(0, 0, 255));
+  img.colRange(96, 192).setTo(cv::Scalar(255, 0, 0));
+  ASSERT_TRUE(cv::imwrite(tmp.file("wide.png"), img));
+  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("generate ") + kSmall + " --prompt x --image " + tmp.file("wide.png") + " --out " + tmp.file("a.mp4"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("--image 192x64 resized to 96x64: another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped"), std::string::npos)
+      << r.err;
+}
+#endif

@@ -2,6 +2,8 @@
 // content hash, the mapping onto RuntimeOptions, and every shipped manifest file.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -30,6 +32,16 @@ json valid_patch() {
                "guidance": 5.0, "seed": 42, "flow_shift": 5.0},
     "description": "EasyCache at 0.1"
   })");
+}
+
+// The message of the Error that loading the file raises ("" when it loads).
+std::string error_of_load(const std::string& path) {
+  try {
+    load_manifest(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // The message of the Error that parsing `j` raises ("" when it parses).
@@ -87,7 +99,7 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
       {[](json& j) { j["id"] = "Bad Id"; }, "id: 'Bad Id' must match"},
       {[](json& j) { j["id"] = 7; }, "id: expected a string"},
       {[](json& j) { j["kind"] = "candidate"; }, "kind: 'candidate' is not one of"},
-      {[](json& j) { j["family"] = "quant"; }, "family: 'quant' is not one of"},
+      {[](json& j) { j["family"] = "quantum"; }, "family: 'quantum' is not one of"},
       {[](json& j) { j["model"] = "wan21"; }, "model: 'wan21' is not one of"},
       {[](json& j) { j["runtime"] = ""; }, "runtime: must not be empty"},
       {[](json& j) { j["lossless"] = "yes"; }, "lossless: expected true or false"},
@@ -163,6 +175,48 @@ TEST(Manifest, LoadNamesTheFile) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), path + ": duplicated key 'threshold'");
   }
+}
+
+TEST(Manifest, HostileFilesAreRefusedWithTheKeyNamed) {
+  test::TempDir dir;
+  const std::string path = dir.file("m.json");
+  // 100,000 and 1,000,000 levels deep under several keys: an error naming the key, not a SIGSEGV.
+  for (const char* key : {"runtime", "base", "lossless", "flags"}) {
+    for (const size_t depth : {100000, 1000000}) {
+      std::string text = valid_patch().dump();
+      const std::string needle = std::string("\"") + key + "\":";
+      const size_t at = text.find(needle);
+      ASSERT_NE(at, std::string::npos) << key;
+      text.insert(at + needle.size(), std::string(depth, '[') + std::string(depth, ']') + ",\"x" + key + "\":");
+      test::write_bytes(path, text);
+      const std::string message = error_of_load(path);
+      EXPECT_NE(message.find(path + ": nesting deeper than 64 levels at '" + std::string(key) + "'"), std::string::npos)
+          << message.substr(0, 200);
+    }
+  }
+  std::string text = valid_patch().dump();
+  std::string nested;
+  for (int i = 0; i < 5000; ++i) nested += "{\"a\":";
+  nested += "1" + std::string(5000, '}');
+  text.insert(text.find("\"threshold\":") + 12, nested + ",\"t\":");
+  test::write_bytes(path, text);
+  EXPECT_NE(error_of_load(path).find("at 'flags.easycache.threshold"), std::string::npos) << error_of_load(path).substr(0, 200);
+  // NUL byte with junk after it (nlohmann stops at the NUL).
+  test::write_bytes(path, valid_patch().dump() + std::string(1, '\0') + "{\"junk\"");
+  EXPECT_NE(error_of_load(path).find("NUL byte"), std::string::npos) << error_of_load(path);
+  // Ids name folders of the run: no "." or ".." segment, no empty one.
+  for (const char* id : {"wan22-tiny/../../x", "..", "wan22-tiny//x", "/abs", "wan22-tiny/./x", "x/"}) {
+    json j = valid_patch();
+    j["id"] = id;
+    EXPECT_NE(parse_error(j).find("id: '" + std::string(id) + "' must match"), std::string::npos) << id << ": " << parse_error(j);
+  }
+  json j = valid_patch();
+  j["id"] = "wan22-tiny/cache/ec-0.1.off";
+  EXPECT_EQ(parse_error(j), "");
+  // A frame rate no video container can hold.
+  j = valid_patch();
+  j["config"]["fps"] = 1e308;
+  EXPECT_NE(parse_error(j).find("config.fps: 1e+308 is out of range (0, 1000]"), std::string::npos) << parse_error(j);
 }
 
 TEST(Manifest, ResolvedJsonHasEveryFlagAndRoundTrips) {
@@ -326,6 +380,72 @@ TEST(ShippedManifests, EveryFileValidates) {
   EXPECT_EQ(by_id.at("wan22-tiny/control-fp64").kind, "control");
   // A control differs from its baseline only in the switch it names.
   EXPECT_NE(manifest_hash(by_id.at("wan22-tiny/control-fp64")), manifest_hash(by_id.at("wan22-tiny/baseline")));
+}
+
+// The fused kernels, the quant family and the frame-window query chunks: parsed onto the options,
+// written back only when on (so older manifests keep their canonical form and hash), and round-tripped.
+TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
+  const std::string plain_hash = manifest_hash(parse_manifest(valid_patch(), "x"));
+  EXPECT_FALSE(to_json(parse_manifest(valid_patch(), "x"))["flags"].contains("quant"));
+  json j = valid_patch();
+  j["family"] = "quant";
+  j["flags"] = json::parse(R"({
+    "fused_norm_modulate": true, "fused_gate_residual": true, "fused_qk_norm_rope": true, "gelu_epilogue": true,
+    "quant": {"fp8": true},
+    "sparse": {"pattern": "frame_window", "window_frames": 2, "query_frames": 4}
+  })");
+  const Manifest m = parse_manifest(j, "x");
+  const runtime::RuntimeOptions o = to_runtime_options(m);
+  EXPECT_TRUE(o.fused_norm_modulate && o.fused_gate_residual && o.fused_qk_norm_rope && o.gelu_epilogue);
+  EXPECT_TRUE(o.quant.fp8);
+  EXPECT_EQ(o.sparse.pattern, "frame_window");
+  EXPECT_EQ(o.sparse.query_frames, 4);
+  const json out = to_json(m);
+  EXPECT_EQ(out["flags"]["quant"], (json{{"fp8", true}}));
+  EXPECT_EQ(out["flags"]["sparse"]["query_frames"], 4);
+  EXPECT_EQ(out["flags"]["gelu_epilogue"], true);
+  const Manifest again = parse_manifest(out, "resolved");
+  EXPECT_EQ(to_json(again), out);
+  EXPECT_NE(manifest_hash(again), plain_hash);
+
+  expect_contains(mutated_error([](json& k) { k["flags"]["quant"] = json::parse(R"({"fp4": true})"); }), "flags.quant");
+  expect_contains(mutated_error([](json& k) { k["flags"]["sparse"] = json::parse(R"({"query_frames": 0})"); }),
+                  "flags.sparse.query_frames");
+}
+
+// --- The technique registry as the manifest reads it (see also test_registry.cpp) ---
+
+TEST(ManifestRegistry, ShippedManifestsKeepThePreRegistryCanonicalFlags) {
+  // The registry writes the flags that predate it exactly as before and newer ones only when set, so
+  // every shipped manifest's canonical form (and hash) is unchanged.
+  const std::set<std::string> before = {"dtype",          "cpu_threads", "onednn",     "attention_backend", "fused_qkv",
+                                        "cross_kv_cache", "timestep_dedup", "cuda_graph", "easycache",      "sparse"};
+  const std::filesystem::path root = std::filesystem::path(AUTOOPTIM_SOURCE_DIR) / "manifests";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().string());
+    const json flags = to_json(load_manifest(entry.path().string()))["flags"];
+    // Besides the pre-registry flags, exactly the later flags the file itself sets.
+    const json file_flags = json::parse(std::ifstream(entry.path()))["flags"];
+    std::set<std::string> keys, want = before;
+    for (const auto& item : flags.items()) keys.insert(item.key());
+    for (const auto& item : file_flags.items()) want.insert(item.key());
+    EXPECT_EQ(keys, want);
+    EXPECT_EQ(flags["easycache"].size(), 4u);
+    const bool chunked = file_flags.contains("sparse") && file_flags["sparse"].contains("query_frames") &&
+                         file_flags["sparse"]["query_frames"] != 1;
+    EXPECT_EQ(flags["sparse"].size(), chunked ? 6u : 5u);
+    ++seen;
+  }
+  EXPECT_GE(seen, 4);
+}
+
+TEST(ManifestRegistry, UnregisteredTechniqueFlagIsRefusedByKey) {
+  expect_contains(mutated_error([](json& j) { j["flags"]["pisa"] = {{"enabled", true}}; }),
+                  "manifests/x.json: flags: unknown flag 'pisa'");
+  expect_contains(mutated_error([](json& j) { j["flags"]["first_block_cache"] = {{"enable", true}}; }),
+                  "manifests/x.json: flags.first_block_cache: unknown key 'enable' (did you mean 'enabled'?)");
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gates/prompts.h"
 #include "gates/sha256.h"
@@ -177,7 +180,7 @@ TEST(Prompts, MalformedLinesNameFileAndLine) {
   const std::string path = dir.file("p.jsonl");
   const std::string good = R"({"id":"x-01","category":"low-motion","prompt":"A still pond.","splits":["core"]})";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"{not json", ":2: invalid JSON"},
+      {"{not json", ":2: not valid JSON"},
       {"[1, 2]", ":2: expected a JSON object"},
       {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["core"],"extra":1})", ":2: unknown key 'extra'"},
       {R"({"id":"x-02","category":"low-motion","splits":["core"]})", ":2: missing key 'prompt'"},
@@ -203,6 +206,41 @@ TEST(Prompts, MalformedLinesNameFileAndLine) {
                     R"({"id":"x-01","category":"low-motion","prompt":"p","splits":["heldout60"]})" "\n");
   EXPECT_NE(error_of([&] { load_prompts(dir.path().string(), false); }).find("does not belong in this file"),
             std::string::npos);
+}
+
+TEST(Prompts, IdsAreSafeFileNames) {
+  using nlohmann::json;
+  // Ids name files of a run (videos/<id>.mp4, the baseline cache): "../../x" would write outside --out.
+  test::TempDir dir;
+  const std::string path = dir.file("p.jsonl");
+  auto line = [](const std::string& id) {
+    return json{{"id", id}, {"category", "low-motion"}, {"prompt", "A still pond."}, {"splits", {"core"}}}.dump() + "\n";
+  };
+  for (const std::string& bad : std::vector<std::string>{"../../x", "..", ".", ".hidden", "a/b", "a\\b", "a b", "x\ny", "caf\xc3\xa9",
+                                std::string(65, 'a'), std::string("a\0b", 3)}) {
+    test::write_bytes(path, line(bad));
+    const std::string message = error_of([&] { load_prompt_file(path); });
+    EXPECT_NE(message.find(path + ":1: id: "), std::string::npos) << "'" << bad << "': " << message;
+    EXPECT_NE(message.find("is not a valid prompt id"), std::string::npos) << "'" << bad << "': " << message;
+    EXPECT_FALSE(valid_prompt_id(bad)) << bad;
+  }
+  for (const std::string& good : std::vector<std::string>{"mh-01", "A.b_c-9", "x..y", std::string(64, 'z')}) {
+    test::write_bytes(path, line(good));
+    EXPECT_EQ(load_prompt_file(path).at(0).id, good);
+  }
+}
+
+TEST(Prompts, HostileLinesAreRefusedNotCrashes) {
+  test::TempDir dir;
+  const std::string path = dir.file("p.jsonl");
+  const std::string good = R"({"id":"x-01","category":"low-motion","prompt":"A still pond.","splits":["core"]})";
+  test::write_bytes(path, R"({"id":"x-01","category":"low-motion","prompt":"p","splits":)" + std::string(100000, '[') +
+                              std::string(100000, ']') + "}\n");
+  EXPECT_NE(error_of([&] { load_prompt_file(path); }).find(":1: nesting deeper than 64 levels at 'splits'"), std::string::npos);
+  test::write_bytes(path, good + std::string(1, '\0') + "junk\n");
+  EXPECT_NE(error_of([&] { load_prompt_file(path); }).find(":1: not valid JSON: NUL byte"), std::string::npos);
+  test::write_bytes(path, R"({"id":"x-01","id":"../x","category":"low-motion","prompt":"p","splits":["core"]})" "\n");
+  EXPECT_NE(error_of([&] { load_prompt_file(path); }).find("key 'id' is given twice"), std::string::npos);
 }
 
 }  // namespace

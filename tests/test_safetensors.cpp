@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
+#include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
@@ -226,4 +228,127 @@ TEST(Checkpoint, ReadJsonFileErrorsNameTheFile) {
   write_bytes(tmp.file("c.json"), "{ nope");
   const std::string msg = error_of([&] { read_json_file(tmp.file("c.json")); });
   EXPECT_NE(msg.find("c.json: not valid JSON"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Issue 17: inputs that used to be accepted silently.
+
+TEST(Safetensors, HeaderLengthOneByteShortIsRefused) {
+  // A header padded with a space parses at one byte less too; every tensor would then be read one
+  // byte early, and the data block would have one byte after the last tensor.
+  TempDir tmp;
+  const std::string header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} )";
+  const std::string data("\x00\x00\xc0\x3f\x00\x00\x20\xc0", 8);  // 1.5, -2.5
+  write_bytes(tmp.file("ok.safetensors"), raw_safetensors(header, data));
+  EXPECT_FLOAT_EQ(SafetensorsFile::open(tmp.file("ok.safetensors"))->tensor("x")[0].item<float>(), 1.5f);
+  write_bytes(tmp.file("short.safetensors"), raw_safetensors(header, data, header.size() - 1));
+  const std::string msg = error_of([&] { SafetensorsFile::open(tmp.file("short.safetensors")); });
+  EXPECT_NE(msg.find("1 bytes after the last tensor"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("short.safetensors"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, DataOffsetsMustCoverTheDataBlockExactly) {
+  const std::string data(16, '\0');
+  struct Case {
+    const char* label;
+    std::string header;
+    std::string data;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"gap at the start", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data, "bytes [0, 8) of the data block belong to no tensor"},
+      {"gap between", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data,
+       "bytes [4, 8) of the data block belong to no tensor"},
+      {"bytes after the last", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data, "8 bytes after the last tensor"},
+      {"no tensor but data", R"({"__metadata__":{"a":"b"}})", data, "16 bytes after the last tensor"},
+      // The old check compared neighbours only: a zero-size tensor between two overlapping ones hid the overlap.
+      {"zero-size tensor hides an overlap",
+       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       std::string(8, '\0'), "overlap"},
+      {"duplicate name", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data,
+       "'x' is given twice"},
+      {"NUL ends the JSON", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})" + std::string(1, '\0') + "junk",
+       std::string(8, '\0'), "NUL byte"},
+      {"trailing junk", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}junk)", std::string(8, '\0'), "not valid JSON"},
+  };
+  TempDir tmp;
+  for (const auto& c : cases) {
+    const auto path = tmp.file("bad.safetensors");
+    write_bytes(path, raw_safetensors(c.header, c.data));
+    const std::string msg = error_of([&] { SafetensorsFile::open(path); });
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.label << ": " << msg;
+    EXPECT_NE(msg.find(path), std::string::npos) << c.label << ": " << msg;
+  }
+  // Zero-size tensors at the edges of their neighbours are fine, in any order of the header.
+  const auto ok = tmp.file("ok.safetensors");
+  write_bytes(ok, raw_safetensors(
+                      R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[16,16]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0,3],"data_offsets":[8,8]}})",
+                      data));
+  EXPECT_EQ(SafetensorsFile::open(ok)->names().size(), 4u);
+}
+
+TEST(Safetensors, DeeplyNestedHeaderIsRefusedNotACrash) {
+  TempDir tmp;
+  const size_t depth = 200000;
+  const std::string header = R"({"x":{"dtype":"F32","shape":)" + std::string(depth, '[') + std::string(depth, ']') +
+                             R"(,"data_offsets":[0,0]}})";
+  write_bytes(tmp.file("deep.safetensors"), raw_safetensors(header, ""));
+  const std::string msg = error_of([&] { SafetensorsFile::open(tmp.file("deep.safetensors")); });
+  EXPECT_NE(msg.find("nesting deeper than"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_NE(msg.find("'x.shape'"), std::string::npos) << msg.substr(0, 300);
+}
+
+TEST(Safetensors, GarbageAfterAPlausibleHeaderIsRefusedAtOnce) {
+  // 90 MiB after a header that declares 8 bytes: refused from the sizes alone, without reading them.
+  TempDir tmp;
+  const auto path = tmp.file("big.safetensors");
+  write_bytes(path, raw_safetensors(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')));
+  std::filesystem::resize_file(path, 90ull << 20);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string msg = error_of([&] { TensorSource::open(path); });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(msg.find("bytes after the last tensor"), std::string::npos) << msg;
+  EXPECT_LT(s, 2.0);
+}
+
+TEST(Checkpoint, IntegerTensorsDoNotLoadIntoFloatParameters) {
+  Toy toy;
+  const at::Tensor w = at::randn({2, 3}), b = at::randn({2}), t = at::randn({1, 4});
+  const at::Tensor before = toy.lin->weight.clone();
+  std::string msg = error_of([&] {
+    load_strict(toy, TensorSource::from_tensors({{"lin.weight", at::ones({2, 3}, at::kInt)}, {"lin.bias", b}, {"table", t}}, "mem"));
+  });
+  EXPECT_NE(msg.find("1 of the wrong dtype"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("wrong dtype: lin.weight (checkpoint Int, model expects Float)"), std::string::npos) << msg;
+  EXPECT_TRUE(at::equal(toy.lin->weight, before));  // nothing copied
+
+  // From a file: the file's dtype name; bool and u8 are refused too; every float kind converts.
+  TempDir tmp;
+  write_safetensors(tmp.file("i.safetensors"), {{"lin.weight", at::ones({2, 3}, at::kLong)}, {"lin.bias", b.to(at::kBool)}, {"table", t}});
+  msg = error_of([&] { load_strict(toy, TensorSource::open(tmp.file("i.safetensors"))); });
+  EXPECT_NE(msg.find("2 of the wrong dtype"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lin.weight (checkpoint I64"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lin.bias (checkpoint BOOL"), std::string::npos) << msg;
+  write_safetensors(tmp.file("f.safetensors"), {{"lin.weight", w.to(at::kHalf)}, {"lin.bias", b.to(at::kDouble)}, {"table", t.to(at::kBFloat16)}});
+  load_strict(toy, TensorSource::open(tmp.file("f.safetensors")));
+  EXPECT_TRUE(at::equal(toy.lin->weight, w.to(at::kHalf).to(at::kFloat)));
+  EXPECT_TRUE(dtype_loads_into(at::kBFloat16, at::kFloat));
+  EXPECT_FALSE(dtype_loads_into(at::kByte, at::kFloat));
+  EXPECT_FALSE(dtype_loads_into(at::kFloat, at::kLong));
+  EXPECT_TRUE(dtype_loads_into(at::kLong, at::kLong));
+}
+
+TEST(Checkpoint, ReadJsonFileRefusesNulDuplicatesAndDeepNesting) {
+  TempDir tmp;
+  write_bytes(tmp.file("nul.json"), std::string("{\"a\": 1}\0{\"junk", 15));
+  EXPECT_NE(error_of([&] { read_json_file(tmp.file("nul.json")); }).find("nul.json: not valid JSON: NUL byte"), std::string::npos);
+  write_bytes(tmp.file("dup.json"), R"({"a": {"b": 1, "b": 2}})");
+  EXPECT_NE(error_of([&] { read_json_file(tmp.file("dup.json")); }).find("key 'a.b' is given twice"), std::string::npos);
+  for (const size_t depth : {100000, 1000000}) {
+    write_bytes(tmp.file("deep.json"), R"({"num_layers": )" + std::string(depth, '[') + std::string(depth, ']') + "}");
+    const std::string msg = error_of([&] { read_json_file(tmp.file("deep.json")); });
+    EXPECT_NE(msg.find("deep.json: nesting deeper than 64 levels at 'num_layers'"), std::string::npos) << msg.substr(0, 300);
+  }
+  write_bytes(tmp.file("ok.json"), R"({"a": [[1, 2], {"b": null}], "c": "x"})");
+  EXPECT_EQ(read_json_file(tmp.file("ok.json"))["a"][0][1], 2);
 }

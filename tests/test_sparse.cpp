@@ -87,3 +87,25 @@ TEST(SparseAttention, TileWindowInFramesAndSpaceMatchesItsMask) {
   auto tile = [&](int64_t t) { return std::make_tuple(g.f(t) < 3 ? 0 : 1, g.y(t) / 3, g.x(t) / 3); };
   check(o, g, [&](int64_t, int64_t i, int64_t j) { return tile(i) == tile(j); });
 }
+
+TEST(SparseAttention, FrameWindowMatchesItsMask) {
+  // 7 frames, queries one frame at a time, keys within 2 frames: a sliding window clipped at the ends.
+  RuntimeOptions o;
+  o.sparse.pattern = "frame_window";
+  o.sparse.window_frames = 2;
+  const Grid g{7, 2, 3};
+  check(o, g, [&](int64_t, int64_t i, int64_t j) { return std::abs(g.f(i) - g.f(j)) <= 2; });
+}
+
+TEST(SparseAttention, FrameWindowWithQueryChunksAndARemainderMatchesItsMask) {
+  // 7 frames in query chunks of 3 ({0,1,2}, {3,4,5}, {6}); each chunk sees 1 frame beyond either end.
+  RuntimeOptions o;
+  o.sparse.pattern = "frame_window";
+  o.sparse.window_frames = 1;
+  o.sparse.query_frames = 3;
+  const Grid g{7, 3, 1};
+  check(o, g, [&](int64_t, int64_t i, int64_t j) {
+    const int64_t f0 = g.f(i) / 3 * 3, f1 = std::min<int64_t>(7, f0 + 3);
+    return g.f(j) >= f0 - 1 && g.f(j) < f1 + 1;
+  });
+}

@@ -2,6 +2,7 @@
 // medians, spread, peak memory and FLOP-based efficiency against the measured matmul peak.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,10 +13,14 @@
 #include "model_args.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/flops.h"
+#include "runtime/profile.h"
 #include "runtime/forward_context.h"
 #include "runtime/stats.h"
+#include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
+#include "runtime/techniques/sparse/video_sparse_attention.h"
 
 namespace autooptim::app {
 namespace {
@@ -30,6 +35,8 @@ struct BenchArgs {
   int64_t repeat = 3;
   bool skip_vae = false;
   bool full_generation = false;
+  bool profile = false;
+  int64_t at_step = 0;
   int64_t generation_steps = 50;
   std::string json;
 };
@@ -46,6 +53,25 @@ double measured_peak_tflops(const runtime::Precision& p) {
   for (int i = 0; i < reps; ++i) at::mm(a, b);
   const double s = timer.stop_seconds();
   return 2.0 * n * n * n * reps / s / 1e12;
+}
+
+// The profiler's totals per region: milliseconds and share of the region by category, printed as a table.
+nlohmann::json profile_report(const runtime::Profiler& p, const char* what) {
+  double total = 0;
+  for (const auto& [k, ms] : p.totals_ms()) total += ms;
+  const double n = std::max(1, p.regions());
+  nlohmann::json cats = nlohmann::json::object();
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [k, ms] : p.totals_ms()) {
+    cats[k] = {{"ms", ms / n}, {"share", total > 0 ? ms / total : 0.0}};
+    order.push_back({ms, k});
+  }
+  std::sort(order.rbegin(), order.rend());
+  std::fprintf(stderr, "profile of the %s (mean of %d), by category:\n", what, p.regions());
+  for (const auto& [ms, k] : order)
+    std::fprintf(stderr, "  %-22s %10.2f ms %6.1f%%\n", k.c_str(), ms / n, total > 0 ? 100 * ms / total : 0.0);
+  std::fprintf(stderr, "  %-22s %10.2f ms\n", "total", total / n);
+  return {{"categories", cats}, {"total_ms", total / n}, {"regions", p.regions()}};
 }
 
 template <typename F>
@@ -134,6 +160,8 @@ void run_bench(const BenchArgs& a) {
     fc.options = &pipe.options();
     fc.trace = &fwd_trace;
     fc.cross_kv = req.options.cuda_graph ? &graph_kv : &kv;
+    fc.step = a.at_step;
+    fc.steps = std::max<int64_t>(a.at_step + 1, 50);
     if (req.options.cuda_graph) fc.cuda_graphs = &graphs;
     pipe.transformer()->forward(x, t, ctx, nullptr, &fc);
   });
@@ -145,9 +173,58 @@ void run_bench(const BenchArgs& a) {
   fj["floor_s"] = flops.total() / (peak * 1e12);
   fj["peak_memory_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
   fj["trace"] = fwd_trace.to_json();
+  fj["at_step"] = a.at_step;
   out["transformer_forward"] = fj;
   std::fprintf(stderr, "transformer forward: %.3f s median (%.1f TFLOP/s, %.0f%% of peak)\n", fwd.median,
                fj["achieved_tflops"].get<double>(), 100 * fj["efficiency"].get<double>());
+  if (req.options.sparse.pattern != "none") {
+    // Self-attention alone at this shape: the sparse pattern against dense attention on the same q, k, v
+    // (same backend, same process), with the density the pattern achieved.
+    const int64_t Hn = tc.num_attention_heads, hd = tc.attention_head_dim;
+    const auto qo = at::TensorOptions().device(dev).dtype(req.precision.compute);
+    // [B, L, H, d] storage seen as [B, H, L, d], as the model's projections leave them.
+    const at::Tensor q = at::randn({1, L, Hn, hd}, qo).transpose(1, 2), k = at::randn({1, L, Hn, hd}, qo).transpose(1, 2),
+                     v = at::randn({1, L, Hn, hd}, qo).transpose(1, 2);
+    runtime::Trace atrace;
+    runtime::ForwardContext afc;
+    afc.options = &pipe.options();
+    afc.trace = &atrace;
+    afc.grid_f = T;
+    afc.grid_h = h / tc.patch_size[1];
+    afc.grid_w = w / tc.patch_size[2];
+    afc.step = req.options.sparse.dense_steps;
+    afc.layer = req.options.sparse.dense_layers;
+    runtime::ForwardContext dfc = afc;
+    dfc.trace = nullptr;
+    auto dense = time_region(dev, 2, a.repeat * 3, [&] { runtime::techniques::attention(q, k, v, &dfc); });
+    auto sparse = time_region(dev, 2, a.repeat * 3, [&] { runtime::techniques::sparse_self_attention(q, k, v, afc); });
+    out["attention"] = {{"dense", dense.to_json()},
+                        {"sparse", sparse.to_json()},
+                        {"pattern", req.options.sparse.pattern},
+                        {"density", atrace.get("sparse.attention.density")},
+                        {"speedup", dense.median / sparse.median}};
+    std::fprintf(stderr, "self-attention: dense %.2f ms, %s %.2f ms at density %.3f: %.2fx\n", 1e3 * dense.median,
+                 req.options.sparse.pattern.c_str(), 1e3 * sparse.median, atrace.get("sparse.attention.density"),
+                 dense.median / sparse.median);
+  }
+  if (a.profile) {
+    // Eager forwards (a CUDA graph cannot hold the profiler's events), each with a fresh context.
+    runtime::Profiler prof(dev);
+    runtime::Trace ptrace;
+    for (int64_t i = 0; i < a.repeat; ++i) {
+      runtime::CrossKVCache kv;
+      runtime::ForwardContext fc;
+      fc.options = &pipe.options();
+      fc.trace = &ptrace;
+      fc.cross_kv = &kv;
+      fc.step = a.at_step;
+      fc.steps = std::max<int64_t>(a.at_step + 1, 50);
+      prof.start();
+      pipe.transformer()->forward(x, t, ctx, nullptr, &fc);
+      prof.stop();
+    }
+    out["profile"]["transformer_forward"] = profile_report(prof, "transformer forward");
+  }
 
   // Denoising steps (two forwards with CFG plus the scheduler) through the pipeline's loop.
   runtime::DenoiseInputs in;
@@ -165,6 +242,8 @@ void run_bench(const BenchArgs& a) {
   sj["steps_run"] = a.steps;
   sj["first_step_s"] = times.step_seconds.empty() ? 0.0 : times.step_seconds.front();
   sj["trace"] = trace.to_json();
+  // A cache policy's forward-skip ratio (a forced skip schedule measures a cache's speed at a given one).
+  sj["forward_skip_ratio"] = trace.has("cache.skip_ratio") ? nlohmann::json(trace.get("cache.skip_ratio")) : nlohmann::json(nullptr);
   out["denoising_step"] = sj;
   std::fprintf(stderr, "denoising step: %.3f s median\n", st.median);
 
@@ -180,6 +259,13 @@ void run_bench(const BenchArgs& a) {
       vj["peak_memory_gb"] = (runtime::peak_memory_bytes(dev) - before) / 1e9;
       vj["peak_memory_total_gb"] = runtime::peak_memory_bytes(dev) / 1e9;
       out[name] = vj;
+      if (a.profile) {
+        runtime::Profiler prof(dev);
+        prof.start();
+        vae->decode(z);
+        prof.stop();
+        out["profile"][name] = profile_report(prof, name);
+      }
       std::fprintf(stderr, "%s: %.3f s median, decode's own peak %.1f GB\n", name, st.median, vj["peak_memory_gb"].get<double>());
     };
     time_vae(pipe.vae(), "vae_decode_fp32");
@@ -199,17 +285,22 @@ void run_bench(const BenchArgs& a) {
     p.steps = a.generation_steps;
     p.prompt = "a red fox running through fresh snow";
     runtime::reset_peak_memory(dev);
-    const auto r = pipe.generate(p, [](int64_t i, int64_t n, double s) {
-      std::fprintf(stderr, "\rgeneration step %lld/%lld %.3f s", static_cast<long long>(i + 1), static_cast<long long>(n), s);
+    log::Progress progress;  // a live line on a terminal, plain lines in a log
+    const auto r = pipe.generate(p, [&progress](int64_t i, int64_t n, double s) {
+      char b[96];
+      std::snprintf(b, sizeof b, "step %lld/%lld %.3f s", static_cast<long long>(i + 1), static_cast<long long>(n), s);
+      progress.update("generation", b);
     });
-    std::fprintf(stderr, "\n");
+    progress.clear();
     out["generation"] = {{"steps", p.steps},
                          {"text_encoding_s", r.times.text_encoding},
                          {"denoising_s", r.times.denoising},
                          {"decoding_s", r.times.decoding},
                          {"total_s", r.times.total()},
                          {"step_s", runtime::TimingStats::of(r.times.step_seconds).to_json()},
-                         {"peak_memory_gb", runtime::peak_memory_bytes(dev) / 1e9}};
+                         {"peak_memory_gb", runtime::peak_memory_bytes(dev) / 1e9},
+                         {"forward_skip_ratio", r.trace.has("cache.skip_ratio") ? nlohmann::json(r.trace.get("cache.skip_ratio"))
+                                                                                 : nlohmann::json(nullptr)}};
     std::fprintf(stderr, "full generation: %.1f s (denoise %.1f, decode %.1f)\n", r.times.total(), r.times.denoising,
                  r.times.decoding);
   }
@@ -229,14 +320,20 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time each stage (load, text encoding, transformer forward, denoising step, VAE decode)");
   a->model.add_to(cmd);
   cmd->add_option("--manifest", a->manifest, "Apply this manifest's flags")->check(CLI::ExistingFile);
-  cmd->add_option("--steps", a->steps, "Denoising steps to time")->capture_default_str();
-  cmd->add_option("--frames", a->frames, "Frames, 4k+1")->capture_default_str();
-  cmd->add_option("--height", a->height, "Height, a multiple of 32")->capture_default_str();
-  cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Denoising steps to time")->capture_default_str()->check(step_count());
+  cmd->add_option("--frames", a->frames, "Frames, 4k+1")->capture_default_str()->check(frames_count());
+  cmd->add_option("--height", a->height, "Height, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--width", a->width, "Width, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--repeat", a->repeat, "Timed repetitions of each stage after warm-up")->capture_default_str()->check(int_in(1, 1000));
   cmd->add_flag("--skip-vae", a->skip_vae, "Do not time the VAE decode");
+  cmd->add_flag("--profile", a->profile,
+                "Also print where the forward's and the VAE decode's time goes, by category (GEMMs, attention, "
+                "norms/elementwise, RoPE, layout copies, other)");
+  cmd->add_option("--at-step", a->at_step,
+                  "Denoising step the timed forwards stand for (step-dependent techniques, e.g. sparse dense_steps)")
+      ->capture_default_str();
   cmd->add_flag("--full-generation", a->full_generation, "Also time one complete generation (CFG, --generation-steps)");
-  cmd->add_option("--generation-steps", a->generation_steps, "Steps of the complete generation")->capture_default_str();
+  cmd->add_option("--generation-steps", a->generation_steps, "Steps of the complete generation")->capture_default_str()->check(step_count());
   cmd->add_option("--json", a->json, "Write the results here");
   cmd->callback([a, cmd] {
     if (a->model.model == "wan22-tiny") {

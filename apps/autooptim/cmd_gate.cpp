@@ -5,9 +5,12 @@
 #include <memory>
 
 #include "commands.h"
+#include "data_dirs.h"
 #include "gates/gate.h"
+#include "gates/metrics.h"
 #include "model_args.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace fs = std::filesystem;
 
@@ -29,10 +32,28 @@ void print_verdict(const gates::GateVerdict& v) {
   std::printf("%s on %s: %s\n", v.manifest_id.c_str(), v.split.c_str(),
               v.refused ? "REFUSED" : v.accepted ? "ACCEPTED" : "REJECTED");
   for (const auto& c : v.checks) std::printf("  %-16s %-4s %s\n", c.name.c_str(), c.pass ? "pass" : "FAIL", c.reason.c_str());
-  if (!v.refused)
-    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %.2f dB, worst SSIM %.4f\n",
-                v.baseline_seconds, v.candidate_seconds, v.speedup, v.psnr, v.ssim);
+  if (!v.refused) {
+    char psnr[32];
+    if (v.psnr >= gates::kPsnrCap) std::snprintf(psnr, sizeof psnr, "identical");  // bit-identical clips: no dB figure
+    else std::snprintf(psnr, sizeof psnr, "%.2f dB", v.psnr);
+    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %s, worst SSIM %.4f\n", v.baseline_seconds,
+                v.candidate_seconds, v.speedup, psnr, v.ssim);
+  }
 }
+
+}  // namespace
+
+std::string gate_progress_key(const gates::GateProgress& p) {
+  return "[gate " + p.manifest_id + " / " + p.split + "] " + p.stage;
+}
+
+std::string gate_progress_detail(const gates::GateProgress& p) {
+  const int s = static_cast<int>(p.elapsed_s);
+  return "run " + std::to_string(p.run) + "/" + std::to_string(p.runs) + "  " + std::to_string(s / 60) + "m" +
+         (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) + "s elapsed";
+}
+
+namespace {
 
 void run_gate_cmd(GateArgs& a) {
   gates::set_redteam_allowed(a.allow_redteam);
@@ -43,7 +64,13 @@ void run_gate_cmd(GateArgs& a) {
   fs::create_directories(a.out);
   gates::Ledger ledger(a.ledger.empty() ? (fs::path(a.out) / "ledger.jsonl").string() : a.ledger);
   if (req.precision.device.is_cuda()) a.settings.exact_off_identity = false;
+  // Progress: which generation of how many, what for, and how long the gate has run.
+  log::Progress progress;
+  a.settings.progress = [&progress](const gates::GateProgress& p) { progress.update(gate_progress_key(p), gate_progress_detail(p)); };
+  log::info("gate " + m.id + " on " + a.split + ": " + worker.weights_label() + " weights, loaded in " +
+            std::to_string(worker.load_seconds()).substr(0, 5) + " s");
   const auto v = gates::run_gate(worker, m, a.split, a.out, a.settings, &ledger);
+  progress.clear();
   if (a.json) std::cout << v.to_json().dump(2) << "\n";
   else print_verdict(v);
   exit_status() = v.accepted ? 0 : 1;
@@ -56,20 +83,26 @@ void add_gate(CLI::App& app) {
   auto* cmd = app.add_subcommand("gate", "Run a manifest and its baseline on a prompt split and decide the six gates and authenticity");
   a->model.add_to(cmd);
   cmd->add_option("--manifest", a->manifest, "The candidate manifest")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--split", a->split, "smoke, val, core, heldout16, heldout60")->capture_default_str();
+  cmd->add_option("--split", a->split, "smoke, val, core, heldout16, heldout60")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"smoke", "val", "core", "heldout16", "heldout60"}));
   cmd->add_option("--out", a->out, "Folder for the run's artifacts")->required();
   cmd->add_option("--ledger", a->ledger, "Append-only ledger (default: OUT/ledger.jsonl)");
-  cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")->capture_default_str();
+  cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")
+      ->default_str("prompts/ here, next to the binary, or installed");
   cmd->add_option("--cache-dir", a->settings.cache_dir, "Baseline output cache (default OUT/../baseline-cache)");
   cmd->add_option("--baseline-records", a->settings.records_path,
                   "Records of the baseline's times on this machine (default: next to the cache, baseline-records.json)");
-  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str();
-  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)");
-  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str();
-  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str();
+  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str()->check(int_in(1, 1000));
+  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)")->check(int_in(0, 1000000));
+  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str()->check(number_in(0, 200));
+  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str()->check(number_in(0, 1));
   cmd->add_flag("--json", a->json, "Print the verdict as JSON");
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");
-  cmd->callback([a] { run_gate_cmd(*a); });
+  cmd->callback([a, cmd] {
+    a->settings.prompts_dir = find_data_dir("prompts", a->settings.prompts_dir, cmd->count("--prompts-dir") > 0);
+    run_gate_cmd(*a);
+  });
 }
 
 }  // namespace autooptim::app

@@ -1,7 +1,10 @@
 // autooptim generate: one clip from a prompt (and optionally an image) with our runtime alone.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -13,6 +16,7 @@
 #include "gates/generate_params.h"
 #include "model_args.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/video_io.h"
 
 namespace fs = std::filesystem;
@@ -43,6 +47,60 @@ at::Tensor read_image(const std::string& path) {
 #endif
 }
 
+// The writer knows .mp4 (OpenCV videoio) and .y4m; anything else fails now, not after the steps.
+void check_out_path(const std::string& out) {
+  std::string ext = fs::path(out).extension().string();
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+#ifdef AUTOOPTIM_HAVE_VIDEOIO
+  if (ext != ".mp4" && ext != ".y4m")
+    throw Error("--out " + out + ": unsupported video extension \"" + ext + "\" (use .mp4 or .y4m)");
+#else
+  if (ext != ".y4m") throw Error("--out " + out + ": this build writes only .y4m videos (no OpenCV videoio)");
+#endif
+  const fs::path dir = fs::absolute(out).parent_path();
+  if (!fs::is_directory(dir)) throw Error("--out " + out + ": the folder " + dir.string() + " does not exist");
+}
+
+// Lanczos-3 resampling along one axis as PIL does it: the kernel is widened by the scale when
+// shrinking (an antialiasing filter), each output pixel's weights are normalised. [out, in].
+at::Tensor lanczos_weights(int64_t in, int64_t out) {
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  const double fscale = std::max(scale, 1.0), support = 3.0 * fscale;
+  auto sinc = [](double x) { return x == 0 ? 1.0 : std::sin(M_PI * x) / (M_PI * x); };
+  at::Tensor w = at::zeros({out, in}, at::kDouble);
+  auto acc = w.accessor<double, 2>();
+  for (int64_t i = 0; i < out; ++i) {
+    const double center = (static_cast<double>(i) + 0.5) * scale;
+    const int64_t lo = std::max<int64_t>(0, static_cast<int64_t>(center - support + 0.5));
+    const int64_t hi = std::min<int64_t>(in, static_cast<int64_t>(center + support + 0.5));
+    double total = 0;
+    for (int64_t j = lo; j < hi; ++j) {
+      const double x = (static_cast<double>(j) - center + 0.5) / fscale;
+      const double v = std::fabs(x) < 3.0 ? sinc(x) * sinc(x / 3.0) : 0.0;
+      acc[i][j] = v;
+      total += v;
+    }
+    if (total != 0)
+      for (int64_t j = lo; j < hi; ++j) acc[i][j] /= total;
+  }
+  return w;
+}
+
+// The reference's first-frame preparation (Wan2.2 textimage2video): scale by max(W/w, H/h) with Lanczos
+// so the image covers the target, round to 8 bits as a PIL image is, then crop the centre. [3, h, w]
+// in [0, 1] -> [3, H, W].
+at::Tensor cover_and_center_crop(const at::Tensor& img, int64_t H, int64_t W) {
+  const int64_t h = img.size(1), w = img.size(2);
+  const double scale = std::max(static_cast<double>(W) / static_cast<double>(w), static_cast<double>(H) / static_cast<double>(h));
+  const int64_t sh = std::max<int64_t>(H, static_cast<int64_t>(std::lround(h * scale)));
+  const int64_t sw = std::max<int64_t>(W, static_cast<int64_t>(std::lround(w * scale)));
+  const at::Tensor wh = lanczos_weights(h, sh), ww = lanczos_weights(w, sw);
+  at::Tensor r = at::matmul(at::matmul(wh, img.to(at::kDouble)), ww.t());  // [3, sh, sw]
+  r = (r.clamp(0, 1) * 255.0).round() / 255.0;
+  const int64_t y0 = (sh - H) / 2, x0 = (sw - W) / 2;
+  return r.slice(1, y0, y0 + H).slice(2, x0, x0 + W).to(at::kFloat).contiguous();
+}
+
 void run_generate(GenerateArgs& a) {
   auto& p = a.params;
   runtime::RuntimeOptions opts;
@@ -56,20 +114,40 @@ void run_generate(GenerateArgs& a) {
     opts = gates::to_runtime_options(m);
   }
   if (a.out.empty() && a.frames_dir.empty()) throw Error("give --out clip.mp4 and/or --frames-dir DIR");
+  if (!a.out.empty()) check_out_path(a.out);  // before the model loads and 50 steps run
   runtime::validate_params(p);
-  if (!a.image.empty()) p.image = read_image(a.image);
-  std::fprintf(stderr, "loading %s ...\n", a.model.model.c_str());
+  if (!a.image.empty()) {
+    at::Tensor img = read_image(a.image);
+    const int64_t h = img.size(1), w = img.size(2);
+    if (h != p.height || w != p.width) {
+      img = cover_and_center_crop(img, p.height, p.width);
+      const bool same_aspect = h * p.width == w * p.height;
+      log::info("--image " + std::to_string(w) + "x" + std::to_string(h) + " resized to " + std::to_string(p.width) + "x" +
+                std::to_string(p.height) + (same_aspect ? " (Lanczos)" : ": another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped, as the reference pipeline does"));
+    }
+    p.image = img;
+  }
   auto req = a.model.request();
+  log::info("loading " + a.model.model + " ...");
   if (!a.manifest.empty()) {
     req.precision.compute = runtime::compute_dtype(opts.dtype, req.precision.device);
     req.options = opts;
   }
   auto loaded = runtime::load_model(req);
-  std::fprintf(stderr, "model loaded in %.2f s (%s; weights: %s)\n", loaded.load_seconds,
-               runtime::device_name(loaded.pipeline->precision().device).c_str(), loaded.weights_label.c_str());
-  const auto result = loaded.pipeline->generate(p, [](int64_t i, int64_t n, double secs) {
-    std::fprintf(stderr, "\rstep %3lld/%lld  %.3f s/step", static_cast<long long>(i + 1), static_cast<long long>(n), secs);
-    if (i + 1 == n) std::fprintf(stderr, "\n");
+  char line[256];
+  std::snprintf(line, sizeof line, "model loaded in %.2f s (%s; weights: %s)", loaded.load_seconds,
+                runtime::device_name(loaded.pipeline->precision().device).c_str(), loaded.weights_label.c_str());
+  log::info(line);
+  // Step progress: redrawn in place on a terminal; in a log file a line at most every few seconds.
+  log::Progress progress;
+  const auto result = loaded.pipeline->generate(p, [&progress](int64_t i, int64_t n, double secs) {
+    char b[96];
+    std::snprintf(b, sizeof b, "step %lld/%lld  %.3f s/step", static_cast<long long>(i + 1), static_cast<long long>(n), secs);
+    progress.update("denoising", b);
+    if (i + 1 == n) {
+      progress.clear();
+      progress.event(std::string("denoising done: ") + b);
+    }
   });
   const auto frames = runtime::frames_from_tensor(result.video);
   if (!a.out.empty()) runtime::write_video(a.out, frames, p.fps);
@@ -96,14 +174,14 @@ void add_generate(CLI::App& app) {
   auto& p = a->params;
   cmd->add_option("--prompt", p.prompt, "What the clip shows")->required();
   cmd->add_option("--negative-prompt", p.negative_prompt, "What to steer away from (default: empty, as diffusers)");
-  cmd->add_option("--image", a->image, "First frame (image-to-video); resized to --height x --width")->check(CLI::ExistingFile);
-  cmd->add_option("--seed", p.seed, "Seed of the initial noise")->capture_default_str();
-  cmd->add_option("--steps", p.steps, "Denoising steps")->capture_default_str();
-  cmd->add_option("--frames", p.frames, "Frames, 4k+1")->capture_default_str();
-  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")->capture_default_str();
-  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")->capture_default_str();
-  cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")->capture_default_str();
-  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str();
+  cmd->add_option("--image", a->image, "First frame (image-to-video); another size is scaled (Lanczos) to cover --width x --height and centre-cropped, as the reference does")->check(CLI::ExistingFile);
+  cmd->add_option("--seed", p.seed, "Seed of the initial noise")->capture_default_str()->check(int_in(0, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--steps", p.steps, "Denoising steps")->capture_default_str()->check(step_count());
+  cmd->add_option("--frames", p.frames, "Frames, 4k+1")->default_str("49 for wan22-tiny, 121 for wan22-ti2v-5b")->check(frames_count());
+  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")->default_str("96 for wan22-tiny, 704 for wan22-ti2v-5b")->check(pixel_size());
+  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")->default_str("160 for wan22-tiny, 1280 for wan22-ti2v-5b")->check(pixel_size());
+  cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")->capture_default_str()->check(number_in(0, 50));
+  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str()->check(number_in(0, 1000, true));
   cmd->add_option("--out", a->out, "Output video (.mp4 H.264/MPEG-4, or .y4m)");
   cmd->add_option("--frames-dir", a->frames_dir, "Also write PNG frames here");
   cmd->add_option("--manifest", a->manifest, "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")

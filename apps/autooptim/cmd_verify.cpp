@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_args.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/verify.h"
@@ -60,7 +61,7 @@ void add_verify(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print a JSON list of {component, tensor, rel_l2, max_abs, pass}");
   cmd->add_option("--device", args->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--dtype", args->dtype, "Compute dtype of the linear layers and attention")->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--tolerance", args->tolerance, "Relative L2 tolerance (default by device and dtype)");
+  cmd->add_option("--tolerance", args->tolerance, "Relative L2 tolerance (default by device and dtype)")->check(number_in(0, 1, true));
   cmd->callback([args] { run_verify(*args); });
 }
 

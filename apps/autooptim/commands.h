@@ -3,11 +3,15 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace autooptim::app {
 
 // The exit status a subcommand's callback sets: 0 ok, 1 a check failed, 2 could not run.
 int& exit_status();
+// The command line as typed (for reports).
+std::vector<std::string>& command_line();
 
 void add_verify(CLI::App& app);
 void add_generate(CLI::App& app);
@@ -15,5 +19,15 @@ void add_bench(CLI::App& app);
 void add_gate(CLI::App& app);
 void add_run(CLI::App& app);
 void add_executor(CLI::App& app);
+void add_techniques(CLI::App& app);
+
+}  // namespace autooptim::app
+namespace autooptim::gates {
+struct GateProgress;
+}
+namespace autooptim::app {
+// A gate's progress as a line: the key (manifest, split, stage) and the detail (run k/n, elapsed).
+std::string gate_progress_key(const gates::GateProgress& p);
+std::string gate_progress_detail(const gates::GateProgress& p);
 
 }  // namespace autooptim::app

@@ -7,25 +7,50 @@
 #include <new>
 
 #include "commands.h"
+#include "runtime/build_info.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace autooptim::app {
 int& exit_status() {
   static int status = 0;
   return status;
 }
+std::vector<std::string>& command_line() {
+  static std::vector<std::string> args;
+  return args;
+}
 }  // namespace autooptim::app
 
 int main(int argc, char** argv) {
+  namespace log = autooptim::log;
+  log::init_from_env();
+  autooptim::app::command_line().assign(argv, argv + argc);
   CLI::App app{"autooptim: finds faster configurations of video diffusion inference and proves them"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "autooptim 0.1.0");
+  // --version: the flavour (CPU/CUDA), the library versions and the commit, not just a number.
+  app.set_version_flag("--version", [] {
+    std::string t = autooptim::runtime::build_info_text();
+    return t.substr(0, t.size() - 1);  // CLI11 adds the last newline
+  });
+  // Logging flags are accepted before or after the subcommand; they override AUTOOPTIM_LOG_LEVEL.
+  app.fallthrough();
+  app.add_flag_callback("--quiet,-q", [] { log::set_quiet(true); }, "Warnings and errors only, no progress lines");
+  app.add_option_function<std::string>(
+         "--log-level",
+         [](const std::string& s) {
+           log::Level l;
+           if (log::parse_level(s, &l)) log::set_level(l);
+         },
+         "trace, debug, info, warn, error or off (default info, or AUTOOPTIM_LOG_LEVEL)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "warning", "error", "off"}));
   autooptim::app::add_run(app);
   autooptim::app::add_generate(app);
   autooptim::app::add_gate(app);
   autooptim::app::add_bench(app);
   autooptim::app::add_verify(app);
   autooptim::app::add_executor(app);
+  autooptim::app::add_techniques(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,9 +1,22 @@
 #include "model_args.h"
 
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "runtime/build_info.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
 namespace autooptim::app {
+
+std::string no_cuda_build_text() {
+  return "this is a CPU build of autooptim (libtorch " + runtime::build_info().libtorch +
+         " without CUDA), so it cannot use a GPU; build the GPU flavour against a CUDA libtorch: "
+         "make gpu LIBTORCH=<libtorch>/share/cmake (README, \"GPU build\"); autooptim --version shows the flavour";
+}
 
 void ModelArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--model", model, "wan22-tiny (embedded) or wan22-ti2v-5b")
@@ -22,12 +35,67 @@ runtime::LoadRequest ModelArgs::request() const {
   r.weights_dir = weights;
   r.synthetic_weights = synthetic;
   const bool cuda = device == "cuda" || (device == "auto" && runtime::cuda_available());
-  if (cuda && !runtime::cuda_available()) throw Error("--device cuda: this build or machine has no CUDA GPU");
+  if (cuda && !runtime::cuda_available())
+    throw Error(runtime::built_with_cuda() ? "--device cuda: this machine has no CUDA GPU that libtorch can see (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+                                          : "--device cuda: " + no_cuda_build_text());
+  // The 5B model on the CPU takes hours per clip and more memory than most machines have: --device
+  // auto does not fall back to it silently (--device cpu still asks for it on purpose).
+  if (!cuda && device == "auto" && model == "wan22-ti2v-5b") {
+    if (!weights.empty()) runtime::read_checkpoint_configs(weights);  // a broken folder is the first thing to fix
+    throw Error(runtime::built_with_cuda()
+                    ? "--device auto: no CUDA GPU is visible, and wan22-ti2v-5b is meant for one (check nvidia-smi and "
+                      "CUDA_VISIBLE_DEVICES; --device cpu runs it on the CPU anyway, hours per clip)"
+                    : "--device auto: " + no_cuda_build_text() + "; --device cpu runs wan22-ti2v-5b on the CPU anyway (hours per clip, tens of GB of memory)");
+  }
   r.precision.device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   const std::string d = dtype == "auto" ? (cuda ? "bf16" : "fp32") : dtype;
   r.precision.compute = d == "bf16" ? at::kBFloat16 : at::kFloat;
   r.options.dtype = d;
   return r;
 }
+
+namespace {
+
+std::string shown(const std::string& s) { return "'" + (s.size() > 40 ? s.substr(0, 37) + "..." : s) + "'"; }
+
+}  // namespace
+
+CLI::Validator int_in(int64_t lo, int64_t hi, int64_t mod, int64_t rem, const std::string& form) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* b = text.data();
+        const char* e = b + text.size();
+        const auto r = std::from_chars(b, e, v, 10);
+        if (r.ec == std::errc::result_out_of_range)
+          return shown(text) + " is outside the 64-bit integer range (at most 9223372036854775807)";
+        if (r.ec != std::errc() || r.ptr != e || text.empty()) return shown(text) + " is not a decimal integer";
+        if (v < lo || v > hi) return text + " is out of range " + range;
+        if (mod > 0 && ((v % mod) + mod) % mod != rem) return text + " is not " + form;
+        return "";
+      },
+      mod > 0 ? form + " in " + range : "integer in " + range);
+}
+
+CLI::Validator number_in(double lo, double hi, bool lo_open) {
+  const std::string range = std::string(lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        if (text.empty()) return "an empty value is not a number";
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size()) return shown(text) + " is not a number";
+        if (!std::isfinite(v) || errno == ERANGE) return shown(text) + " is not a finite number";
+        if (v > hi || v < lo || (lo_open && v == lo)) return text + " is out of range " + range;
+        return "";
+      },
+      "number in " + range);
+}
+
+CLI::Validator frames_count() { return int_in(1, 100001, 4, 1, "of the form 4k+1"); }
+CLI::Validator pixel_size() { return int_in(32, 16384, 32, 0, "a multiple of 32"); }
+CLI::Validator step_count() { return int_in(1, 1000); }
 
 }  // namespace autooptim::app

@@ -2,11 +2,15 @@
 // The model-selection options shared by generate, bench, gate and run.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/models.h"
 
 namespace autooptim::app {
+
+// Why a CPU build cannot run on a GPU, and how to get the GPU build.
+std::string no_cuda_build_text();
 
 struct ModelArgs {
   std::string model = "wan22-tiny";
@@ -19,5 +23,17 @@ struct ModelArgs {
   // Resolves device/dtype into a load request (throws Error for impossible combinations).
   runtime::LoadRequest request() const;
 };
+
+// Validators that read an option's text before CLI11 converts it: CLI11 clamps an integer above
+// 2^63-1 to the maximum silently, reads "010" as octal, and lets nan through every range check.
+// A bad value is a parse error (exit 2) naming the option.
+// A decimal integer in [lo, hi]; with mod > 0 also v % mod == rem, described as `form` ("4k+1").
+CLI::Validator int_in(int64_t lo, int64_t hi, int64_t mod = 0, int64_t rem = 0, const std::string& form = "");
+// A finite decimal number in [lo, hi] ((lo, hi] when lo_open).
+CLI::Validator number_in(double lo, double hi, bool lo_open = false);
+// The checks of a clip's size shared by generate, bench and run.
+CLI::Validator frames_count();   // 4k+1 in [1, 100001]
+CLI::Validator pixel_size();     // multiple of 32 in [32, 16384]
+CLI::Validator step_count();     // [1, 1000]
 
 }  // namespace autooptim::app

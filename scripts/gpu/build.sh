@@ -11,6 +11,7 @@ source .device-deps/env.sh
 D=$(realpath .device-deps)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$D/usr" -DTORCH_CUDA_ARCH_LIST=9.0 \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
   -DDEPS_INCLUDE="$DEPS_INCLUDE" -DDEPS_LIB="$DEPS_LIB" >"${OUT:-/tmp}/configure.log" 2>&1 \
   || { tail -40 "${OUT:-/tmp}/configure.log"; exit 2; }
 grep -E "autooptim:" "${OUT:-/tmp}/configure.log" || true

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <csignal>
+#include <signal.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 #include "executors/trial_runner.h"
+#include "gates/atomic_file.h"
 #include "runtime/error.h"
+#include "runtime/techniques/registry.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -24,8 +28,7 @@ class Outbox {
   }
 
   void log(const Trial& t) {
-    std::ofstream out(fs::path(dir_) / "trials.jsonl", std::ios::app);
-    out << t.to_json().dump() << "\n";
+    gates::append_line_durable((fs::path(dir_) / "trials.jsonl").string(), t.to_json().dump());
     std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)%s%s\n", family_.c_str(), t.label.c_str(), t.speedup,
                  t.psnr_min, static_cast<long long>(t.prompts), t.engaged() ? "" : "  not engaged: ",
                  t.engaged() ? "" : t.not_engaged.front().c_str());
@@ -43,13 +46,8 @@ class Outbox {
     m.description = why;
     m.parents.clear();
     const json j = gates::to_json(gates::parse_manifest(gates::to_json(m), "proposal " + m.id));
-    const fs::path tmp = fs::path(dir_) / (".tmp-" + slug + ".json");
     const fs::path dst = fs::path(dir_) / (slug + ".json");
-    {
-      std::ofstream out(tmp);
-      out << j.dump(2) << "\n";
-    }
-    fs::rename(tmp, dst);
+    gates::write_file_atomic(dst.string(), j.dump(2) + "\n");
     ++proposed_;
     return dst.string();
   }
@@ -68,26 +66,50 @@ std::string fmt(double v) {
   return b;
 }
 
-// kernel: greedy ablation. Start with every switch the build has on; drop each switch whose removal
-// does not make the run slower; propose the surviving set and each surviving switch alone.
+// The search points the registry's techniques of `family` declare for this run, in registry order.
+std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>> search_space(
+    const std::string& family, const TrialRunner& run) {
+  const runtime::techniques::SearchContext ctx{run.steps(), run.on_gpu()};
+  std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>> out;
+  for (const auto& t : runtime::techniques::all())
+    if (t.family == family && t.search)
+      for (auto& p : t.search(ctx)) out.push_back({&t, std::move(p)});
+  return out;
+}
+
+// What a proposal says it measured: the speedup, and the skip ratio or attention density when counted.
+std::string measured(const Trial& t) {
+  std::string out = "measured " + fmt(t.speedup) + "x, PSNR " + fmt(t.psnr_min) + " dB on " + std::to_string(t.prompts) +
+                    " visible prompt(s)";
+  if (t.skip_ratio >= 0) out += ", forward-skip ratio " + fmt(t.skip_ratio);
+  if (t.density >= 0) out += ", attention density " + fmt(t.density);
+  return out;
+}
+
+// kernel: greedy ablation. Start with every switch the registry's kernel techniques offer for this run
+// on; drop each switch whose removal does not make the run slower; propose the surviving set and each
+// surviving switch alone.
 int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<std::pair<std::string, json>> switches = {
-      {"cross_kv_cache", true}, {"timestep_dedup", true}, {"fused_qkv", true}};
-  if (run.on_gpu()) {
-    switches.push_back({"cuda_graph", true});
-    switches.push_back({"attention_backend", "cudnn"});
-    switches.push_back({"attention_backend", "flash"});
-  }
+  std::vector<std::pair<std::string, json>> switches;
+  std::map<std::string, bool> lossless;  // flag -> whether its technique is bit-exact
+  for (const auto& [tech, point] : search_space("kernel", run))
+    for (const auto& [k, v] : point.flags.items()) {
+      switches.push_back({k, v});
+      lossless[k] = tech->lossless;
+    }
   auto flags_of = [](const std::vector<std::pair<std::string, json>>& s) {
     json f = json::object();
     for (const auto& [k, v] : s) f[k] = v;
     return f;
   };
-  // Two attention backends cannot both be on: try the set with the first, ablation decides.
-  std::vector<std::pair<std::string, json>> on;
-  for (const auto& s : switches)
-    if (!(s.first == "attention_backend" && std::any_of(on.begin(), on.end(), [](const auto& x) { return x.first == "attention_backend"; })))
-      on.push_back(s);
+  // Two values of one flag (two attention backends) cannot both be on: try the set with the first,
+  // the alternatives after the ablation.
+  std::vector<std::pair<std::string, json>> on, alternatives;
+  for (const auto& s : switches) {
+    const bool taken = std::any_of(on.begin(), on.end(), [&](const auto& x) { return x.first == s.first; });
+    (taken ? alternatives : on).push_back(s);
+  }
+  if (on.empty()) return 0;
   const int64_t n = 2;
   Trial all = run.measure(flags_of(on), "all", n);
   box.log(all);
@@ -104,93 +126,139 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
       ++i;
     }
   }
-  if (run.on_gpu() && run.can_measure(r.budget_trials)) {
-    // The other attention backend, on the surviving set.
+  for (const auto& [key, value] : alternatives) {
+    if (!run.can_measure(r.budget_trials)) break;
     auto alt = on;
     for (auto& s : alt)
-      if (s.first == "attention_backend") s.second = "flash";
-    if (flags_of(alt) != flags_of(on)) {
-      Trial t = run.measure(flags_of(alt), "alt backend", n);
-      box.log(t);
-      if (t.speedup > all.speedup) on = alt, all = t;
-    }
+      if (s.first == key) s.second = value;
+    if (flags_of(alt) == flags_of(on)) continue;  // its flag did not survive the ablation
+    Trial t = run.measure(flags_of(alt), "alt " + key + " " + value.dump(), n);
+    box.log(t);
+    if (t.speedup > all.speedup) on = alt, all = t;
   }
-  if (all.speedup > 1.0 && all.engaged()) box.propose("greedy", flags_of(on), true, "greedy ablation survivors: " + flags_of(on).dump());
+  if (all.speedup > 1.0 && all.engaged())
+    // Lossless only when every surviving switch is (the fused kernels round differently: lossy).
+    box.propose("greedy", flags_of(on),
+                std::all_of(on.begin(), on.end(), [&](const auto& s) { return lossless[s.first]; }),
+                "greedy ablation survivors: " + flags_of(on).dump() + "; " + measured(all));
   for (const auto& s : on)
     if (on.size() > 1) box.propose(s.first + (s.second.is_string() ? "-" + s.second.get<std::string>() : ""), flags_of({s}), true,
                                    "single switch from the greedy ablation");
   return box.proposed();
 }
 
-// cache: EasyCache threshold sweep with successive halving: every threshold on one prompt, the better
-// half on the smoke prompts, the better half of those on more visible prompts.
+// cache: every cache policy's search points, calibrated first where the policy needs it (on the first
+// visible prompt), then successive halving: the points on one prompt (interleaved across policies, so a
+// short budget still tries each), the better half on the smoke prompts, the better half of those on more
+// visible prompts.
 int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<double> thresholds = {0.02, 0.05, 0.08, 0.12, 0.2, 0.3};
-  // EasyCache's dense warm-up is the first 20% of the steps (10 of 50 in the paper's setting).
-  const int64_t warmup = std::max<int64_t>(1, run.steps() / 5);
-  auto flags = [warmup](double th) {
-    return json{{"easycache", {{"enabled", true}, {"threshold", th}, {"warmup_steps", warmup}, {"dense_last_step", true}}}};
+  struct Candidate {
+    const runtime::techniques::Technique* tech;
+    std::string label;
+    json flags;
+    Trial trial;
   };
-  std::vector<std::pair<double, Trial>> pool;
+  std::vector<std::vector<Candidate>> per_technique;
+  for (const auto& [tech, point] : search_space("cache", run)) {
+    if (per_technique.empty() || per_technique.back().front().tech != tech) per_technique.emplace_back();
+    per_technique.back().push_back({tech, point.label, point.flags, {}});
+  }
+  std::vector<Candidate> order;  // round robin across the policies
+  for (size_t k = 0;; ++k) {
+    bool any = false;
+    for (const auto& c : per_technique)
+      if (k < c.size()) order.push_back(c[k]), any = true;
+    if (!any) break;
+  }
+  // A policy that needs a calibration gets it just before its first measurement, so a short budget
+  // does not spend itself on calibrations (they are not candidate trials: one run, no baseline).
+  std::map<const runtime::techniques::Technique*, json> calibrated;
+  std::vector<Candidate> pool;
   int64_t n = 1;
-  for (double th : thresholds) {
+  for (auto& c : order) {
     if (!run.can_measure(r.budget_trials)) break;
-    Trial t = run.measure(flags(th), "threshold " + fmt(th), n);
-    box.log(t);
-    pool.push_back({th, t});
+    if (c.tech->calibration && !calibrated.count(c.tech)) {
+      calibrated[c.tech] = c.tech->calibration->fit(run.traces(c.tech->calibration->flags, "calibrate " + c.tech->name, 1));
+      std::fprintf(stderr, "[cache] %s calibrated on the first visible prompt: %s\n", c.tech->name.c_str(),
+                   calibrated[c.tech].dump().substr(0, 200).c_str());
+    }
+    if (c.tech->calibration) c.flags.merge_patch(calibrated[c.tech]);
+    c.trial = run.measure(c.flags, c.label, n);
+    box.log(c.trial);
+    pool.push_back(c);
   }
   // Score: speed when the quality floor holds, else nothing.
   auto score = [&r](const Trial& t) { return t.psnr_min >= r.min_psnr - 5.0 ? t.speedup : 0.0; };
   while (pool.size() > 1 && run.can_measure(r.budget_trials)) {
-    std::sort(pool.begin(), pool.end(), [&](const auto& a, const auto& b) { return score(a.second) > score(b.second); });
+    std::sort(pool.begin(), pool.end(), [&](const auto& a, const auto& b) { return score(a.trial) > score(b.trial); });
     pool.resize((pool.size() + 1) / 2);
     n = std::min<int64_t>(n * 3, static_cast<int64_t>(run.prompts().size()));
-    for (auto& [th, t] : pool) {
+    for (auto& c : pool) {
       if (!run.can_measure(r.budget_trials)) break;
-      t = run.measure(flags(th), "threshold " + fmt(th), n);
-      box.log(t);
+      c.trial = run.measure(c.flags, c.label, n);
+      box.log(c.trial);
     }
     if (n >= static_cast<int64_t>(run.prompts().size())) break;
   }
   // Proposed: the survivors that were faster, engaged, and within 5 dB of the gate's quality floor on
   // the visible prompts (the gates pick the tiers; a threshold far below the floor would only spend
   // gate runs the composition and the held-out checks need).
-  for (const auto& [th, t] : pool)
-    if (t.speedup > 1.0 && t.engaged() && t.psnr_min >= r.min_psnr - 5.0)
-      box.propose("easycache-t" + fmt(th), flags(th), false, "EasyCache threshold " + fmt(th) + " (successive halving survivor)");
+  for (const auto& c : pool)
+    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= r.min_psnr - 5.0)
+      box.propose(c.label, c.flags, c.tech->lossless, c.label + " (successive halving survivor); " + measured(c.trial));
   return box.proposed();
 }
 
-// sparse: a density sweep over the two patterns and the number of dense steps.
+// sparse: the registry's sparse search points (patterns, densities, dense steps).
 int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<std::pair<std::string, json>> grid;
-  // Dense steps as a fraction of the run's steps (10 and 20 of 50).
-  const int64_t ds10 = std::max<int64_t>(1, run.steps() / 5), ds20 = std::max<int64_t>(1, 2 * run.steps() / 5);
-  for (int64_t ds : {ds10, ds20})
-    grid.push_back({"st-ds" + std::to_string(ds),
-                    {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_layers", 1}, {"dense_steps", ds}}}}});
-  for (int64_t wf : {1, 2})
-    grid.push_back({"tw-f" + std::to_string(wf) + "-ds10",
-                    {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
-  std::vector<std::pair<std::string, Trial>> results;
-  for (const auto& [slug, f] : grid) {
+  std::vector<std::pair<runtime::techniques::SearchPoint, Trial>> results;
+  for (const auto& [tech, point] : search_space("sparse", run)) {
     if (!run.can_measure(r.budget_trials)) break;
-    Trial t = run.measure(f, slug, 2);
+    Trial t = run.measure(point.flags, point.label, 2);
     box.log(t);
-    results.push_back({slug, t});
+    results.push_back({point, t});
   }
-  for (size_t i = 0; i < results.size(); ++i)
-    if (results[i].second.speedup > 1.0 && results[i].second.engaged() && results[i].second.psnr_min >= r.min_psnr - 5.0)
-      box.propose(results[i].first, grid[i].second, false, "sparse attention sweep survivor");
+  for (const auto& [point, t] : results)
+    if (t.speedup > 1.0 && t.engaged() && t.psnr_min >= r.min_psnr - 5.0)
+      box.propose(point.label, point.flags, false, "sparse attention sweep survivor; " + measured(t));
+  return box.proposed();
+}
+
+// quant: each quantisation the registry offers for this run (FP8 GEMMs on GPUs), measured and proposed
+// when faster and near the quality floor; lossy, so the gate's quality check decides.
+int explore_quant(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
+  std::vector<std::pair<runtime::techniques::SearchPoint, Trial>> results;
+  for (const auto& [tech, point] : search_space("quant", run)) {
+    if (!run.can_measure(r.budget_trials)) break;
+    Trial t = run.measure(point.flags, point.label, 2);
+    box.log(t);
+    results.push_back({point, t});
+  }
+  for (const auto& [point, t] : results)
+    if (t.speedup > 1.0 && t.engaged() && t.psnr_min >= r.min_psnr - 5.0)
+      box.propose(point.label, point.flags, false, "quantisation survivor; " + measured(t));
   return box.proposed();
 }
 
 }  // namespace
 
 int run_executor(const ExecutorRequest& req) {
-  // SIGTERM (the orchestrator's exploration deadline) ends the search after the trial in progress;
-  // the family then proposes from what it has measured instead of losing it.
-  std::signal(SIGTERM, [](int) { TrialRunner::request_stop(); });
+  // SIGTERM (the orchestrator's exploration deadline or its interruption) and SIGINT (a ^C reaching
+  // the run's process group) end the search after the trial in progress; the family then proposes
+  // from what it has measured instead of losing it. The orchestrator starts us with both blocked, so
+  // one that arrived before this point is pending and is delivered here, to the handler.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { TrialRunner::request_stop(); };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  std::fprintf(stderr, "executor %s: started (pid %d)\n", req.family.c_str(), static_cast<int>(getpid()));
+  std::fflush(stderr);
   const gates::Manifest base = gates::load_manifest(req.base_manifest);
   if (base.kind != "baseline") throw Error(req.base_manifest + ": not a baseline manifest");
   std::vector<gates::Prompt> prompts = gates::load_prompt_file(req.prompts_file);
@@ -208,8 +276,10 @@ int run_executor(const ExecutorRequest& req) {
   if (req.family == "kernel") n = explore_kernel(req, run, box);
   else if (req.family == "cache") n = explore_cache(req, run, box);
   else if (req.family == "sparse") n = explore_sparse(req, run, box);
-  else throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse)");
-  std::ofstream(fs::path(req.outbox) / "done") << n << "\n";
+  else if (req.family == "quant") n = explore_quant(req, run, box);
+  else throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse, quant)");
+  // Written last and only after every proposal is on disk: --resume skips a family that has it.
+  gates::write_file_atomic((fs::path(req.outbox) / "done").string(), std::to_string(n) + "\n");
   return n;
 }
 

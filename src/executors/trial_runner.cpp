@@ -20,7 +20,9 @@ namespace autooptim::executors {
 
 nlohmann::json Trial::to_json() const {
   return {{"label", label}, {"flags", flags}, {"prompts", prompts}, {"baseline_s", baseline_s},
-          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}, {"not_engaged", not_engaged}};
+          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}, {"not_engaged", not_engaged},
+          {"skip_ratio", skip_ratio < 0 ? nlohmann::json(nullptr) : nlohmann::json(skip_ratio)},
+          {"density", density < 0 ? nlohmann::json(nullptr) : nlohmann::json(density)}};
 }
 
 double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
@@ -83,15 +85,33 @@ at::Tensor TrialRunner::generate(const runtime::RuntimeOptions& o, const gates::
   return r.video;
 }
 
-Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
-  ++trials_;
+runtime::RuntimeOptions TrialRunner::options_of(const nlohmann::json& flags, const std::string& label) const {
   gates::Manifest m = base_;
   m.id = base_.model + "/trial";
   m.family = "composite";
   m.kind = "patch";
   m.flags = flags;
   m.base = base_.id;
-  const auto opts = gates::to_runtime_options(gates::parse_manifest(gates::to_json(m), "trial " + label));
+  return gates::to_runtime_options(gates::parse_manifest(gates::to_json(m), "trial " + label));
+}
+
+std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, const std::string& label, int64_t n) {
+  const auto opts = options_of(flags, label);
+  std::vector<runtime::Trace> out;
+  n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    runtime::Trace trace;
+    const DeviceLock lock(req_.device_lock);
+    generate(opts, prompts_[static_cast<size_t>(i)], &s, &trace);
+    out.push_back(trace);
+  }
+  return out;
+}
+
+Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
+  ++trials_;
+  const auto opts = options_of(flags, label);
   const auto base_opts = gates::to_runtime_options(base_);
   Trial t;
   t.flags = flags;
@@ -99,6 +119,8 @@ Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label
   n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
   std::vector<double> bt, ct;
   double worst = 100.0;
+  double skip_sum = 0, density_sum = 0;
+  int64_t skip_runs = 0, density_runs = 0;
   for (int64_t i = 0; i < n; ++i) {
     const auto& p = prompts_[static_cast<size_t>(i)];
     double s = 0;
@@ -114,7 +136,11 @@ Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label
     for (const auto& problem : runtime::engagement_problems(opts, trace))
       if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
     worst = std::min(worst, clip_psnr(c, baseline_clips_.at(p.id)));
+    if (trace.has("cache.skip_ratio")) skip_sum += trace.get("cache.skip_ratio"), ++skip_runs;
+    if (trace.has("sparse.attention.density")) density_sum += trace.get("sparse.attention.density"), ++density_runs;
   }
+  if (skip_runs) t.skip_ratio = skip_sum / skip_runs;
+  if (density_runs) t.density = density_sum / density_runs;
   t.prompts = n;
   t.baseline_s = runtime::TimingStats::of(bt).median;
   t.candidate_s = runtime::TimingStats::of(ct).median;

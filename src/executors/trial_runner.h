@@ -18,6 +18,9 @@ class TrialRunner {
   // Runs the flags on the first n prompts, interleaved with the baseline; PSNR against the
   // baseline's clip of the same prompt and seed.
   Trial measure(const nlohmann::json& flags, const std::string& label, int64_t n);
+  // Runs the flags alone on the first n prompts (a calibration: no baseline, no timing) and returns
+  // each run's trace. Not a candidate trial: the budget does not count it.
+  std::vector<runtime::Trace> traces(const nlohmann::json& flags, const std::string& label, int64_t n);
   int64_t trials() const { return trials_; }
   // True while another trial fits the budget and no stop was requested.
   bool can_measure(int64_t budget) const { return trials_ < budget && !stop_requested(); }
@@ -29,6 +32,7 @@ class TrialRunner {
   bool on_gpu() const { return loaded_.pipeline->precision().device.is_cuda(); }
 
  private:
+  runtime::RuntimeOptions options_of(const nlohmann::json& flags, const std::string& label) const;
   at::Tensor generate(const runtime::RuntimeOptions& o, const gates::Prompt& p, double* seconds,
                       runtime::Trace* trace = nullptr);
   const ExecutorRequest& req_;

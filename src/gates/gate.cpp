@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -94,6 +95,18 @@ struct Window {
   ProcessSample before, after;
   RunOutput out;
 };
+
+// The progress line's words for a window's role.
+const char* stage_label(const std::string& role) {
+  static const std::map<std::string, const char*> labels = {
+      {"warmup_baseline", "warm-up baseline"},   {"warmup_candidate", "warm-up candidate"},
+      {"candidate", "timed candidate"},          {"baseline", "timed baseline"},
+      {"candidate_split", "candidate output"},   {"audit", "duplicate-prompt audit"},
+      {"baseline_check", "off run: baseline"},   {"off", "off run: flags off"},
+      {"baseline_split", "baseline output"}};
+  const auto it = labels.find(role);
+  return it == labels.end() ? "run" : it->second;
+}
 
 int64_t branches_of(const RunConfig& c) { return c.guidance > 1.0 ? 2 : 1; }
 
@@ -225,6 +238,17 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   auto prompts = load_prompts(S.prompts_dir, true).split(split);
   if (S.max_prompts > 0 && static_cast<int64_t>(prompts.size()) > S.max_prompts) prompts.resize(static_cast<size_t>(S.max_prompts));
   if (prompts.empty()) throw Error("split '" + split + "' has no prompts");
+  // Progress: each generation below is announced (which run of how many, what it is for).
+  const auto began = std::chrono::steady_clock::now();
+  const int64_t np = static_cast<int64_t>(prompts.size()), nr = std::max<int64_t>(1, S.timing_repeats);
+  // warm-ups, the timed pairs, the split, the audit, the baseline check, the off run, the split's baselines
+  const int64_t expected_runs = 2 + 2 * nr + np + 3 + (np - 1);
+  int64_t run_no = 0;
+  auto tick = [&](const char* stage) {
+    if (S.progress)
+      S.progress({cand.id, split, stage, ++run_no, std::max(expected_runs, run_no),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count()});
+  };
 
   write_json(out / "manifest.json", to_json(cand));
   json meta = {{"build", build},
@@ -250,6 +274,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   ProcessMonitor mon;
   std::deque<Window> windows;  // a deque: references to earlier windows stay valid
   auto window = [&](const std::string& role, bool candidate_code, const std::function<RunOutput()>& fn) -> const RunOutput& {
+    tick(stage_label(role));
     Window win;
     win.role = role;
     win.candidate_code = candidate_code;

@@ -3,6 +3,7 @@
 // decides the six gates and the authenticity check (../docs/harness.md). It is the only authority on
 // acceptance and the only part that reads the held-out prompts.
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,14 @@
 #include "runtime/error.h"
 
 namespace autooptim::gates {
+
+// Where a gate run is: announced before each generation it runs.
+struct GateProgress {
+  std::string manifest_id, split;
+  std::string stage;         // "warm-up baseline", "timed candidate", "duplicate-prompt audit", ...
+  int64_t run = 0, runs = 0;  // this generation's number, and how many the gate expects to run
+  double elapsed_s = 0;      // since the gate run began
+};
 
 struct GateSettings {
   std::string prompts_dir = "prompts";
@@ -50,6 +59,9 @@ struct GateSettings {
   // Work floor of every candidate: the denoising loop runs at least this share of the forwards the
   // baseline runs (a cache cannot skip (nearly) everything), and a cache its declared warm-up steps.
   double min_forward_share = 0.05;
+  // Called before every generation (gate and run show it as progress). An exception it throws ends
+  // the gate run without a verdict (how an interrupted run stops the gate it is in).
+  std::function<void(const GateProgress&)> progress;
 };
 
 // A baseline that cannot be trusted (slower than the machine's calibration or its records allow, a

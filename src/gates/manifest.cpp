@@ -4,11 +4,14 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "gates/sha256.h"
 #include "runtime/error.h"
+#include "runtime/techniques/registry.h"
+#include "runtime/json_read.h"
 
 namespace autooptim::gates {
 namespace {
@@ -22,14 +25,8 @@ const std::vector<std::string> kOptionalTopKeys = {"description", "parents"};
 const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps",
                                               "steps",  "guidance", "seed", "flow_shift"};
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
-const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "composite"};
+const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
-const std::vector<std::string> kDtypes = {"bf16", "fp32", "fp64"};
-const std::vector<std::string> kAttentionBackends = {"auto", "math", "flash", "efficient", "cudnn"};
-const std::vector<std::string> kSparsePatterns = {"none", "spatial_temporal", "tile_window"};
-const std::vector<std::string> kFlagNames = {"dtype",          "cpu_threads", "onednn", "attention_backend",
-                                             "fused_qkv",      "cross_kv_cache", "timestep_dedup",
-                                             "cuda_graph",     "easycache",   "sparse"};
 // The red-team switches' keys, from runtime/options.h (one table for parsing and printing).
 std::vector<std::string> redteam_keys() {
   size_t n = 0;
@@ -39,9 +36,8 @@ std::vector<std::string> redteam_keys() {
   return keys;
 }
 bool g_redteam_allowed = false;
-const std::vector<std::string> kEasyCacheKeys = {"enabled", "threshold", "warmup_steps", "dense_last_step"};
-const std::vector<std::string> kSparseKeys = {"pattern", "window_frames", "window_tiles", "dense_layers",
-                                              "dense_steps"};
+
+namespace tech = runtime::techniques;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -79,11 +75,21 @@ std::string suggestion(const std::string& name, const std::vector<std::string>& 
 }
 
 bool valid_id(const std::string& id) {
-  if (id.empty()) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
+  if (id.empty() || id.size() > 256) return false;
+  const bool chars_ok = std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '/' ||
            c == '-';
   });
+  if (!chars_ok) return false;
+  // Ids name folders of a run (gates/<id with / as _>/...): no empty, "." or ".." segment.
+  size_t start = 0;
+  while (true) {
+    const size_t slash = id.find('/', start);
+    const std::string seg = id.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (seg.empty() || seg == "." || seg == "..") return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
 }
 
 // Every error carries the source label and the dotted key path of the offending value.
@@ -175,39 +181,31 @@ class Checker {
   std::string label_;
 };
 
-void apply_easycache(const Checker& c, const json& j, runtime::EasyCacheOptions& o) {
-  const std::string path = "flags.easycache";
-  c.require_object(j, path);
-  c.check_keys(j, path, kEasyCacheKeys);
-  if (j.contains("enabled")) o.enabled = c.get_bool(j["enabled"], path + ".enabled");
-  if (j.contains("threshold")) {
-    double t = c.get_number(j["threshold"], path + ".threshold");
-    if (!(t > 0.0 && t <= 1.0)) c.fail(path + ".threshold", j["threshold"].dump() + " is out of range (0, 1]");
-    o.threshold = t;
+// The flag names a manifest may use at the top of "flags": the settings, the techniques' top-level flags
+// and their groups (all from the registry), and redteam.
+std::vector<std::string> top_level_flag_names() {
+  std::vector<std::string> names;
+  for (const auto& s : tech::settings()) names.push_back(s.key);
+  for (const auto& t : tech::all()) {
+    if (!t.group.empty()) names.push_back(t.group);
+    else
+      for (const auto& f : t.flags) names.push_back(f.key);
   }
-  if (j.contains("warmup_steps")) {
-    o.warmup_steps = c.get_int_in(j["warmup_steps"], path + ".warmup_steps", 1, 1000);
-  }
-  if (j.contains("dense_last_step")) o.dense_last_step = c.get_bool(j["dense_last_step"], path + ".dense_last_step");
+  return names;
 }
 
-void apply_sparse(const Checker& c, const json& j, runtime::SparseAttentionOptions& o) {
-  const std::string path = "flags.sparse";
-  c.require_object(j, path);
-  c.check_keys(j, path, kSparseKeys);
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  if (j.contains("pattern")) o.pattern = c.get_choice(j["pattern"], path + ".pattern", kSparsePatterns);
-  if (j.contains("window_frames")) o.window_frames = c.get_int_in(j["window_frames"], path + ".window_frames", 0, kMax);
-  if (j.contains("window_tiles")) o.window_tiles = c.get_int_in(j["window_tiles"], path + ".window_tiles", 0, kMax);
-  if (j.contains("dense_layers")) o.dense_layers = c.get_int_in(j["dense_layers"], path + ".dense_layers", 0, kMax);
-  if (j.contains("dense_steps")) o.dense_steps = c.get_int_in(j["dense_steps"], path + ".dense_steps", 0, kMax);
+// Validates one flag value against its registry entry and applies it.
+void apply_flag(const Checker& c, const tech::FlagSpec& f, const json& v, const std::string& path,
+                runtime::RuntimeOptions& o) {
+  if (auto problem = f.validate(v)) c.fail(path + problem->where, problem->message);
+  f.set(o, v);
 }
 
-// Validates a flags object and applies it on top of the defaults.
+// Validates a flags object against the technique registry and applies it on top of the defaults.
 runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
   runtime::RuntimeOptions o;
   c.require_object(flags, "flags");
-  if (flags.is_object() && flags.contains("redteam")) {
+  if (flags.contains("redteam")) {
     if (!g_redteam_allowed)
       c.fail("flags.redteam", "red-team flags are only accepted where explicitly allowed (the harness's own tests)");
     const json& r = flags["redteam"];
@@ -218,24 +216,36 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
     for (size_t i = 0; i < n; ++i)
       if (r.is_object() && r.contains(all[i].key))
         o.redteam.*(all[i].field) = c.get_bool(r[all[i].key], std::string("flags.redteam.") + all[i].key);
-    json rest = flags;
-    rest.erase("redteam");
-    c.check_keys(rest, "flags", kFlagNames, "flag");
-  } else {
-    c.check_keys(flags, "flags", kFlagNames, "flag");
   }
-  if (flags.contains("dtype")) o.dtype = c.get_choice(flags["dtype"], "flags.dtype", kDtypes);
-  if (flags.contains("cpu_threads")) o.cpu_threads = c.get_int_in(flags["cpu_threads"], "flags.cpu_threads", 0, 256);
-  if (flags.contains("onednn")) o.onednn = c.get_bool(flags["onednn"], "flags.onednn");
-  if (flags.contains("attention_backend")) {
-    o.attention_backend = c.get_choice(flags["attention_backend"], "flags.attention_backend", kAttentionBackends);
+  json rest = flags;
+  rest.erase("redteam");
+  c.check_keys(rest, "flags", top_level_flag_names(), "flag");
+
+  for (const auto& s : tech::settings())
+    if (flags.contains(s.key)) apply_flag(c, s, flags[s.key], "flags." + s.key, o);
+  std::map<std::string, std::string> exclusive;  // exclusive group -> the technique on in it
+  for (const auto& t : tech::all()) {
+    if (t.group.empty()) {
+      for (const auto& f : t.flags)
+        if (flags.contains(f.key)) apply_flag(c, f, flags[f.key], "flags." + f.key, o);
+    } else if (flags.contains(t.group)) {
+      const std::string path = "flags." + t.group;
+      const json& g = flags[t.group];
+      c.require_object(g, path);
+      std::vector<std::string> keys;
+      for (const auto& f : t.flags) keys.push_back(f.key);
+      c.check_keys(g, path, keys);
+      for (const auto& f : t.flags)
+        if (g.contains(f.key)) apply_flag(c, f, g[f.key], path + "." + f.key, o);
+    }
+    if (t.check_flags)
+      if (auto problem = t.check_flags(o)) c.fail("flags." + (t.group.empty() ? t.name : t.group) + problem->where, problem->message);
+    if (!t.exclusive_group.empty() && t.on(o)) {
+      auto [it, fresh] = exclusive.emplace(t.exclusive_group, t.name);
+      if (!fresh)
+        c.fail("flags", it->second + " and " + t.name + " cannot both be on (one " + t.exclusive_group + " technique at a time)");
+    }
   }
-  if (flags.contains("fused_qkv")) o.fused_qkv = c.get_bool(flags["fused_qkv"], "flags.fused_qkv");
-  if (flags.contains("cross_kv_cache")) o.cross_kv_cache = c.get_bool(flags["cross_kv_cache"], "flags.cross_kv_cache");
-  if (flags.contains("timestep_dedup")) o.timestep_dedup = c.get_bool(flags["timestep_dedup"], "flags.timestep_dedup");
-  if (flags.contains("cuda_graph")) o.cuda_graph = c.get_bool(flags["cuda_graph"], "flags.cuda_graph");
-  if (flags.contains("easycache")) apply_easycache(c, flags["easycache"], o.easycache);
-  if (flags.contains("sparse")) apply_sparse(c, flags["sparse"], o.sparse);
   return o;
 }
 
@@ -254,6 +264,7 @@ RunConfig parse_config(const Checker& c, const json& j) {
   if (cfg.frames % 4 != 1) c.fail("config.frames", std::to_string(cfg.frames) + " is not 4k+1");
   cfg.fps = c.get_number(key("fps"), "config.fps");
   if (!(cfg.fps > 0)) c.fail("config.fps", key("fps").dump() + " must be > 0");
+  if (cfg.fps > 1000) c.fail("config.fps", key("fps").dump() + " is out of range (0, 1000]");
   cfg.steps = c.get_int_in(key("steps"), "config.steps", 1, 1000);
   cfg.guidance = c.get_number(key("guidance"), "config.guidance");
   if (!(cfg.guidance >= 0 && cfg.guidance <= 50)) {
@@ -290,7 +301,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
 
   Manifest m;
   m.id = c.get_string(j["id"], "id");
-  if (!valid_id(m.id)) c.fail("id", "'" + m.id + "' must match [a-z0-9._/-]+");
+  if (!valid_id(m.id)) c.fail("id", "'" + m.id + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
   m.kind = c.get_choice(j["kind"], "kind", kKinds);
   m.family = c.get_choice(j["family"], "family", kFamilies);
   m.model = c.get_choice(j["model"], "model", kModels);
@@ -298,7 +309,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
   if (m.runtime.empty()) c.fail("runtime", "must not be empty");
   if (!j["base"].is_null()) {
     m.base = c.get_string(j["base"], "base");
-    if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+");
+    if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
     if (*m.base == m.id) c.fail("base", "a manifest cannot be its own base");
   }
   resolve_flags(c, j["flags"]);  // validates; the resolved form is recomputed on demand
@@ -312,7 +323,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
     for (size_t i = 0; i < parents.size(); ++i) {
       const std::string path = "parents[" + std::to_string(i) + "]";
       std::string parent = c.get_string(parents[i], path);
-      if (!valid_id(parent)) c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+");
+      if (!valid_id(parent)) c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
       m.parents.push_back(parent);
     }
   }
@@ -333,15 +344,26 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
 Manifest load_manifest(const std::string& path) {
   const std::string text = read_file(path);
   // nlohmann keeps the last of duplicated keys silently; a manifest must not say two things at once.
+  // It also takes a NUL byte for the end of the text, and a value nested 100,000 levels deep would
+  // overflow the stack in a later recursive copy or dump: both are refused here.
+  if (const auto nul = text.find('\0'); nul != std::string::npos)
+    throw Error(path + ": invalid JSON: NUL byte at offset " + std::to_string(nul));
   std::vector<std::set<std::string>> open_objects;
+  std::vector<std::string> open_keys;  // the key path of the open containers
   std::string duplicate;
-  json::parser_callback_t detect_duplicates = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
+  json::parser_callback_t detect_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
+      if (depth + 1 > runtime::kMaxJsonDepth)
+        throw Error(path + ": nesting deeper than " + std::to_string(runtime::kMaxJsonDepth) + " levels at " +
+                    runtime::detail::json_key_path(open_keys));
+      open_keys.emplace_back();
+      if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end || event == json::parse_event_t::array_end) {
+      if (!open_keys.empty()) open_keys.pop_back();
+      if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
     } else if (event == json::parse_event_t::key && !open_objects.empty()) {
       const std::string key = parsed.get<std::string>();
+      if (!open_keys.empty()) open_keys.back() = key;
       if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
     }
     return true;
@@ -362,27 +384,7 @@ json to_json(const RunConfig& c) {
 }
 
 json flags_to_json(const runtime::RuntimeOptions& o) {
-  json j = json{
-      {"dtype", o.dtype},
-      {"cpu_threads", o.cpu_threads},
-      {"onednn", o.onednn},
-      {"attention_backend", o.attention_backend},
-      {"fused_qkv", o.fused_qkv},
-      {"cross_kv_cache", o.cross_kv_cache},
-      {"timestep_dedup", o.timestep_dedup},
-      {"cuda_graph", o.cuda_graph},
-      {"easycache",
-       {{"enabled", o.easycache.enabled},
-        {"threshold", o.easycache.threshold},
-        {"warmup_steps", o.easycache.warmup_steps},
-        {"dense_last_step", o.easycache.dense_last_step}}},
-      {"sparse",
-       {{"pattern", o.sparse.pattern},
-        {"window_frames", o.sparse.window_frames},
-        {"window_tiles", o.sparse.window_tiles},
-        {"dense_layers", o.sparse.dense_layers},
-        {"dense_steps", o.sparse.dense_steps}}},
-  };
+  json j = tech::flags_to_json(o);
   // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
   if (runtime::any_redteam(o.redteam)) {
     size_t n = 0;
@@ -448,20 +450,7 @@ RunConfig official_config(const std::string& model) {
 }
 
 std::vector<std::string> technique_flags_set(const Manifest& m) {
-  const json set = flags_to_json(to_runtime_options(m));
-  const json defaults = flags_to_json(runtime::RuntimeOptions{});
-  std::vector<std::string> names;
-  for (const auto& item : set.items()) {
-    if (item.key() == "dtype" || item.key() == "cpu_threads" || item.key() == "onednn" || item.key() == "redteam") continue;
-    if (item.value().is_object()) {
-      for (const auto& sub : item.value().items()) {
-        if (sub.value() != defaults[item.key()][sub.key()]) names.push_back(item.key() + "." + sub.key());
-      }
-    } else if (item.value() != defaults[item.key()]) {
-      names.push_back(item.key());
-    }
-  }
-  return names;
+  return tech::technique_flags_set(to_runtime_options(m));
 }
 
 Manifest with_flags_off(const Manifest& m) {
@@ -472,8 +461,10 @@ Manifest with_flags_off(const Manifest& m) {
   off.base = m.base ? m.base : std::optional<std::string>(m.id);
   off.lossless = true;
   off.flags = json::object();
-  for (const char* kept : {"dtype", "cpu_threads", "onednn", "redteam"}) {
-    if (m.flags.contains(kept)) off.flags[kept] = m.flags[kept];
+  std::vector<std::string> kept{"redteam"};
+  for (const auto& s : tech::settings()) kept.push_back(s.key);
+  for (const auto& k : kept) {
+    if (m.flags.contains(k)) off.flags[k] = m.flags[k];
   }
   off.description = "'" + m.id + "' with its technique flags off";
   off.parents = {m.id};

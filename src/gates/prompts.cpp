@@ -8,6 +8,7 @@
 
 #include "gates/sha256.h"
 #include "runtime/error.h"
+#include "runtime/json_read.h"
 
 namespace autooptim::gates {
 
@@ -39,12 +40,7 @@ std::vector<std::string> all_splits() {
 }
 
 Prompt parse_prompt_line(const std::string& line, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw Error(where + ": invalid JSON: " + e.what());
-  }
+  const json j = runtime::parse_json_text(line, where);
   if (!j.is_object()) throw Error(where + ": expected a JSON object");
   const std::vector<std::string> keys = {"id", "category", "prompt", "splits"};
   for (const auto& item : j.items()) {
@@ -61,6 +57,13 @@ Prompt parse_prompt_line(const std::string& line, const std::string& where) {
   };
   Prompt p;
   p.id = text_field("id");
+  if (!valid_prompt_id(p.id)) {
+    std::string shown = p.id.substr(0, 80);
+    for (auto& ch : shown)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';  // a NUL would end what()
+    throw Error(where + ": id: '" + shown + "' is not a valid prompt id (it names files: " +
+                std::to_string(kMaxPromptIdLength) + " characters at most of [A-Za-z0-9._-], not starting with a dot)");
+  }
   p.category = text_field("category");
   p.text = text_field("prompt");
   if (!contains(prompt_categories(), p.category)) {
@@ -99,6 +102,13 @@ void check_file_splits(const std::vector<Prompt>& prompts, const std::string& pa
 }
 
 }  // namespace
+
+bool valid_prompt_id(const std::string& id) {
+  if (id.empty() || id.size() > kMaxPromptIdLength || id[0] == '.') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+  });
+}
 
 const std::vector<std::string>& prompt_categories() {
   static const std::vector<std::string> kCategories = {

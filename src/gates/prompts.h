@@ -2,6 +2,7 @@
 // The evaluation prompts: 80 prompts in 8 failure categories, in nested splits. The visible file
 // (smoke in val in core) is what executors search on; the held-out file (heldout16 in heldout60) is
 // read only by the gates, and is pinned by its SHA-256 so a silent edit is detected.
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ struct Prompt {
   std::string text;
   std::vector<std::string> splits;  // every split the prompt belongs to
 };
+
+// Prompt ids name files and folders of a run (videos/<id>-<seed>.mp4, cache/.../<id>-<seed>): only
+// [A-Za-z0-9._-], at most kMaxPromptIdLength characters, no leading dot (so never "..", "." or hidden).
+constexpr size_t kMaxPromptIdLength = 64;
+bool valid_prompt_id(const std::string& id);
 
 const std::vector<std::string>& prompt_categories();
 const std::vector<std::string>& visible_splits();   // smoke, val, core

@@ -11,6 +11,14 @@ namespace autooptim::orchestrator {
 // into dir.
 void write_reports(const std::string& dir, const nlohmann::json& report);
 
+// A worst-clip PSNR at or above this is bit-identical output (the metrics' cap): printed "identical".
+constexpr double kIdenticalPsnr = 100.0;
+
+// "identical" for capped PSNR, "31.20 dB" otherwise, "-" when not measured.
+std::string quality_text(double psnr, bool measured);
+// A timing summary {median_s,min_s,max_s,spread,runs_s} as "1.234 s (1.200-1.270, spread 5.0%, 3 runs)".
+std::string timing_text(const nlohmann::json& t);
+
 std::string render_markdown(const nlohmann::json& report);
 std::string render_html(const nlohmann::json& report);
 std::string render_junit(const nlohmann::json& report);

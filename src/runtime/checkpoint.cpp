@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/json_read.h"
 
 namespace fs = std::filesystem;
 
@@ -46,14 +47,27 @@ std::string pick_in_folder(const fs::path& dir) {
 
 }  // namespace
 
+bool dtype_loads_into(at::ScalarType checkpoint, at::ScalarType parameter) {
+  // Floating parameters take any floating checkpoint dtype (bf16 weights into an fp32 model and back);
+  // an integer or bool tensor is never a float parameter's value, and other parameters match exactly.
+  if (at::isFloatingType(parameter)) return at::isFloatingType(checkpoint);
+  return checkpoint == parameter;
+}
+
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(path + ": not valid JSON: " + e.what());
-  }
+  // Config and index files are a few KB; a larger one is not a config.
+  constexpr std::streamoff kMaxBytes = 64 << 20;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > kMaxBytes)
+    throw CheckpointError(path + ": " + std::to_string(size) + " bytes is too large for a JSON config (at most 64 MiB)");
+  in.seekg(0, std::ios::beg);
+  std::string text(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!in) throw CheckpointError(path + ": read error");
+  return parse_json_text<CheckpointError>(text, path);
 }
 
 TensorSource TensorSource::open(const std::string& path_in) {
@@ -114,6 +128,17 @@ std::vector<int64_t> TensorSource::shape(const std::string& name) const {
   throw CheckpointError(label_ + ": no tensor named '" + name + "'");
 }
 
+at::ScalarType TensorSource::dtype(const std::string& name) const {
+  if (auto it = memory_.find(name); it != memory_.end()) return it->second.scalar_type();
+  if (auto it = where_.find(name); it != where_.end()) return to_scalar_type(it->second->info(name).dtype);
+  throw CheckpointError(label_ + ": no tensor named '" + name + "'");
+}
+
+std::string TensorSource::dtype_name(const std::string& name) const {
+  if (auto it = where_.find(name); it != where_.end()) return to_string(it->second->info(name).dtype);
+  return std::string(c10::toString(dtype(name)));
+}
+
 at::Tensor TensorSource::tensor(const std::string& name) const {
   if (auto it = memory_.find(name); it != memory_.end()) return it->second;
   if (auto it = where_.find(name); it != where_.end()) return it->second->tensor(name);
@@ -128,7 +153,7 @@ std::map<std::string, std::vector<int64_t>> parameter_shapes(const torch::nn::Mo
 
 void load_strict(torch::nn::Module& module, const TensorSource& source, const LoadOptions& opts) {
   const auto params = module.named_parameters(true);
-  std::vector<std::string> missing, misshaped, unexpected;
+  std::vector<std::string> missing, misshaped, unexpected, wrong_dtype;
   std::set<std::string> wanted;
   for (const auto& p : params) {
     const std::string key = opts.prefix + p.key();
@@ -140,6 +165,9 @@ void load_strict(torch::nn::Module& module, const TensorSource& source, const Lo
     const auto have = source.shape(key);
     if (have != p.value().sizes().vec())
       misshaped.push_back(key + " (checkpoint " + shape_str(have) + ", model expects " + shape_str(p.value().sizes().vec()) + ")");
+    if (!dtype_loads_into(source.dtype(key), p.value().scalar_type()))
+      wrong_dtype.push_back(key + " (checkpoint " + source.dtype_name(key) + ", model expects " +
+                            std::string(c10::toString(p.value().scalar_type())) + ")");
   }
   for (const auto& n : source.names()) {
     if (n.compare(0, opts.prefix.size(), opts.prefix) != 0 || wanted.count(n)) continue;
@@ -148,10 +176,12 @@ void load_strict(torch::nn::Module& module, const TensorSource& source, const Lo
     unexpected.push_back(n);
   }
   if (opts.allow_missing) missing.clear();
-  if (!missing.empty() || !misshaped.empty() || !unexpected.empty()) {
+  if (!missing.empty() || !misshaped.empty() || !unexpected.empty() || !wrong_dtype.empty()) {
     std::ostringstream o;
     o << source.label() << ": checkpoint does not match the model (" << missing.size() << " missing, "
-      << unexpected.size() << " unexpected, " << misshaped.size() << " mis-shaped)";
+      << unexpected.size() << " unexpected, " << misshaped.size() << " mis-shaped";
+    if (!wrong_dtype.empty()) o << ", " << wrong_dtype.size() << " of the wrong dtype";
+    o << ")";
     auto list = [&o](const char* what, const std::vector<std::string>& v) {
       constexpr size_t kShow = 20;
       for (size_t i = 0; i < v.size() && i < kShow; ++i) o << "\n  " << what << ": " << v[i];
@@ -160,6 +190,7 @@ void load_strict(torch::nn::Module& module, const TensorSource& source, const Lo
     list("missing", missing);
     list("unexpected", unexpected);
     list("mis-shaped", misshaped);
+    list("wrong dtype", wrong_dtype);
     throw CheckpointError(o.str());
   }
   at::NoGradGuard no_grad;

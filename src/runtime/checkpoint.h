@@ -30,6 +30,8 @@ class TensorSource {
   bool contains(const std::string& name) const;
   std::vector<int64_t> shape(const std::string& name) const;
   at::Tensor tensor(const std::string& name) const;  // CPU, checkpoint dtype
+  at::ScalarType dtype(const std::string& name) const;  // as tensor() returns it (float8 decodes to float)
+  std::string dtype_name(const std::string& name) const;  // as the file names it ("I32", "F8_E4M3")
 
  private:
   std::string label_;
@@ -37,7 +39,10 @@ class TensorSource {
   std::map<std::string, at::Tensor> memory_;
 };
 
-// Reads a JSON file with errors that name it.
+// Whether a checkpoint tensor of dtype `checkpoint` may be copied into a parameter of dtype `parameter`.
+bool dtype_loads_into(at::ScalarType checkpoint, at::ScalarType parameter);
+
+// Reads a JSON file (bounded nesting, no NUL byte, no key twice) with errors that name it.
 nlohmann::json read_json_file(const std::string& path);
 
 struct LoadOptions {
@@ -48,7 +53,7 @@ struct LoadOptions {
 };
 
 // Copies every parameter of `module` from `source`. One CheckpointError lists every missing,
-// unexpected and mis-shaped tensor; nothing is copied unless all are right.
+// unexpected, mis-shaped and wrongly typed tensor; nothing is copied unless all are right.
 void load_strict(torch::nn::Module& module, const TensorSource& source, const LoadOptions& opts = {});
 
 // Every parameter's dotted name and shape, as load_strict sees them.

@@ -8,26 +8,23 @@
 #include <utility>
 
 #include "runtime/options.h"
+#include "runtime/techniques/kernel/cross_kv_cache.h"
 #include "runtime/trace.h"
 
 namespace autooptim::runtime {
 namespace techniques {
 class CudaGraphs;
+class CachePolicy;
 }
-
-// Cross-attention keys and values of each block for one prompt embedding, reused across the steps of
-// one generation (never across generations: the cache lives in the generation's context).
-struct CrossKVCache {
-  // (block index, embedding storage pointer) -> (k, v) after norm_k, [B, S, D]
-  std::map<std::pair<int64_t, const void*>, std::pair<at::Tensor, at::Tensor>> entries;
-};
 
 struct ForwardContext {
   const RuntimeOptions* options = nullptr;
   Trace* trace = nullptr;
   CrossKVCache* cross_kv = nullptr;
   techniques::CudaGraphs* cuda_graphs = nullptr;  // per-generation captured forwards (cuda_graph switch)
+  techniques::CachePolicy* cache = nullptr;       // the generation's step-cache policy (cache family), if any
   int64_t step = 0;   // denoising step of this forward
+  int branch = 0;     // CFG branch of this forward: 0 conditional, 1 unconditional
   int64_t steps = 0;  // steps of the generation
   // Latent grid after patching, for attention patterns that regroup tokens: frames, height, width.
   int64_t grid_f = 0, grid_h = 0, grid_w = 0;

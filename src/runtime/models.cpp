@@ -155,6 +155,24 @@ void condition_tiny_transformer(WanTransformer3DModel& m) {
   }
 }
 
+namespace {
+
+// The original Wan2.2 release (Wan-AI/Wan2.2-TI2V-5B) is a different layout: one folder with
+// Wan2.2_VAE.pth, models_t5_umt5-xxl-enc-bf16.pth and diffusion_pytorch_model-*.safetensors. Say so,
+// and where the diffusers layout comes from, rather than only listing missing files.
+std::string original_layout_hint(const fs::path& dir) {
+  std::error_code ec;
+  bool original = fs::exists(dir / "Wan2.2_VAE.pth", ec) || fs::exists(dir / "models_t5_umt5-xxl-enc-bf16.pth", ec);
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind("diffusion_pytorch_model", 0) == 0) original = true;
+  if (!original) return "";
+  return "\nthis looks like the original (non-diffusers) Wan2.2 release (Wan2.2_VAE.pth, models_t5_*.pth, top-level "
+         "diffusion_pytorch_model-*.safetensors); autooptim reads the diffusers layout: download Wan-AI/Wan2.2-TI2V-5B-Diffusers, "
+         "e.g. huggingface-cli download Wan-AI/Wan2.2-TI2V-5B-Diffusers --local-dir Wan2.2-TI2V-5B-Diffusers, and pass that folder";
+}
+
+}  // namespace
+
 ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
   const fs::path dir(dir_in);
   if (!fs::is_directory(dir)) throw CheckpointError(dir_in + ": checkpoint folder does not exist");
@@ -166,6 +184,7 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
     std::ostringstream o;
     o << dir_in << ": not a Wan2.2 diffusers checkpoint folder; missing:";
     for (const auto& m : missing) o << " " << m;
+    o << original_layout_hint(dir);
     throw CheckpointError(o.str());
   }
   const auto index = read_json_file((dir / "model_index.json").string());

@@ -1,10 +1,11 @@
 #pragma once
 // The runtime's typed options: every acceleration technique is one switch here, off by default.
-// Manifests (src/gates/manifest.*) map their "flags" onto this struct; the runtime knows nothing of
-// manifests. A default-constructed RuntimeOptions is the baseline.
+// The technique registry (techniques/registry.h) binds each manifest flag to its field here; the forward
+// reads the fields directly. A default-constructed RuntimeOptions is the baseline.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace autooptim::runtime {
 
@@ -15,14 +16,59 @@ struct EasyCacheOptions {
   bool dense_last_step = true;
 };
 
+// TeaCache-style block cache: the first block's modulated input changes by a relative L1 amount each
+// step; a fitted polynomial rescales it into an estimate of the output's change; while the accumulated
+// estimate stays under the threshold the block stack is skipped (its cached residual reused). Per CFG
+// branch.
+struct TeaCacheOptions {
+  bool enabled = false;
+  double threshold = 0.1;
+  int64_t warmup_steps = 5;
+  bool dense_last_step = true;
+  // Polynomial, lowest order first: estimate = c0 + c1 x + c2 x^2 ...; [0, 1] is the identity (uncalibrated).
+  std::vector<double> coefficients{0.0, 1.0};
+  bool calibrate = false;  // compute every step and record (input change, output change) pairs
+};
+
+// MagCache-style block cache: a magnitude-ratio schedule (|residual_t| / |residual_t-1| per step, per
+// branch), calibrated once; skipping accumulates the error |1 - product of ratios| and stops at the
+// threshold or after max_skips consecutive skips.
+struct MagCacheOptions {
+  bool enabled = false;
+  double threshold = 0.12;
+  int64_t max_skips = 2;
+  int64_t warmup_steps = 10;
+  bool dense_last_step = true;
+  std::vector<double> ratios;         // conditional branch, one per calibrated step
+  std::vector<double> ratios_uncond;  // unconditional branch (empty: the conditional schedule)
+  bool calibrate = false;             // compute every step and record the ratios
+};
+
+// First-block cache: block 0 always runs; when its residual changed by less than the threshold (relative
+// L1 against the last full computation of the branch), blocks 1..N-1 reuse their cached residual.
+struct FirstBlockCacheOptions {
+  bool enabled = false;
+  double threshold = 0.05;
+  int64_t warmup_steps = 1;
+  bool dense_last_step = true;
+};
+
+// A forced skip schedule, for benchmarking the speed of a cache at a given skip ratio: at the listed
+// steps every branch reuses its last residual instead of running the transformer.
+struct ForcedSkipOptions {
+  std::vector<int64_t> steps;
+};
+
 struct SparseAttentionOptions {
   // "none" | "spatial_temporal" (heads split: within-frame and across-frames groups)
   // | "tile_window" (3D sliding window over tiles of tokens)
+  // | "frame_window" (sliding window of latent frames, chunked queries)
   std::string pattern = "none";
   int64_t window_frames = 1;   // tile_window: half-width in latent frames
   int64_t window_tiles = 1;    // tile_window: half-width in spatial tiles
   int64_t dense_layers = 1;    // first layers kept dense
   int64_t dense_steps = 5;     // first steps kept dense
+  int64_t query_frames = 1;    // frame_window: latent frames per query chunk
 };
 
 // Red-team switches: deliberately dishonest behaviours that the gate harness must catch. Manifests may
@@ -84,6 +130,11 @@ inline bool any_redteam(const RedTeamOptions& r) {
   return false;
 }
 
+// Quantisation family (lossy: judged by the quality gate like a cache).
+struct QuantOptions {
+  bool fp8 = false;  // FP8 e4m3 GEMMs for the transformer's large linears (GPU builds, sm_89+)
+};
+
 struct RuntimeOptions {
   std::string dtype = "bf16";  // "bf16" | "fp32" | "fp64": the transformer's compute dtype (see
                                // compute_dtype: the CPU runs bf16 manifests in fp32)
@@ -95,8 +146,18 @@ struct RuntimeOptions {
   bool cross_kv_cache = false;    // cross-attention K/V computed once per prompt, reused across steps
   bool timestep_dedup = false;    // time embedding computed once per distinct timestep value
   bool cuda_graph = false;        // transformer forward captured and replayed (GPU builds)
-  // cache family
+  bool fused_norm_modulate = false;  // LayerNorm + adaLN shift/scale in one CUDA pass
+  bool fused_gate_residual = false;  // gate multiply + residual add in one CUDA pass
+  bool fused_qk_norm_rope = false;   // q/k RMSNorm + RoPE in one in-place CUDA pass
+  bool gelu_epilogue = false;        // FFN GELU-tanh in the GEMM's cuBLASLt epilogue
+  // quantisation family
+  QuantOptions quant;
+  // cache family (one policy at a time)
   EasyCacheOptions easycache;
+  TeaCacheOptions teacache;
+  MagCacheOptions magcache;
+  FirstBlockCacheOptions first_block_cache;
+  ForcedSkipOptions forced_skip;
   // sparse-attention family
   SparseAttentionOptions sparse;
   RedTeamOptions redteam;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/json_read.h"
 
 namespace autooptim::runtime {
 namespace {
@@ -122,13 +123,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   const uint64_t data_size = size - 8 - n;
   f->data_ = bytes + 8 + n;
 
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(reinterpret_cast<const char*>(bytes + 8),
-                                   reinterpret_cast<const char*>(bytes + 8 + n));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
-  }
+  // Bounded nesting, no NUL byte (nlohmann would stop there and ignore the junk after it), and no
+  // name given twice (nlohmann keeps the last one silently).
+  const nlohmann::json header = parse_json_text<CheckpointError>(
+      std::string_view(reinterpret_cast<const char*>(bytes + 8), n), path + ": header");
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
   std::vector<const TensorInfo*> by_offset;
@@ -179,15 +177,28 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                      dt + " shape needs " + std::to_string(numel * row->size));
     f->infos_.emplace(name, std::move(info));
   }
+  // The tensors must cover the data block exactly, in order: no gap, no overlap, nothing after the
+  // last one. A header length one byte off, or garbage appended to a file, shows up here at once
+  // instead of as every tensor read one byte off. Zero-size tensors take part (at their offset).
   for (const auto& kv : f->infos_) by_offset.push_back(&kv.second);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const auto* a = by_offset[i - 1];
-    const auto* b = by_offset[i];
-    if (b->begin < a->end && b->end > b->begin && a->end > a->begin)
-      fail(path, "tensors '" + a->name + "' and '" + b->name + "' overlap in the data block");
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const TensorInfo* prev = nullptr;
+  for (const auto* t : by_offset) {
+    if (t->begin < covered)
+      fail(path, "tensors '" + prev->name + "' and '" + t->name + "' overlap in the data block");
+    if (t->begin > covered)
+      fail(path, "bytes [" + std::to_string(covered) + ", " + std::to_string(t->begin) +
+                     ") of the data block belong to no tensor (before '" + t->name + "'; header length wrong?)");
+    covered = t->end;
+    prev = t;
   }
+  if (covered != data_size)
+    fail(path, "the data block has " + std::to_string(data_size - covered) + " bytes after the last tensor (" +
+                   std::to_string(data_size) + " bytes, tensors cover " + std::to_string(covered) +
+                   "; header length wrong, or junk appended?)");
   return f;
 }
 

@@ -23,25 +23,30 @@ UMT5Config UMT5Config::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("umt5 config: not a JSON object");
   UMT5Config c;
   const ConfigReader cfg(j, "umt5");
-  cfg.read("vocab_size", c.vocab_size);
-  cfg.read("d_model", c.d_model);
-  cfg.read("d_kv", c.d_kv);
-  cfg.read("d_ff", c.d_ff);
-  cfg.read("num_layers", c.num_layers);
-  cfg.read("num_heads", c.num_heads);
+  cfg.require("vocab_size", c.vocab_size);
+  cfg.require("d_model", c.d_model);
+  cfg.require("d_kv", c.d_kv);
+  cfg.require("d_ff", c.d_ff);
+  cfg.require("num_layers", c.num_layers);
+  cfg.require("num_heads", c.num_heads);
   cfg.read("relative_attention_num_buckets", c.relative_attention_num_buckets);
   cfg.read("relative_attention_max_distance", c.relative_attention_max_distance);
   cfg.read("layer_norm_epsilon", c.layer_norm_epsilon);
   cfg.read("feed_forward_proj", c.feed_forward_proj);
   if (c.feed_forward_proj != "gated-gelu")
     throw Error("umt5 config: feed_forward_proj '" + c.feed_forward_proj + "' is not supported (only gated-gelu, as umt5)");
-  cfg.positive("vocab_size", c.vocab_size);
-  cfg.positive("d_model", c.d_model);
-  cfg.positive("d_kv", c.d_kv);
-  cfg.positive("d_ff", c.d_ff);
-  cfg.positive("num_layers", c.num_layers);
-  cfg.positive("num_heads", c.num_heads);
-  cfg.positive("relative_attention_max_distance", c.relative_attention_max_distance);
+  cfg.dimension("vocab_size", c.vocab_size);
+  cfg.dimension("d_model", c.d_model);
+  cfg.dimension("d_kv", c.d_kv);
+  cfg.dimension("d_ff", c.d_ff);
+  cfg.dimension("num_layers", c.num_layers, 10000);
+  cfg.dimension("num_heads", c.num_heads);
+  cfg.dimension("relative_attention_num_buckets", c.relative_attention_num_buckets);
+  cfg.dimension("relative_attention_max_distance", c.relative_attention_max_distance);
+  if (c.inner_dim() > kMaxConfigDim)
+    cfg.fail("num_heads", "x d_kv = " + std::to_string(c.inner_dim()) + " is implausibly large (at most " +
+                              std::to_string(kMaxConfigDim) + ")");
+  cfg.positive_finite("layer_norm_epsilon", c.layer_norm_epsilon);
   if (c.relative_attention_num_buckets < 4 || c.relative_attention_num_buckets % 4)
     throw Error("umt5 config: 'relative_attention_num_buckets' must be a positive multiple of 4");
   if (c.relative_attention_max_distance <= c.relative_attention_num_buckets / 4)
@@ -193,6 +198,9 @@ void load_umt5(UMT5EncoderModel& m, const TensorSource& src) {
   const auto want = m->shared_weight.sizes().vec();
   if (src.shape(kUMT5TiedEmbedding) != want)
     throw CheckpointError(src.label() + ": " + kUMT5TiedEmbedding + " has the wrong shape for shared.weight");
+  if (!dtype_loads_into(src.dtype(kUMT5TiedEmbedding), m->shared_weight.scalar_type()))
+    throw CheckpointError(src.label() + ": " + kUMT5TiedEmbedding + " has dtype " + src.dtype_name(kUMT5TiedEmbedding) +
+                          ", not a floating type for shared.weight");
   LoadOptions o;
   o.prefix = "encoder.";
   o.ignore_unexpected = {kUMT5TiedEmbedding};
@@ -217,7 +225,7 @@ at::Tensor encode_prompts(UMT5EncoderModel& m, const Tokenizer& tok, const std::
 void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  UMT5EncoderModel model(UMT5Config::from_json(wj["config"]), o.precision);
+  UMT5EncoderModel model(with_config_file(p.weights_json, [&] { return UMT5Config::from_json(wj["config"]); }), o.precision);
   load_umt5(model, TensorSource::open(p.weights));
   const auto io = TensorSource::open(p.io);
   Intermediates inter;

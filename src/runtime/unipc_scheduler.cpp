@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "runtime/config_json.h"
 #include "runtime/error.h"
 
 namespace autooptim::runtime {
@@ -86,23 +87,23 @@ UniPCConfig UniPCConfig::from_json(const nlohmann::json& j) {
   for (const char* k : {"solver_p", "sigma_min", "sigma_max", "shift_terminal"})
     if (j.contains(k) && !j[k].is_null())
       throw Error(std::string("scheduler config: '") + k + "' is not supported (must be null)");
-  try {
-    if (j.contains("num_train_timesteps")) c.num_train_timesteps = j["num_train_timesteps"].get<int64_t>();
-    if (j.contains("flow_shift")) c.flow_shift = j["flow_shift"].get<double>();
-    if (j.contains("solver_order")) c.solver_order = j["solver_order"].get<int64_t>();
-    if (j.contains("solver_type")) c.solver_type = j["solver_type"].get<std::string>();
-    if (j.contains("lower_order_final")) c.lower_order_final = j["lower_order_final"].get<bool>();
-    if (j.contains("final_sigmas_type")) c.final_sigmas_type = j["final_sigmas_type"].get<std::string>();
-    if (j.contains("disable_corrector")) c.disable_corrector = j["disable_corrector"].get<std::vector<int64_t>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("scheduler config: wrong type: ") + e.what());
-  }
+  const ConfigReader cfg(j, "scheduler");
+  cfg.read("num_train_timesteps", c.num_train_timesteps);
+  cfg.read("flow_shift", c.flow_shift);
+  cfg.read("solver_order", c.solver_order);
+  cfg.read("solver_type", c.solver_type);
+  cfg.read("lower_order_final", c.lower_order_final);
+  cfg.read("final_sigmas_type", c.final_sigmas_type);
+  cfg.read("disable_corrector", c.disable_corrector);
+  if (c.num_train_timesteps > 1000000) cfg.fail("num_train_timesteps", "is implausibly large (at most 1000000)");
+  for (int64_t k : c.disable_corrector)
+    if (k < 0 || k > 1000000) cfg.fail("disable_corrector", "holds " + std::to_string(k) + ", not a step index");
   if (c.solver_order < 1 || c.solver_order > 3) throw Error("scheduler config: 'solver_order' must be 1, 2 or 3");
   if (c.solver_type != "bh1" && c.solver_type != "bh2") throw Error("scheduler config: 'solver_type' must be bh1 or bh2");
   if (c.final_sigmas_type != "zero" && c.final_sigmas_type != "sigma_min")
     throw Error("scheduler config: 'final_sigmas_type' must be zero or sigma_min");
   if (c.num_train_timesteps < 2) throw Error("scheduler config: 'num_train_timesteps' must be at least 2");
-  if (!(c.flow_shift > 0)) throw Error("scheduler config: 'flow_shift' must be positive");
+  cfg.positive_finite("flow_shift", c.flow_shift);
   return c;
 }
 

@@ -1,11 +1,14 @@
 #include "runtime/verify.h"
 
+#include "runtime/forward_context.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
+#include "runtime/config_json.h"
 #include "runtime/error.h"
 #include "runtime/unipc_scheduler.h"
 
@@ -33,7 +36,7 @@ const std::vector<std::pair<std::string, Verifier>>& verifiers() {
 void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  const auto cfg = WanTransformerConfig::from_json(wj["config"]);
+  const auto cfg = with_config_file(p.weights_json, [&] { return WanTransformerConfig::from_json(wj["config"]); });
   WanTransformer3DModel model(cfg, o.precision);
   load_strict(*model, TensorSource::open(p.weights));
   const auto io = TensorSource::open(p.io);
@@ -44,7 +47,11 @@ void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyRepor
   if (io.contains("timestep_per_token")) {
     const at::Tensor t = io.tensor("timestep_per_token").to(dev);
     Intermediates inter;
-    const at::Tensor out = model->forward(x, t, ctx, &inter);
+    Trace trace;
+    ForwardContext fc;
+    fc.options = &o.options;
+    fc.trace = &trace;
+    const at::Tensor out = model->forward(x, t, ctx, &inter, &fc);
     rep.rows.push_back(compare(p.name, "output", out, io.tensor("output"), o.tolerance));
     for (const auto& name : io.names()) {
       if (name.rfind("inter.", 0) != 0) continue;
@@ -61,18 +68,29 @@ void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyRepor
     // One timestep per sample: the reference's value is that of the tokens past the first latent frame.
     at::Tensor t = io.contains("timestep") ? io.tensor("timestep")
                                            : io.tensor("timestep_per_token").select(1, -1).contiguous();
-    const at::Tensor out = model->forward(x, t.to(dev), ctx);
+    Trace trace;
+    ForwardContext fc;
+    fc.options = &o.options;
+    fc.trace = &trace;
+    const at::Tensor out = model->forward(x, t.to(dev), ctx, nullptr, &fc);
     rep.rows.push_back(compare(p.name, "output_scalar_timestep", out, io.tensor("output_scalar_timestep"), o.tolerance));
   }
 }
 
 void verify_unipc(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto j = read_json_file(p.io_json);
-  const auto cfg = UniPCConfig::from_json(j.contains("config") ? j["config"] : nlohmann::json::object());
+  const auto cfg = with_config_file(
+      p.io_json, [&] { return UniPCConfig::from_json(j.contains("config") ? j["config"] : nlohmann::json::object()); });
   const auto io = TensorSource::open(p.io);
   std::vector<int64_t> counts;
-  for (const auto& n : io.names())
-    if (n.rfind("timesteps_", 0) == 0) counts.push_back(std::stoll(n.substr(10)));
+  for (const auto& n : io.names()) {
+    if (n.rfind("timesteps_", 0) != 0) continue;
+    const std::string digits = n.substr(10);
+    if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(digits) < 1 || std::stoll(digits) > 1000)
+      throw CheckpointError(p.io + ": tensor '" + n + "' does not name a step count (timesteps_N, N in 1..1000)");
+    counts.push_back(std::stoll(digits));
+  }
   if (counts.empty()) throw CheckpointError(p.io + ": no timesteps_N tensors");
   std::sort(counts.begin(), counts.end());
   for (int64_t n : counts) {
@@ -140,12 +158,19 @@ VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts
     if (!starts_with(p.name, "unipc") && (!fs::exists(p.weights) || !fs::exists(p.weights_json)))
       throw Error(p.io + ": its weights (" + p.weights + ", " + p.weights_json + ") are missing");
     VerifyOptions o = opts;
+    const size_t rows_before = rep.rows.size();
     if (!starts_with(p.name, "transformer")) {
       o.precision.compute = at::kFloat;
       o.tolerance = opts.fp32_tolerance;
     }
     if (starts_with(p.name, "pipeline")) o.tolerance = opts.fp32_tolerance * 10;
     run(p, o, rep);
+    // A pair whose io file holds none of the outputs its verifier compares checked nothing: that is a
+    // failure, not a pass.
+    if (rep.rows.size() == rows_before)
+      rep.rows.push_back({p.name, "(no expected outputs in " + fs::path(p.io).filename().string() + ")",
+                          std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
+                          o.tolerance, false});
   }
   return rep;
 }

@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <string>
+
+#include "runtime/options.h"
 #include <vector>
 
 #include "runtime/wan_transformer.h"
@@ -25,6 +27,9 @@ struct VerifyOptions {
   // The VAE, text encoder and scheduler run in float32 as in the reference whatever the transformer's
   // dtype; their tolerance (pipelines get 10x, for the drift through the steps).
   double fp32_tolerance = 1e-5;
+  // Technique switches for the transformer's forward (default: the baseline), so that a kernel switch
+  // can be checked against the reference's vectors.
+  RuntimeOptions options;
 };
 
 struct VerifyReport {

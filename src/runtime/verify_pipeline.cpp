@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
+#include "runtime/config_json.h"
 #include "runtime/error.h"
 #include "runtime/verify.h"
 #include "runtime/wan_pipeline.h"
@@ -20,17 +21,26 @@ void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& 
   const fs::path dir = fs::path(p.weights).parent_path();
   std::string vae_name = "vae_tiny_weights";
   if (wj.contains("vae") && wj["vae"].is_string()) vae_name = wj["vae"].get<std::string>().substr(0, wj["vae"].get<std::string>().find(' '));
+  if (vae_name.empty() || vae_name[0] == '.' || vae_name.size() > 128 ||
+      vae_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
+    throw CheckpointError(p.weights_json + ": 'vae' must name a file in the same folder ([A-Za-z0-9._-], no leading dot)");
   const auto vj = read_json_file((dir / (vae_name + ".json")).string());
   if (!vj.contains("config")) throw CheckpointError((dir / (vae_name + ".json")).string() + ": no 'config' object");
 
-  WanTransformer3DModel transformer(WanTransformerConfig::from_json(wj["config"]), o.precision);
+  WanTransformer3DModel transformer(
+      with_config_file(p.weights_json, [&] { return WanTransformerConfig::from_json(wj["config"]); }), o.precision);
   load_strict(*transformer, TensorSource::open(p.weights));
-  AutoencoderKLWan vae(WanVAEConfig::from_json(vj["config"]), Precision{at::kFloat, o.precision.device});
+  const std::string vae_json = (dir / (vae_name + ".json")).string();
+  AutoencoderKLWan vae(with_config_file(vae_json, [&] { return WanVAEConfig::from_json(vj["config"]); }),
+                       Precision{at::kFloat, o.precision.device});
   load_strict(*vae, TensorSource::open((dir / (vae_name + ".safetensors")).string()));
 
   const auto settings = ij.value("settings", nlohmann::json::object());
+  if (!settings.is_object()) throw CheckpointError(p.io_json + ": 'settings' must be an object");
+  const ConfigReader read_settings(settings, p.io_json + ": settings");
   UniPCConfig sc;
-  sc.flow_shift = settings.value("flow_shift", 5.0);
+  read_settings.read("flow_shift", sc.flow_shift);
+  read_settings.positive_finite("flow_shift", sc.flow_shift);
   WanPipeline pipe(transformer, vae, nullptr, nullptr, sc, o.precision);
 
   const auto io = TensorSource::open(p.io);
@@ -38,8 +48,12 @@ void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& 
   in.latents = io.tensor("initial_latents");
   in.prompt_embeds = io.tensor("prompt_embeds");
   in.negative_embeds = io.tensor("negative_prompt_embeds");
-  in.steps = settings.value("num_inference_steps", int64_t{50});
-  in.guidance = settings.value("guidance_scale", 5.0);
+  in.steps = 50;
+  in.guidance = 5.0;
+  read_settings.read("num_inference_steps", in.steps);
+  read_settings.dimension("num_inference_steps", in.steps, 1000);
+  read_settings.read("guidance_scale", in.guidance);
+  if (!(in.guidance >= 0 && in.guidance <= 50)) read_settings.fail("guidance_scale", "must be in [0, 50]");
 
   std::vector<at::Tensor> per_step;
   const at::Tensor t2v = pipe.denoise(in, &per_step);

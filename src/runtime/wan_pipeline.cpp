@@ -6,7 +6,7 @@
 
 #include "runtime/error.h"
 #include "runtime/forward_context.h"
-#include "runtime/techniques/cache/easycache.h"
+#include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 
 namespace autooptim::runtime {
@@ -88,23 +88,24 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   fc.cross_kv = &cross_kv;
   if (options.cuda_graph) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
-  std::unique_ptr<techniques::EasyCache> easycache;
-  if (options.easycache.enabled) {
-    EasyCacheOptions ec = options.easycache;
-    if (options.redteam.skip_warmup && redteam_allowed()) ec.warmup_steps = std::min<int64_t>(ec.warmup_steps, 1);  // red team
-    easycache = std::make_unique<techniques::EasyCache>(ec, in.steps, trace);
-  }
+  // The cache family's policy sees every transformer call (and, through fc, the block stack).
+  RuntimeOptions cache_options = options;
+  if (options.redteam.skip_warmup && redteam_allowed())  // red team: a cache that skips its declared warm-up
+    cache_options.easycache.warmup_steps = std::min<int64_t>(cache_options.easycache.warmup_steps, 1);
+  const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);
+  fc.cache = cache.get();
   const int sandbag = redteam_->extra_forwards(options);  // red team: discarded forwards on the off path
   int64_t step_forwards = 0;
   auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
                       const at::Tensor& embeds) {
+    fc.branch = branch;
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
       ++step_forwards;
       for (int k = 0; k < sandbag; ++k) transformer_->forward(model_in, timestep, embeds, nullptr, &fc);
       return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
     };
-    return easycache ? easycache->forward(step, branch, model_in, full) : full();
+    return cache ? cache->forward(step, branch, model_in, full) : full();
   };
   for (int64_t i = 0; i < in.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -2,12 +2,18 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "runtime/config_json.h"
 #include "runtime/error.h"
+#include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/attention_backend.h"
+#include "runtime/profile.h"
+#include "runtime/techniques/kernel/cross_kv_cache.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
+#include "runtime/techniques/kernel/fused_block_ops.h"
+#include "runtime/techniques/quant/fp8_linear.h"
 #include "runtime/techniques/kernel/timestep_dedup.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
@@ -34,15 +40,17 @@ WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("transformer config: not a JSON object");
   WanTransformerConfig c;
   const ConfigReader cfg(j, "transformer");
+  // The widths and counts have no default a checkpoint could rely on (diffusers' class defaults are
+  // another model's): they must be written out.
   cfg.read("patch_size", c.patch_size);
-  cfg.read("num_attention_heads", c.num_attention_heads);
-  cfg.read("attention_head_dim", c.attention_head_dim);
-  cfg.read("in_channels", c.in_channels);
-  cfg.read("out_channels", c.out_channels);
-  cfg.read("text_dim", c.text_dim);
-  cfg.read("freq_dim", c.freq_dim);
-  cfg.read("ffn_dim", c.ffn_dim);
-  cfg.read("num_layers", c.num_layers);
+  cfg.require("num_attention_heads", c.num_attention_heads);
+  cfg.require("attention_head_dim", c.attention_head_dim);
+  cfg.require("in_channels", c.in_channels);
+  cfg.require("out_channels", c.out_channels);
+  cfg.require("text_dim", c.text_dim);
+  cfg.require("freq_dim", c.freq_dim);
+  cfg.require("ffn_dim", c.ffn_dim);
+  cfg.require("num_layers", c.num_layers);
   cfg.read("cross_attn_norm", c.cross_attn_norm);
   cfg.read("qk_norm", c.qk_norm);
   cfg.read("eps", c.eps);
@@ -54,18 +62,24 @@ WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   if (c.qk_norm != "rms_norm_across_heads")
     throw Error("transformer config: qk_norm '" + c.qk_norm + "' is not supported (only rms_norm_across_heads)");
   if (c.patch_size.size() != 3) throw Error("transformer config: patch_size must have 3 entries");
-  cfg.positive("num_attention_heads", c.num_attention_heads);
-  cfg.positive("attention_head_dim", c.attention_head_dim);
-  cfg.positive("in_channels", c.in_channels);
-  cfg.positive("out_channels", c.out_channels);
-  cfg.positive("text_dim", c.text_dim);
-  cfg.positive("ffn_dim", c.ffn_dim);
-  cfg.positive("num_layers", c.num_layers);
-  cfg.positive("rope_max_seq_len", c.rope_max_seq_len);
-  if (c.freq_dim <= 0 || c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
+  cfg.dimension("num_attention_heads", c.num_attention_heads);
+  cfg.dimension("attention_head_dim", c.attention_head_dim);
+  cfg.dimension("in_channels", c.in_channels);
+  cfg.dimension("out_channels", c.out_channels);
+  cfg.dimension("text_dim", c.text_dim);
+  cfg.dimension("ffn_dim", c.ffn_dim);
+  cfg.dimension("num_layers", c.num_layers, 10000);
+  cfg.dimension("rope_max_seq_len", c.rope_max_seq_len);
+  cfg.dimension("freq_dim", c.freq_dim);
+  // Both factors are at most 2^24, so the product cannot overflow; the model width must be a width too.
+  if (c.dim() > kMaxConfigDim)
+    cfg.fail("num_attention_heads", "x attention_head_dim = " + std::to_string(c.dim()) + " is implausibly large (at most " +
+                                        std::to_string(kMaxConfigDim) + ")");
+  cfg.positive_finite("eps", c.eps);
+  if (c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
   if (c.attention_head_dim % 2 || (c.attention_head_dim / 6) * 2 * 2 >= c.attention_head_dim)
     throw Error("transformer config: 'attention_head_dim' must be even and split into t/h/w rotary parts");
-  for (auto p : c.patch_size) cfg.positive("patch_size", p);
+  for (auto p : c.patch_size) cfg.dimension("patch_size", p, 64);
   return c;
 }
 
@@ -108,32 +122,68 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   const at::Tensor& src = cross ? ctx : x;
   const auto B = x.size(0), L = x.size(1), S = src.size(1);
   const RuntimeOptions* o = fc ? fc->options : nullptr;
+  auto linear = [fc](const Linear& lin, const at::Tensor& in) {
+    ProfileScope ps("gemm");
+    return techniques::fp8_applies(fc, in, lin) ? techniques::fp8_linear(lin, in, fc) : lin->forward(in);
+  };
   at::Tensor q, k, v;
+  bool normed_and_rotated = false;
   if (!cross && o && o->fused_qkv) {
-    std::tie(q, k, v) = techniques::fused_qkv(x, to_q, to_k, to_v, fused, fc);  // one GEMM [B, L, 3D]
-    q = norm_q->forward(q);
-    k = norm_k->forward(k);
-  } else {
-    q = norm_q->forward(to_q->forward(x));  // [B, L, D]; RMS over all heads' lanes
-    // Cross-attention K/V depend only on the prompt: computed once per generation when cached.
-    CrossKVCache* cache = cross && o && o->cross_kv_cache && fc->cross_kv && ctx_key ? fc->cross_kv : nullptr;
-    auto hit = cache ? cache->entries.find({fc->layer, ctx_key}) : decltype(cache->entries.end()){};
-    if (cache && hit != cache->entries.end()) {
-      std::tie(k, v) = hit->second;
-      fc->count("kernel.cross_kv_cache.hits");
-    } else {
-      k = norm_k->forward(to_k->forward(src));  // [B, S, D]
-      v = to_v->forward(src);                   // [B, S, D]
-      if (cache) {
-        cache->entries[{fc->layer, ctx_key}] = {k, v};
-        fc->count("kernel.cross_kv_cache.misses");
-      }
+    {
+      ProfileScope ps("gemm");
+      std::tie(q, k, v) = techniques::fused_qkv(x, to_q, to_k, to_v, fused, fc);  // one GEMM [B, L, 3D]
     }
+    if (rope_cos.defined() && techniques::fused_qk_norm_rope_applies(fc, q, k)) {
+      ProfileScope ps("rope");
+      techniques::fused_qk_norm_rope(q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc);
+      normed_and_rotated = true;
+    } else {
+      ProfileScope ps("norm_elementwise");
+      q = norm_q->forward(q);
+      k = norm_k->forward(k);
+    }
+  } else if (!cross) {
+    if (techniques::fp8_applies(fc, x, to_q) && techniques::fp8_applies(fc, x, to_k) &&
+        techniques::fp8_applies(fc, x, to_v)) {
+      ProfileScope ps("gemm");
+      auto qkv = techniques::fp8_linears({&to_q, &to_k, &to_v}, x, fc);  // x quantised once
+      q = qkv[0], k = qkv[1], v = qkv[2];
+    } else {
+      q = linear(to_q, x);
+      k = linear(to_k, x);
+      v = linear(to_v, x);
+    }
+    if (rope_cos.defined() && techniques::fused_qk_norm_rope_applies(fc, q, k)) {
+      ProfileScope ps("rope");
+      techniques::fused_qk_norm_rope(q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc);
+      normed_and_rotated = true;
+    } else {
+      ProfileScope ps("norm_elementwise");
+      q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
+      k = norm_k->forward(k);
+    }
+  } else {
+    q = linear(to_q, x);
+    {
+      ProfileScope ps("norm_elementwise");
+      q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
+    }
+    auto project_kv = [&] {
+      at::Tensor kk = linear(to_k, src);
+      {
+        ProfileScope ps("norm_elementwise");
+        kk = norm_k->forward(kk);
+      }
+      return std::make_pair(kk, linear(to_v, src));  // [B, S, D] each
+    };
+    // Cross-attention K/V depend only on the prompt: computed once per generation with cross_kv_cache.
+    std::tie(k, v) = cross ? techniques::cross_attention_kv(fc, ctx_key, project_kv) : project_kv();
   }
   q = q.view({B, L, heads, -1});
   k = k.view({B, S, heads, -1});
   v = v.view({B, S, heads, -1});
-  if (rope_cos.defined()) {
+  if (rope_cos.defined() && !normed_and_rotated) {
+    ProfileScope ps("rope");
     q = apply_rope(q, rope_cos, rope_sin);
     k = apply_rope(k, rope_cos, rope_sin);
   }
@@ -141,14 +191,20 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   k = k.transpose(1, 2);
   v = v.transpose(1, 2);
   at::Tensor out;
-  if (!cross && techniques::sparse_engaged(fc)) {
-    out = techniques::sparse_self_attention(q, k, v, *fc);
-  } else {
-    if (!cross) techniques::count_dense_attention(q, fc);
-    out = techniques::attention(q, k, v, fc);  // [B, H, L, d]
+  {
+    ProfileScope ps("attention");
+    if (!cross && techniques::sparse_engaged(fc)) {
+      out = techniques::sparse_self_attention(q, k, v, *fc);
+    } else {
+      if (!cross) techniques::count_dense_attention(q, fc);
+      out = techniques::attention(q, k, v, fc);  // [B, H, L, d]
+    }
   }
-  out = out.transpose(1, 2).reshape({B, L, -1}).to(q.scalar_type());  // [B, L, D]
-  return to_out0->forward(out);
+  {
+    ProfileScope ps("layout");
+    out = out.transpose(1, 2).reshape({B, L, -1}).to(q.scalar_type());  // [B, L, D]
+  }
+  return linear(to_out0, out);
 }
 
 WanBlockImpl::WanBlockImpl(const WanTransformerConfig& c, const Precision& p) : eps(c.eps) {
@@ -165,25 +221,85 @@ WanBlockImpl::WanBlockImpl(const WanTransformerConfig& c, const Precision& p) : 
   scale_shift_table = add_param(*this, "scale_shift_table", {1, 6, D}, p.fp32_opts());
 }
 
+at::Tensor WanBlockImpl::modulated_input(const at::Tensor& x, const at::Tensor& tproj) const {
+  const at::Tensor mod = tproj.dim() == 3 ? scale_shift_table + tproj.to(at::kFloat)
+                                          : scale_shift_table.unsqueeze(0) + tproj.to(at::kFloat);
+  return (layer_norm_fp32(x, eps) * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(x.scalar_type());
+}
+
 at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
                                  const at::Tensor& rope_cos, const at::Tensor& rope_sin, const ForwardContext* fc,
                                  const void* ctx_key) const {
   const auto dt = x.scalar_type();
-  // [1, 6, D] + [B, 6, D] -> [B, 6, D]; or [1, 1, 6, D] + [B, L, 6, D] -> [B, L, 6, D]; fp32.
-  const at::Tensor mod = tproj.dim() == 3 ? scale_shift_table + tproj.to(at::kFloat)
-                                          : scale_shift_table.unsqueeze(0) + tproj.to(at::kFloat);
-  const at::Tensor shift = mod_chunk(mod, 0), scale = mod_chunk(mod, 1), gate = mod_chunk(mod, 2);
-  const at::Tensor c_shift = mod_chunk(mod, 3), c_scale = mod_chunk(mod, 4), c_gate = mod_chunk(mod, 5);
+  const bool fuse_norm = techniques::fused_norm_modulate_applies(fc, x, tproj);
+  const bool fuse_gate = techniques::fused_gate_residual_applies(fc, x, tproj);
+  // [1, 6, D] + [B, 6, D] -> [B, 6, D]; or [1, 1, 6, D] + [B, L, 6, D] -> [B, L, 6, D]; fp32. The fused
+  // kernels read the table and the projection directly, so the table is made only for the unfused ops.
+  at::Tensor mod;
+  auto chunk = [&](int64_t k) {
+    if (!mod.defined()) {
+      ProfileScope ps("norm_elementwise");
+      mod = tproj.dim() == 3 ? scale_shift_table + tproj.to(at::kFloat)
+                             : scale_shift_table.unsqueeze(0) + tproj.to(at::kFloat);
+    }
+    return mod_chunk(mod, k);
+  };
+  auto norm_modulate = [&](const at::Tensor& in, int k_shift, int k_scale) {
+    if (fuse_norm) {
+      ProfileScope ps("norm_elementwise");
+      return techniques::fused_norm_modulate(in, scale_shift_table, tproj, k_shift, k_scale, eps, fc);
+    }
+    const at::Tensor shift = chunk(k_shift), scale = chunk(k_scale);
+    ProfileScope ps("norm_elementwise");
+    return (layer_norm_fp32(in, eps) * (1 + scale) + shift).to(dt);
+  };
+  auto gate_residual = [&](const at::Tensor& res, const at::Tensor& branch, int k_gate) {
+    if (fuse_gate) {
+      ProfileScope ps("norm_elementwise");
+      return techniques::fused_gate_residual(res, branch, scale_shift_table, tproj, k_gate, fc);
+    }
+    const at::Tensor gate = chunk(k_gate);
+    ProfileScope ps("norm_elementwise");
+    return (res.to(at::kFloat) + branch.to(at::kFloat) * gate).to(dt);
+  };
 
-  at::Tensor h = (layer_norm_fp32(x, eps) * (1 + scale) + shift).to(dt);
-  at::Tensor out = (x.to(at::kFloat) + attn1->forward(h, {}, rope_cos, rope_sin, fc) * gate).to(dt);
+  at::Tensor h = norm_modulate(x, 0, 1);
+  at::Tensor out = gate_residual(x, attn1->forward(h, {}, rope_cos, rope_sin, fc), 2);
 
-  h = norm2->forward(out).to(dt);
-  out = out + attn2->forward(h, ctx, {}, {}, fc, ctx_key);
+  {
+    ProfileScope ps("norm_elementwise");
+    h = norm2->forward(out).to(dt);
+  }
+  const at::Tensor cross = attn2->forward(h, ctx, {}, {}, fc, ctx_key);
+  {
+    ProfileScope ps("norm_elementwise");
+    out = out + cross;
+  }
 
-  h = (layer_norm_fp32(out, eps) * (1 + c_scale) + c_shift).to(dt);
-  const at::Tensor ff = ffn_out->forward(gelu_tanh(ffn_in->forward(h)));
-  return (out.to(at::kFloat) + ff.to(at::kFloat) * c_gate).to(dt);
+  h = norm_modulate(out, 3, 4);
+  at::Tensor ff;
+  const bool fp8_in = techniques::fp8_applies(fc, h, ffn_in);
+  if (fp8_in && techniques::fp8_applies(fc, h, ffn_out)) {
+    // FP8: the GELU is folded into the quantisation of the second projection's input.
+    ProfileScope ps("gemm");
+    ff = techniques::fp8_linear(ffn_out, techniques::fp8_linear(ffn_in, h, fc), fc, /*gelu_input=*/true);
+  } else {
+    at::Tensor hidden;
+    if (techniques::gelu_epilogue_applies(fc, h)) {
+      ProfileScope ps("gemm");
+      hidden = techniques::gelu_epilogue_linear(ffn_in, h, fc);
+    } else {
+      {
+        ProfileScope ps("gemm");
+        hidden = ffn_in->forward(h);
+      }
+      ProfileScope ps("norm_elementwise");
+      hidden = gelu_tanh(hidden);
+    }
+    ProfileScope ps("gemm");
+    ff = ffn_out->forward(hidden);
+  }
+  return gate_residual(out, ff, 5);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -275,6 +391,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   fc_local.grid_w = W;
   const RuntimeOptions* opts = fc ? fc->options : nullptr;
   const bool dedup = opts && opts->timestep_dedup;
+  std::optional<ProfileScope> embed_scope(std::in_place, "time_text_embedding");
   auto [temb, tproj] = dedup ? techniques::dedup_time_embedding(
                                    t.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
                              : time_embedding(t.reshape({-1}));
@@ -287,44 +404,61 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
   // The projected text depends only on the prompt; with the K/V cache it is computed once too.
   const void* ctx_key = ctx.data_ptr();
-  CrossKVCache* cache = opts && opts->cross_kv_cache ? fc->cross_kv : nullptr;
-  at::Tensor text;
-  if (cache && cache->entries.count({-1, ctx_key})) {
-    text = cache->entries.at({-1, ctx_key}).first;
-  } else {
-    text = text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
-    if (cache) cache->entries[{-1, ctx_key}] = {text, at::Tensor()};
-  }
+  const at::Tensor text = techniques::projected_text(fc, ctx_key, [&] {
+    return text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
+  });
   record("condition_embedder.out2", text);
   const auto [cos, sin] = rope(F, H, W);
+  embed_scope.reset();
 
   // The body: everything from here on runs on the GPU without the CPU deciding anything, so the
   // cuda_graph switch can capture and replay it (inputs: x, temb, tproj, text, cos, sin).
   auto body = [&, B, F, H, W](const std::vector<at::Tensor>& in, ForwardContext& bfc) -> at::Tensor {
     const at::Tensor &bx = in[0], &btemb = in[1], &btproj = in[2], &btext = in[3], &bcos = in[4], &bsin = in[5];
     ForwardContext* fcb = fc ? &bfc : nullptr;
-    at::Tensor h = patch_embedding->forward(bx);  // [B, D, F, H, W]
-    record("patch_embedding.out", h);
-    h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
-    for (size_t i = 0; i < block_list.size(); ++i) {
-      bfc.layer = static_cast<int64_t>(i);
-      h = block_list[i]->forward(h, btext, btproj, bcos, bsin, fcb, ctx_key);
-      record("blocks." + std::to_string(i) + ".out", h);
+    at::Tensor h;
+    {
+      ProfileScope ps("gemm");
+      h = patch_embedding->forward(bx);  // [B, D, F, H, W]
     }
+    record("patch_embedding.out", h);
+    {
+      ProfileScope ps("layout");
+      h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
+    }
+    techniques::BlockStack stack;
+    stack.layers = static_cast<int64_t>(block_list.size());
+    stack.block = [&](int64_t i, const at::Tensor& hi) {
+      bfc.layer = i;
+      at::Tensor ho = block_list[static_cast<size_t>(i)]->forward(hi, btext, btproj, bcos, bsin, fcb, ctx_key);
+      record("blocks." + std::to_string(i) + ".out", ho);
+      return ho;
+    };
+    stack.modulated_input = [&](const at::Tensor& hi) { return block_list[0]->modulated_input(hi, btproj); };
+    // A cache policy of the generation may reuse the stack's cached residual instead (cache family).
+    h = fc && fc->cache ? fc->cache->blocks(stack, h, fc->step, fc->branch) : techniques::run_blocks(stack, h, 0, stack.layers);
     // Head: shift/scale = table + temb (not tproj), per sample or per token.
     const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + btemb.unsqueeze(2).to(at::kFloat)
                                      : scale_shift_table + btemb.unsqueeze(1).to(at::kFloat);
-    const at::Tensor normed = layer_norm_fp32(h, c.eps);
-    record("norm_out.out", normed);
-    h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(dt);
-    h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
+    {
+      ProfileScope ps("norm_elementwise");
+      const at::Tensor normed = layer_norm_fp32(h, c.eps);
+      record("norm_out.out", normed);
+      h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(dt);
+    }
+    {
+      ProfileScope ps("gemm");
+      h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
+    }
     record("proj_out.out", h);
     // Unpatchify: feature ((it*ph + ih)*pw + iw)*Cout + c -> out[b, c, f*pt+it, h*ph+ih, w*pw+iw].
+    ProfileScope ps("layout");
     h = h.reshape({B, F, H, W, pt, ph, pw, c.out_channels});
     return h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
   };
   std::vector<at::Tensor> inputs{x, temb, tproj, text, cos, sin};
-  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter) {
+  // A cache policy that decides between blocks needs the host there: no graph of the body then.
+  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter && !(fc->cache && fc->cache->hooks_blocks())) {
     // One graph per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
     std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) +
                       (techniques::sparse_step(fc) ? "/sparse" : "/dense") +

@@ -73,6 +73,8 @@ class WanBlockImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
                      const at::Tensor& rope_cos, const at::Tensor& rope_sin, const ForwardContext* fc = nullptr,
                      const void* ctx_key = nullptr) const;
+  // The self-attention's input: layer-normed x [B, L, D] shifted and scaled by the modulation of tproj.
+  at::Tensor modulated_input(const at::Tensor& x, const at::Tensor& tproj) const;
   WanAttention attn1{nullptr}, attn2{nullptr};
   LayerNorm norm2{nullptr};
   Linear ffn_in{nullptr}, ffn_out{nullptr};

@@ -1,5 +1,7 @@
 #include "runtime/wan_vae.h"
 
+#include "runtime/profile.h"
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -108,7 +110,7 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   cfg.read("base_dim", c.base_dim);
   // diffusers: a missing or null decoder_base_dim means base_dim (TI2V-5B's default when neither is given).
   if (j.contains("base_dim") || j.contains("decoder_base_dim")) c.decoder_base_dim = c.base_dim;
-  cfg.read("decoder_base_dim", c.decoder_base_dim);
+  cfg.read_nullable("decoder_base_dim", c.decoder_base_dim);
   cfg.read("z_dim", c.z_dim);
   cfg.read("dim_mult", c.dim_mult);
   cfg.read("num_res_blocks", c.num_res_blocks);
@@ -118,28 +120,30 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   cfg.read("in_channels", c.in_channels);
   cfg.read("out_channels", c.out_channels);
   if (j.contains("patch_size") && j["patch_size"].is_null()) c.patch_size = 1;
-  cfg.read("patch_size", c.patch_size);
+  cfg.read_nullable("patch_size", c.patch_size);
   cfg.read("scale_factor_spatial", c.scale_factor_spatial);
   cfg.read("scale_factor_temporal", c.scale_factor_temporal);
   cfg.read("latents_mean", c.latents_mean);
   cfg.read("latents_std", c.latents_std);
-  if (j.contains("dropout") && j["dropout"].is_number() && j["dropout"].get<double>() != 0.0)
-    throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
+  double dropout = 0.0;
+  cfg.read("dropout", dropout);
+  if (dropout != 0.0) throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
 
   if (!c.is_residual)
     throw Error("vae config: 'is_residual' false (the Wan2.1 VAE structure) is not supported; only Wan2.2's");
   if (!c.attn_scales.empty())
     throw Error("vae config: 'attn_scales' = " + j.value("attn_scales", nlohmann::json::array()).dump() +
                 " is not supported (the Wan VAEs have no attention outside the mid blocks)");
-  cfg.positive("base_dim", c.base_dim);
-  cfg.positive("decoder_base_dim", c.decoder_base_dim);
-  cfg.positive("z_dim", c.z_dim);
-  cfg.positive("num_res_blocks", c.num_res_blocks);
-  cfg.positive("in_channels", c.in_channels);
-  cfg.positive("out_channels", c.out_channels);
-  cfg.positive("patch_size", c.patch_size);
+  cfg.dimension("base_dim", c.base_dim);
+  cfg.dimension("decoder_base_dim", c.decoder_base_dim);
+  cfg.dimension("z_dim", c.z_dim);
+  cfg.dimension("num_res_blocks", c.num_res_blocks, 1000);
+  cfg.dimension("in_channels", c.in_channels);
+  cfg.dimension("out_channels", c.out_channels);
+  cfg.dimension("patch_size", c.patch_size, 64);
   if (c.dim_mult.size() < 2) throw Error("vae config: 'dim_mult' needs at least 2 entries");
-  for (auto m : c.dim_mult) cfg.positive("dim_mult", m);
+  if (c.dim_mult.size() > 16) throw Error("vae config: 'dim_mult' has more than 16 entries");
+  for (auto m : c.dim_mult) cfg.dimension("dim_mult", m, 1024);
   if (c.temperal_downsample.size() != c.dim_mult.size() - 1)
     throw Error("vae config: 'temperal_downsample' must have " + std::to_string(c.dim_mult.size() - 1) +
                 " entries (one per downsampling stage), got " + std::to_string(c.temperal_downsample.size()));
@@ -204,13 +208,18 @@ WanCausalConv3dImpl::WanCausalConv3dImpl(int64_t in, int64_t out, std::vector<in
 }
 
 at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& cache) const {
-  at::Tensor in = x.to(weight.scalar_type());
-  int64_t front = front_pad;
-  if (cache.defined() && front_pad > 0) {
-    in = at::cat({cache.to(in.scalar_type()), in}, 2);  // cached frames replace (part of) the front pad
-    front -= cache.size(2);
+  at::Tensor in;
+  {
+    ProfileScope ps("layout");
+    in = x.to(weight.scalar_type());
+    int64_t front = front_pad;
+    if (cache.defined() && front_pad > 0) {
+      in = at::cat({cache.to(in.scalar_type()), in}, 2);  // cached frames replace (part of) the front pad
+      front -= cache.size(2);
+    }
+    if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
   }
-  if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
+  ProfileScope ps("conv");
   return at::conv3d(in, weight, bias, stride, spatial_pad);
 }
 
@@ -230,6 +239,7 @@ WanRMSNormImpl::WanRMSNormImpl(int64_t dim, bool images, const at::TensorOptions
 
 at::Tensor WanRMSNormImpl::forward(const at::Tensor& x) const {
   // F.normalize(x, dim=1) * sqrt(C) * gamma, in float32.
+  ProfileScope ps("norm_elementwise");
   const at::Tensor xf = x.to(at::kFloat);
   const int64_t C = x.size(1);
   std::vector<int64_t> gshape(x.dim(), 1);
@@ -251,8 +261,13 @@ WanResidualBlockImpl::WanResidualBlockImpl(int64_t in, int64_t out, const at::Te
 
 at::Tensor WanResidualBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache) const {
   const at::Tensor shortcut = conv_shortcut ? conv_shortcut->forward(x) : x;  // [B, Cout, T, H, W]
-  at::Tensor h = conv1->forward_cached(at::silu(norm1->forward(x)), cache);
-  h = conv2->forward_cached(at::silu(norm2->forward(h)), cache);
+  auto silu = [](const at::Tensor& t) {
+    ProfileScope ps("norm_elementwise");
+    return at::silu(t);
+  };
+  at::Tensor h = conv1->forward_cached(silu(norm1->forward(x)), cache);
+  h = conv2->forward_cached(silu(norm2->forward(h)), cache);
+  ProfileScope ps("norm_elementwise");
   return h + shortcut;
 }
 
@@ -263,6 +278,7 @@ WanAttentionBlockImpl::WanAttentionBlockImpl(int64_t dim, const at::TensorOption
 }
 
 at::Tensor WanAttentionBlockImpl::forward(const at::Tensor& x) const {
+  ProfileScope ps("attention");
   const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
   const at::Tensor frames = norm->forward(x).permute({0, 2, 1, 3, 4}).reshape({B * T, C, H, W});
   at::Tensor qkv = to_qkv->forward(frames);                                  // [BT, 3C, H, W]
@@ -317,8 +333,15 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       x = y.view({B, 2, C, T, H, W}).permute({0, 2, 3, 1, 4, 5}).reshape({B, C, 2 * T, H, W});
     }
   }
-  if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d)
-    return conv2d_per_frame(resample, upsample_nearest_2x(x), {1, 1, 1}, {0, 1, 1});  // [B, C, T, 2H, 2W]
+  if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) {
+    at::Tensor up;
+    {
+      ProfileScope ps("layout");
+      up = upsample_nearest_2x(x);
+    }
+    ProfileScope ps("conv");
+    return conv2d_per_frame(resample, up, {1, 1, 1}, {0, 1, 1});  // [B, C, T, 2H, 2W]
+  }
 
   // ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 conv per frame: [B, C, T, H/2, W/2].
   x = conv2d_per_frame(resample, at::constant_pad_nd(x, {0, 1, 0, 1}), {1, 2, 2}, {0, 0, 0});
@@ -494,6 +517,7 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
 at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inter) {
   std::vector<at::Tensor> frames;
   decode_chunks(z, inter, [&](const at::Tensor& t) { frames.push_back(t); });
+  ProfileScope ps("layout");
   return at::cat(frames, 2);  // [B, 3, 1 + 4(T-1), H, W]
 }
 
@@ -553,7 +577,7 @@ at::Tensor AutoencoderKLWanImpl::denormalize(const at::Tensor& z) const {
 void verify_vae(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  AutoencoderKLWan vae(WanVAEConfig::from_json(wj["config"]), o.precision);
+  AutoencoderKLWan vae(with_config_file(p.weights_json, [&] { return WanVAEConfig::from_json(wj["config"]); }), o.precision);
   load_strict(*vae, TensorSource::open(p.weights));
   const auto io = TensorSource::open(p.io);
   const auto dev = o.precision.device;

@@ -1,32 +1,33 @@
 #include "runtime/techniques/engagement.h"
 
+#include "runtime/techniques/registry.h"
+
 namespace autooptim::runtime {
+namespace {
+
+// "<flag>" in `text` replaced by the value of that flag of `t` in `o`.
+std::string substitute(std::string text, const techniques::Technique& t, const RuntimeOptions& o) {
+  for (const auto& f : t.flags) {
+    const std::string mark = "<" + t.path_of(f) + ">";
+    const nlohmann::json v = f.get(o);
+    const std::string value = v.is_string() ? v.get<std::string>() : v.dump();
+    for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + value.size()))
+      text.replace(at, mark.size(), value);
+  }
+  return text;
+}
+
+}  // namespace
 
 std::vector<std::string> engagement_problems(const RuntimeOptions& o, const Trace& t) {
   std::vector<std::string> out;
-  const double forwards = t.get("transformer.forwards");
-  auto need = [&](bool on, const char* flag, const char* key, const char* what) {
-    if (on && t.get(key) <= 0) out.push_back(std::string(flag) + " is on but " + what + " (" + key + " = 0)");
-  };
-  need(o.fused_qkv, "fused_qkv", "kernel.fused_qkv.launches", "no fused QKV projection ran");
-  need(o.cross_kv_cache, "cross_kv_cache", "kernel.cross_kv_cache.hits", "no cached cross-attention K/V was reused");
-  need(o.timestep_dedup, "timestep_dedup", "kernel.timestep_dedup.rows_saved", "no time-embedding row was saved");
-  need(o.cuda_graph, "cuda_graph", "kernel.cuda_graph.replays", "no graph was replayed");
-  if (o.attention_backend != "auto") {
-    const std::string key = "kernel.attention." + o.attention_backend + ".calls";
-    if (t.get(key) <= 0) out.push_back("attention_backend " + o.attention_backend + " is set but no attention ran on it (" + key + " = 0)");
-  }
-  if (o.easycache.enabled) {
-    need(true, "easycache", "cache.easycache.skipped_forwards", "no forward was skipped");
-    const double skipped = t.get("cache.easycache.skipped_forwards");
-    if (skipped > 0 && forwards > 0 && t.get("cache.easycache.computed_forwards") != forwards)
-      out.push_back("easycache: computed forwards in its counters disagree with the transformer's");
-  }
-  if (o.sparse.pattern != "none") {
-    need(true, "sparse", "sparse.attention.calls", "no sparse attention ran");
-    const double d = t.get("sparse.attention.density");
-    if (t.get("sparse.attention.calls") > 0 && !(d > 0 && d < 1))
-      out.push_back("sparse: achieved attention density " + std::to_string(d) + " is not below 1");
+  for (const auto& tech : techniques::all()) {
+    if (!tech.on(o)) continue;
+    for (const auto& e : tech.engagement) {
+      const std::string key = substitute(e.counter, tech, o);
+      if (t.get(key) <= 0) out.push_back(substitute(e.not_engaged, tech, o) + " (" + key + " = 0)");
+    }
+    if (tech.check_counters) tech.check_counters(o, t, out);
   }
   return out;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The authenticity check's runtime side: for the switches a RuntimeOptions turns on, which counters of
-// the trace must show engagement. One place, next to the techniques that write those counters.
+// the trace must show engagement: what each technique declares in the registry (techniques/registry.h).
 #include <string>
 #include <vector>
 

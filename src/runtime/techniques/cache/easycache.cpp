@@ -1,3 +1,55 @@
+// Cache technique: EasyCache, a runtime-adaptive step cache over the whole transformer (see easycache.h).
+#include <algorithm>
+#include <cstdio>
+
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(easycache) {
+  Technique t;
+  t.name = "easycache";
+  t.family = "cache";
+  t.lossless = false;
+  t.summary = "EasyCache: both CFG branches reuse their last residual while the conditional branch's estimated "
+              "output change stays under the threshold";
+  t.group = "easycache";
+  t.flags = always_written({
+      bool_flag("enabled", [](RuntimeOptions& o) -> bool& { return o.easycache.enabled; }, "turns the policy on"),
+      number_flag("threshold", [](RuntimeOptions& o) -> double& { return o.easycache.threshold; }, 0.0, true, 1.0, false,
+                  "accumulated relative-change budget before a full forward"),
+      int_flag("warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.easycache.warmup_steps; }, 1, 1000,
+               "first steps always computed in full"),
+      bool_flag("dense_last_step", [](RuntimeOptions& o) -> bool& { return o.easycache.dense_last_step; },
+                "the last step always computed"),
+  });
+  t.switch_flag = "easycache.enabled";
+  t.exclusive_group = "step_cache";
+  t.hooks = {"pipeline.transformer_call"};
+  t.engagement = {{"cache.easycache.skipped_forwards", "easycache is on but no forward was skipped"}};
+  t.check_counters = [](const RuntimeOptions&, const Trace& tr, std::vector<std::string>& out) {
+    const double forwards = tr.get("transformer.forwards");
+    if (tr.get("cache.easycache.skipped_forwards") > 0 && forwards > 0 &&
+        tr.get("cache.easycache.computed_forwards") != forwards)
+      out.push_back("easycache: computed forwards in its counters disagree with the transformer's");
+  };
+  t.search = [](const SearchContext& c) {
+    // EasyCache's dense warm-up is the first 20% of the steps (10 of 50 in the paper's setting).
+    const int64_t warmup = std::max<int64_t>(1, c.steps / 5);
+    std::vector<SearchPoint> p;
+    for (double th : {0.02, 0.05, 0.08, 0.12, 0.2, 0.3}) {
+      char label[32];
+      std::snprintf(label, sizeof label, "easycache-t%g", th);
+      p.push_back({label, {{"easycache", {{"enabled", true}, {"threshold", th}, {"warmup_steps", warmup}, {"dense_last_step", true}}}}});
+    }
+    return p;
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/cache/easycache.h"
 
 namespace autooptim::runtime::techniques {
@@ -5,7 +57,7 @@ namespace {
 double mean_abs(const at::Tensor& t) { return t.abs().mean().item<double>(); }
 }  // namespace
 
-EasyCache::EasyCache(const EasyCacheOptions& o, int64_t steps, Trace* trace) : o_(o), steps_(steps), trace_(trace) {}
+EasyCache::EasyCache(const EasyCacheOptions& o, int64_t steps, Trace* trace) : CachePolicy("easycache", steps, trace), o_(o) {}
 
 at::Tensor EasyCache::forward(int64_t step, int branch, const at::Tensor& x_in, const std::function<at::Tensor()>& full) {
   const at::Tensor x = x_in.to(at::kFloat);
@@ -23,12 +75,9 @@ at::Tensor EasyCache::forward(int64_t step, int branch, const at::Tensor& x_in, 
   }
   // The unconditional branch follows the conditional one's decision, but needs its own residual.
   const bool compute = compute_step_ || !residual_[branch].defined();
-  if (!compute) {
-    if (trace_) trace_->add("cache.easycache.skipped_forwards");
-    return x + residual_[branch];
-  }
+  decided(step, branch, !compute);
+  if (!compute) return x + residual_[branch];
   const at::Tensor out = full().to(at::kFloat);
-  if (trace_) trace_->add("cache.easycache.computed_forwards");
   residual_[branch] = out - x;
   if (branch == 0) {
     if (last_in_.defined()) {
@@ -42,3 +91,4 @@ at::Tensor EasyCache::forward(int64_t step, int branch, const at::Tensor& x_in, 
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

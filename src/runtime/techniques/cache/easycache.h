@@ -10,26 +10,25 @@
 #include <functional>
 
 #include "runtime/options.h"
+#include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/trace.h"
 
 namespace autooptim::runtime::techniques {
 
-class EasyCache {
+class EasyCache : public CachePolicy {
  public:
   EasyCache(const EasyCacheOptions& o, int64_t steps, Trace* trace);
 
   // The velocity for `branch` (0 = conditional, which decides for the step; 1 = unconditional) at
   // `step` for transformer input x; `full` runs the transformer. Counts
   // cache.easycache.{computed,skipped}_forwards.
-  at::Tensor forward(int64_t step, int branch, const at::Tensor& x, const std::function<at::Tensor()>& full);
+  at::Tensor forward(int64_t step, int branch, const at::Tensor& x, const std::function<at::Tensor()>& full) override;
 
   double accumulated() const { return acc_; }
   double rate() const { return k_; }
 
  private:
   EasyCacheOptions o_;
-  int64_t steps_;
-  Trace* trace_;
   bool compute_step_ = true;
   double acc_ = 0;
   double k_ = -1;  // unknown until two full computations

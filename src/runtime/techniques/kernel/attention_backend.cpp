@@ -1,9 +1,38 @@
-#include "runtime/techniques/kernel/attention_backend.h"
+// Kernel technique: the attention kernel (cuDNN, flash, memory-efficient, math) for the transformer's
+// self- and cross-attention. Off ("auto") is libtorch's own dispatch.
+#include "runtime/techniques/registry.h"
 
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(attention_backend) {
+  Technique t;
+  t.name = "attention_backend";
+  t.family = "kernel";
+  t.lossless = true;
+  t.summary = "the attention kernel for self- and cross-attention (libtorch's dispatch when auto)";
+  t.flags = always_written({choice_flag("attention_backend", [](RuntimeOptions& o) -> std::string& { return o.attention_backend; },
+                                        {"auto", "math", "flash", "efficient", "cudnn"},
+                                        "auto | math | flash | efficient | cudnn (what the build has)")});
+  t.switch_flag = "attention_backend";
+  t.hooks = {"attention"};
+  t.engagement = {{"kernel.attention.<attention_backend>.calls",
+                   "attention_backend <attention_backend> is set but no attention ran on it"}};
+  t.search = [](const SearchContext& c) {
+    std::vector<SearchPoint> p;
+    if (c.gpu)
+      for (const char* b : {"cudnn", "flash"}) p.push_back({std::string("attention_backend-") + b, {{"attention_backend", b}}});
+    return p;
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include <stdexcept>
-#include <string>
 
 #include "runtime/error.h"
+#include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/torch_compat.h"
 
 namespace autooptim::runtime::techniques {
@@ -21,3 +50,4 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

@@ -1,3 +1,28 @@
+// Kernel technique: CUDA-graph capture and replay of the transformer forward's body (see cuda_graph.h).
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(cuda_graph) {
+  Technique t;
+  t.name = "cuda_graph";
+  t.family = "kernel";
+  t.lossless = true;
+  t.summary = "the transformer forward's body captured once per shape, prompt and phase, then replayed (GPU builds)";
+  t.flags = always_written({bool_flag("cuda_graph", [](RuntimeOptions& o) -> bool& { return o.cuda_graph; },
+                                      "transformer forward captured and replayed")});
+  t.switch_flag = "cuda_graph";
+  t.hooks = {"transformer.body"};
+  t.engagement = {{"kernel.cuda_graph.replays", "cuda_graph is on but no graph was replayed"}};
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"cuda_graph", {{"cuda_graph", true}}}} : std::vector<SearchPoint>{};
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/kernel/cuda_graph.h"
 
 #include <map>
@@ -101,3 +126,4 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

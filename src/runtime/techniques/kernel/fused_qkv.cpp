@@ -1,3 +1,26 @@
+// Kernel technique: the q, k and v projections of self-attention as one GEMM over merged weights.
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(fused_qkv) {
+  Technique t;
+  t.name = "fused_qkv";
+  t.family = "kernel";
+  t.lossless = true;
+  t.summary = "self-attention's q/k/v projections as one GEMM over weights merged on first use";
+  t.flags = always_written({bool_flag("fused_qkv", [](RuntimeOptions& o) -> bool& { return o.fused_qkv; },
+                                      "q/k/v weights merged into one GEMM")});
+  t.switch_flag = "fused_qkv";
+  t.hooks = {"self_attention.qkv_projection"};
+  t.engagement = {{"kernel.fused_qkv.launches", "fused_qkv is on but no fused QKV projection ran"}};
+  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"fused_qkv", {{"fused_qkv", true}}}}; };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/kernel/fused_qkv.h"
 
 namespace autooptim::runtime::techniques {
@@ -19,3 +42,4 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_qkv(const at::Tensor& x, co
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

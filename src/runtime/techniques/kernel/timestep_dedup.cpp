@@ -1,3 +1,26 @@
+// Kernel technique: the time embedding computed once per distinct timestep value.
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(timestep_dedup) {
+  Technique t;
+  t.name = "timestep_dedup";
+  t.family = "kernel";
+  t.lossless = true;
+  t.summary = "the time embedding computed once per distinct timestep value, gathered back per token";
+  t.flags = always_written({bool_flag("timestep_dedup", [](RuntimeOptions& o) -> bool& { return o.timestep_dedup; },
+                                      "time embedding once per distinct timestep")});
+  t.switch_flag = "timestep_dedup";
+  t.hooks = {"transformer.time_embedding"};
+  t.engagement = {{"kernel.timestep_dedup.rows_saved", "timestep_dedup is on but no time-embedding row was saved"}};
+  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"timestep_dedup", {{"timestep_dedup", true}}}}; };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/kernel/timestep_dedup.h"
 
 namespace autooptim::runtime::techniques {
@@ -13,3 +36,4 @@ std::pair<at::Tensor, at::Tensor> dedup_time_embedding(
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

@@ -1,4 +1,71 @@
+// Sparse-attention technique: training-free patterns for the video tokens of self-attention (see
+// video_sparse_attention.h).
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(sparse) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Technique t;
+  t.name = "sparse";
+  t.family = "sparse";
+  t.lossless = false;
+  t.summary = "training-free sparse patterns for self-attention over the video tokens (dense first layers and steps)";
+  t.group = "sparse";
+  t.flags = always_written({
+      choice_flag("pattern", [](RuntimeOptions& o) -> std::string& { return o.sparse.pattern; },
+                  {"none", "spatial_temporal", "tile_window", "frame_window"},
+                  "none | spatial_temporal | tile_window | frame_window"),
+      int_flag("window_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_frames; }, 0, kMax,
+               "tile_window, frame_window: half-width in latent frames"),
+      int_flag("window_tiles", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_tiles; }, 0, kMax,
+               "tile_window: half-width in spatial tiles"),
+      int_flag("dense_layers", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_layers; }, 0, kMax,
+               "first layers kept dense"),
+      int_flag("dense_steps", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_steps; }, 0, kMax,
+               "first steps kept dense"),
+  });
+  // Later than the registry: written only when it differs from its default.
+  t.flags.push_back(int_flag("query_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.query_frames; }, 1,
+                             kMax, "frame_window: latent frames per query chunk"));
+  t.switch_flag = "sparse.pattern";
+  t.hooks = {"self_attention.attention"};
+  t.engagement = {{"sparse.attention.calls", "sparse is on but no sparse attention ran"}};
+  t.check_counters = [](const RuntimeOptions&, const Trace& tr, std::vector<std::string>& out) {
+    const double d = tr.get("sparse.attention.density");
+    if (tr.get("sparse.attention.calls") > 0 && !(d > 0 && d < 1))
+      out.push_back("sparse: achieved attention density " + std::to_string(d) + " is not below 1");
+  };
+  t.search = [](const SearchContext& c) {
+    // Dense steps as a fraction of the run's steps (10 and 20 of 50).
+    const int64_t ds10 = std::max<int64_t>(1, c.steps / 5), ds20 = std::max<int64_t>(1, 2 * c.steps / 5);
+    std::vector<SearchPoint> p;
+    for (int64_t ds : {ds10, ds20})
+      p.push_back({"st-ds" + std::to_string(ds),
+                   {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_layers", 1}, {"dense_steps", ds}}}}});
+    // The frame window at about half and a quarter of the pairs at 31 latent frames (chunks of 4 frames
+    // fill the GPU; one-frame chunks leave it underfilled), dense for the first fifth of the steps.
+    for (int64_t wf : {7, 2})
+      p.push_back({"fw-q4-w" + std::to_string(wf) + "-ds" + std::to_string(ds10),
+                   {{"sparse", {{"pattern", "frame_window"}, {"window_frames", wf}, {"query_frames", 4}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
+    for (int64_t wf : {1, 2})
+      p.push_back({"tw-f" + std::to_string(wf) + "-ds10",
+                   {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
+    return p;
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/sparse/video_sparse_attention.h"
+
+#include <algorithm>
 
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
@@ -85,7 +152,26 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
     record(fc, attended, total, true);
     return o;
   }
+  if (s.pattern == "frame_window") {
+    // A sliding window over latent frames: queries in chunks of query_frames consecutive frames, each
+    // chunk attending to the frames from window_frames before its first to window_frames after its last.
+    // Tokens are f-major, so every chunk's queries and keys are contiguous token ranges: each chunk is
+    // one fused attention call on views of q, k, v (no gather, no mask), written into its rows of out.
+    const int64_t c = std::max<int64_t>(1, s.query_frames), w = std::max<int64_t>(0, s.window_frames);
+    at::Tensor out = at::empty({B, L, H, d}, q.options());  // the layout the caller flattens to [B, L, D]
+    double attended = 0;
+    for (int64_t f0 = 0; f0 < F; f0 += c) {
+      const int64_t f1 = std::min(F, f0 + c), k0 = std::max<int64_t>(0, f0 - w), k1 = std::min(F, f1 + w);
+      const at::Tensor o = attention(q.narrow(2, f0 * P, (f1 - f0) * P), k.narrow(2, k0 * P, (k1 - k0) * P),
+                                     v.narrow(2, k0 * P, (k1 - k0) * P), &fc);  // [B, H, n, d]
+      out.narrow(1, f0 * P, (f1 - f0) * P).copy_(o.transpose(1, 2));
+      attended += static_cast<double>(B) * H * ((f1 - f0) * P) * static_cast<double>((k1 - k0) * P);
+    }
+    record(fc, attended, total, attended < total);
+    return out.transpose(1, 2);
+  }
   throw Error("sparse attention: unknown pattern '" + s.pattern + "'");
 }
 
 }  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

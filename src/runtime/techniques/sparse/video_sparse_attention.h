@@ -7,6 +7,9 @@
 // - tile_window: tokens attend within 3D tiles of 2*window_frames+1 latent frames (the last tile
 //   shorter when that does not divide the frames) and, when window_tiles > 0 and 2*window_tiles+1
 //   divides the latent height and width, (2*window_tiles+1)^2 spatial positions (block-diagonal).
+// - frame_window: a sliding window over latent frames: chunks of query_frames frames attend to the
+//   frames within window_frames of the chunk (contiguous token ranges: one fused attention call per
+//   chunk on views, no mask and no regrouping copies).
 // The first dense_layers blocks and the first dense_steps steps stay dense. Counts
 // sparse.attention.calls, .dense_calls, .pairs_attended, .pairs_total and the achieved .density.
 #include <ATen/ATen.h>

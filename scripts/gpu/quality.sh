@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The quality side of the kernel, quant and sparse manifests on the GPU: each gated at a reduced
+# configuration (so that a clip takes seconds; official_config fails by design there) against the
+# baseline on one validation prompt, printing the gate's checks and the worst PSNR. Synthetic weights:
+# PSNR against the baseline measures how far a switch moves the output, not image quality.
+#   scripts/gpu/quality.sh MANIFEST...   (default: the kernel-fused, quant-fp8 and sparse manifests)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/autooptim-gpu}
+mkdir -p "$OUT"
+source .device-deps/env.sh
+bin=build-gpu/autooptim
+ms=("$@")
+[ ${#ms[@]} -eq 0 ] && ms=(kernel-fused quant-fp8 sparse-frame-window-25)
+md=$(mktemp -d)/manifests
+mkdir -p "$md/wan22-ti2v-5b"
+for f in manifests/wan22-ti2v-5b/*.json; do
+  python3 - "$f" "$md/wan22-ti2v-5b/$(basename "$f")" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["config"].update({"frames": 33, "height": 480, "width": 832, "steps": 20})
+if m.get("flags", {}).get("sparse", {}).get("dense_steps"):
+    m["flags"]["sparse"]["dense_steps"] = 4
+json.dump(m, open(sys.argv[2], "w"), indent=2)
+PY
+done
+# only-SWITCH: the kernel-fused manifest with that one switch.
+for m in "${ms[@]}"; do
+  case "$m" in only-*)
+    python3 -c "import json; m=json.load(open('$md/wan22-ti2v-5b/kernel-fused.json')); m['id']='wan22-ti2v-5b/$m'; m['flags']={'${m#only-}': True}; json.dump(m, open('$md/wan22-ti2v-5b/$m.json','w'))" ;;
+  esac
+done
+for m in "${ms[@]}"; do
+  $bin gate --model wan22-ti2v-5b --synthetic-weights --manifest "$md/wan22-ti2v-5b/$m.json" --manifests-dir "$md" \
+    --split val --max-prompts 1 --repeats 1 --out "/tmp/gate-$m" > "$OUT/gate-$m.txt" 2> "$OUT/gate-$m.log"
+  echo "--- $m (rc=$?)"; cat "$OUT/gate-$m.txt"
+done

@@ -1,0 +1,34 @@
+#pragma once
+// Kernel technique: cross-attention keys and values (and the projected text they come from) depend only
+// on the prompt, so with cross_kv_cache they are computed once per prompt and generation and reused by
+// the later steps. The cache lives in the generation's ForwardContext, never across generations.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <map>
+#include <utility>
+
+namespace autooptim::runtime {
+
+struct ForwardContext;
+
+// Cross-attention keys and values of each block for one prompt embedding, reused across the steps of
+// one generation.
+struct CrossKVCache {
+  // (block index, embedding storage pointer) -> (k, v) after norm_k, [B, S, D]; block -1 holds the
+  // projected text [B, S, D] (and an undefined tensor).
+  std::map<std::pair<int64_t, const void*>, std::pair<at::Tensor, at::Tensor>> entries;
+};
+
+namespace techniques {
+
+// The K/V of block fc->layer's cross-attention for the prompt `ctx_key`: cached when the switch is on
+// (counts kernel.cross_kv_cache.hits and .misses), else compute().
+std::pair<at::Tensor, at::Tensor> cross_attention_kv(const ForwardContext* fc, const void* ctx_key,
+                                                     const std::function<std::pair<at::Tensor, at::Tensor>()>& compute);
+
+// The projected text embedding [B, S, D] for `ctx_key`, cached the same way (not counted).
+at::Tensor projected_text(const ForwardContext* fc, const void* ctx_key, const std::function<at::Tensor()>& compute);
+
+}  // namespace techniques
+}  // namespace autooptim::runtime

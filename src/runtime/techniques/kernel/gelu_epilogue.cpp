@@ -1,0 +1,49 @@
+// Kernel technique: the FFN's GELU-tanh in the first projection's cuBLASLt GEMM epilogue.
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(gelu_epilogue) {
+  Technique t;
+  t.name = "gelu_epilogue";
+  t.family = "kernel";
+  // Not bit-identical to libtorch's unfused kernels (rounding order; see docs/benchmarks.md, 45 dB on a
+  // 20-step clip of the random model for the set): judged at the lossy quality floor.
+  t.lossless = false;
+  t.summary = "the FFN's GELU-tanh in the first projection's cuBLASLt GEMM epilogue";
+  t.flags = {bool_flag("gelu_epilogue", [](RuntimeOptions& o) -> bool& { return o.gelu_epilogue; }, "FFN GELU-tanh in the GEMM epilogue (cuBLASLt)")};
+  t.switch_flag = "gelu_epilogue";
+  t.hooks = {"block.ffn_in"};
+  t.engagement = {{"kernel.gelu_epilogue.launches", "gelu_epilogue is on but no GEMM with a GELU epilogue ran (needs a CUDA build and bf16 on the GPU)"}};
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"gelu_epilogue", {{"gelu_epilogue", true}}}} : std::vector<SearchPoint>{};
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/techniques/kernel/fused_block_ops.h"
+#include "runtime/techniques/kernel/fused_common.h"
+
+namespace autooptim::runtime::techniques {
+
+bool gelu_epilogue_applies(const ForwardContext* fc, const at::Tensor& x) {
+  return fc && fc->options && fc->options->gelu_epilogue && fused::gpu_bf16(x);
+}
+
+at::Tensor gelu_epilogue_linear(const Linear& lin, const at::Tensor& x, const ForwardContext* fc) {
+  const int64_t K = x.size(-1);
+  const at::Tensor x2 = x.reshape({-1, K});
+  if (!lin->bias.defined()) throw Error("gelu_epilogue: the FFN projection has no bias");
+  // beta = alpha = 1 with a 1-D bias: libtorch routes this to cuBLASLt's GELU_BIAS epilogue (tanh GELU).
+  at::Tensor y = at::_addmm_activation(lin->bias, x2, lin->weight.t(), 1, 1, /*use_gelu=*/true);
+  fc->count("kernel.gelu_epilogue.launches");
+  auto shape = x.sizes().vec();
+  shape.back() = lin->weight.size(0);
+  return y.view(shape);
+}
+
+}  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

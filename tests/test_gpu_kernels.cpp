@@ -1,0 +1,253 @@
+// GPU checks of the fused kernel switches and the FP8 GEMMs: each against its unfused reference on
+// random inputs of the real widths and on odd shapes (token counts that are not multiples of 8, batch 2,
+// per-token and per-sample modulation, strided q/k rows as a fused QKV projection leaves them), the
+// golden vectors with every switch on, one full-size block, and off = the bit-exact baseline. Skipped
+// where the build or the machine has no CUDA.
+#include <gtest/gtest.h>
+
+#include "runtime/device.h"
+#include "runtime/forward_context.h"
+#include "runtime/models.h"
+#include "runtime/techniques/engagement.h"
+#include "runtime/techniques/kernel/fused_block_ops.h"
+#include "runtime/techniques/quant/fp8_linear.h"
+#include "runtime/verify.h"
+#include "runtime/wan_transformer.h"
+#include "test_util.h"
+
+using namespace autooptim;
+using namespace autooptim::runtime;
+
+namespace {
+
+at::Device gpu() { return at::Device(at::kCUDA, 0); }
+at::TensorOptions bf16() { return at::TensorOptions().device(gpu()).dtype(at::kBFloat16); }
+at::TensorOptions f32() { return at::TensorOptions().device(gpu()).dtype(at::kFloat); }
+
+RuntimeOptions all_fused() {
+  RuntimeOptions o;
+  o.fused_norm_modulate = true;
+  o.fused_gate_residual = true;
+  o.fused_qk_norm_rope = true;
+  o.gelu_epilogue = true;
+  return o;
+}
+
+struct Ctx {
+  RuntimeOptions opts;
+  Trace trace;
+  ForwardContext fc;
+  explicit Ctx(RuntimeOptions o) : opts(std::move(o)) {
+    fc.options = &opts;
+    fc.trace = &trace;
+  }
+};
+
+// Share of elements that differ, and the relative L2 error.
+double differing(const at::Tensor& a, const at::Tensor& b) { return a.ne(b).to(at::kDouble).mean().item<double>(); }
+
+at::Tensor reference_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {  // x [B, L, H, d]
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor re = xf.slice(-1, 0, xf.size(-1), 2);
+  const at::Tensor im = xf.slice(-1, 1, xf.size(-1), 2);
+  const at::Tensor c = cos.view({1, cos.size(0), 1, cos.size(1)}), s = sin.view({1, sin.size(0), 1, sin.size(1)});
+  return at::stack({re * c - im * s, re * s + im * c}, -1).flatten(-2).to(x.scalar_type());
+}
+
+}  // namespace
+
+TEST(GpuKernels, FusedNormModulateMatchesTheUnfusedOps) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  Ctx c(all_fused());
+  for (auto [B, L, D] : {std::tuple<int64_t, int64_t, int64_t>{1, 301, 3072}, {2, 37, 3072}, {2, 13, 96}}) {
+    for (bool per_token : {true, false}) {
+      const at::Tensor x = (at::randn({B, L, D}, f32()) * 3 + 0.5).to(at::kBFloat16);
+      const at::Tensor table = at::randn({1, 6, D}, f32()) * 0.1;
+      const at::Tensor tproj = per_token ? at::randn({B, L, 6, D}, bf16()) * 0.2 : at::randn({B, 6, D}, bf16()) * 0.2;
+      ASSERT_TRUE(techniques::fused_norm_modulate_applies(&c.fc, x, tproj));
+      const at::Tensor mod = per_token ? table.unsqueeze(0) + tproj.to(at::kFloat) : table + tproj.to(at::kFloat);
+      auto chunk = [&](int64_t k) { return per_token ? mod.select(2, k) : mod.select(1, k).unsqueeze(1); };
+      const at::Tensor ref = (layer_norm_fp32(x, 1e-6) * (1 + chunk(4)) + chunk(3)).to(at::kBFloat16);
+      const at::Tensor got = techniques::fused_norm_modulate(x, table, tproj, 3, 4, 1e-6, &c.fc);
+      EXPECT_LT(rel_l2(got, ref), 2e-3) << B << "x" << L << "x" << D;
+      EXPECT_LT(differing(got, ref), 0.02) << B << "x" << L << "x" << D;  // a last-bit difference at most, rarely
+    }
+  }
+  EXPECT_EQ(c.trace.get("kernel.fused_norm_modulate.launches"), 6);
+}
+
+TEST(GpuKernels, FusedGateResidualIsBitIdenticalToTheUnfusedOps) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  Ctx c(all_fused());
+  for (auto [B, L, D] : {std::tuple<int64_t, int64_t, int64_t>{1, 301, 3072}, {2, 37, 3072}, {2, 13, 96}}) {
+    for (bool per_token : {true, false}) {
+      const at::Tensor x = at::randn({B, L, D}, bf16()), y = at::randn({B, L, D}, bf16());
+      const at::Tensor table = at::randn({1, 6, D}, f32());
+      const at::Tensor tproj = per_token ? at::randn({B, L, 6, D}, bf16()) : at::randn({B, 6, D}, bf16());
+      const at::Tensor mod = per_token ? table.unsqueeze(0) + tproj.to(at::kFloat) : table + tproj.to(at::kFloat);
+      const at::Tensor gate = per_token ? mod.select(2, 5) : mod.select(1, 5).unsqueeze(1);
+      const at::Tensor ref = (x.to(at::kFloat) + y.to(at::kFloat) * gate).to(at::kBFloat16);
+      const at::Tensor got = techniques::fused_gate_residual(x, y, table, tproj, 5, &c.fc);
+      EXPECT_TRUE(at::equal(got, ref)) << B << "x" << L << "x" << D << " differing " << differing(got, ref);
+    }
+  }
+}
+
+TEST(GpuKernels, FusedQkNormRopeMatchesNormThenRotation) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  Ctx c(all_fused());
+  for (auto [B, L, H, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 301, 24, 128}, {2, 37, 4, 24}}) {
+    const int64_t D = H * d;
+    RMSNorm nq(D, 1e-6, bf16()), nk(D, 1e-6, bf16());
+    nq->weight.copy_(at::rand({D}, f32()) + 0.5);
+    nk->weight.copy_(at::rand({D}, f32()) + 0.5);
+    const at::Tensor ang = at::rand({L, d / 2}, f32()) * 6.3;
+    const at::Tensor cos = ang.cos(), sin = ang.sin();
+    for (bool strided : {false, true}) {
+      // Strided: q and k as slices of one [B, L, 3D] projection, as fused_qkv leaves them.
+      const at::Tensor qkv = at::randn({B, L, 3 * D}, bf16()) * 2;
+      at::Tensor q = strided ? qkv.narrow(2, 0, D) : qkv.narrow(2, 0, D).contiguous();
+      at::Tensor k = strided ? qkv.narrow(2, D, D) : qkv.narrow(2, D, D).contiguous();
+      const at::Tensor rq = reference_rope(nq->forward(q).view({B, L, H, d}), cos, sin).view({B, L, D});
+      const at::Tensor rk = reference_rope(nk->forward(k).view({B, L, H, d}), cos, sin).view({B, L, D});
+      const at::Tensor v_before = qkv.narrow(2, 2 * D, D).clone();
+      ASSERT_TRUE(techniques::fused_qk_norm_rope_applies(&c.fc, q, k));
+      techniques::fused_qk_norm_rope(q, k, nq, nk, cos, sin, d, &c.fc);
+      EXPECT_LT(rel_l2(q, rq), 5e-3) << strided;
+      EXPECT_LT(rel_l2(k, rk), 5e-3) << strided;
+      EXPECT_LT(differing(q, rq), 0.05) << strided;
+      EXPECT_TRUE(at::equal(qkv.narrow(2, 2 * D, D), v_before)) << "v must be untouched";
+    }
+  }
+}
+
+TEST(GpuKernels, GeluEpilogueMatchesLinearThenGelu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  Ctx c(all_fused());
+  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{301, 3072, 14336}, {37, 96, 256}}) {
+    Linear lin(K, N, true, bf16());
+    lin->weight.copy_(at::randn({N, K}, f32()) / std::sqrt(static_cast<double>(K)));
+    lin->bias.copy_(at::randn({N}, f32()) * 0.1);
+    const at::Tensor x = at::randn({2, M, K}, bf16());
+    const at::Tensor ref = gelu_tanh(lin->forward(x));
+    const at::Tensor ref64 = at::gelu(at::linear(x.to(at::kDouble), lin->weight.to(at::kDouble), lin->bias.to(at::kDouble)), "tanh");
+    const at::Tensor got = techniques::gelu_epilogue_linear(lin, x, &c.fc);
+    EXPECT_LT(rel_l2(got, ref), 1e-2) << M << "x" << K << "x" << N;
+    // No worse against float64 than the unfused bf16 ops (one rounding instead of two).
+    EXPECT_LT(rel_l2(got, ref64), rel_l2(ref, ref64) * 1.2 + 1e-4);
+  }
+  EXPECT_EQ(c.trace.get("kernel.gelu_epilogue.launches"), 2);
+}
+
+TEST(GpuKernels, Fp8LinearIsCloseToBf16) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  RuntimeOptions o;
+  o.quant.fp8 = true;
+  Ctx c(o);
+  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{301, 3072, 3072}, {37, 3072, 14336}, {13, 96, 96}}) {
+    Linear lin(K, N, true, bf16());
+    lin->weight.copy_(at::randn({N, K}, f32()) / std::sqrt(static_cast<double>(K)));
+    lin->bias.copy_(at::randn({N}, f32()) * 0.1);
+    const at::Tensor x = at::randn({2, M, K}, bf16());
+    if (!techniques::fp8_applies(&c.fc, x, lin)) GTEST_SKIP() << "no FP8 GEMMs on this GPU or libtorch";
+    const at::Tensor ref = lin->forward(x);
+    const at::Tensor got = techniques::fp8_linear(lin, x, &c.fc);
+    EXPECT_LT(rel_l2(got, ref), 6e-2) << M << "x" << K << "x" << N;
+    const at::Tensor g_ref = lin->forward(gelu_tanh(x));
+    const at::Tensor g_got = techniques::fp8_linear(lin, x, &c.fc, /*gelu_input=*/true);
+    EXPECT_LT(rel_l2(g_got, g_ref), 6e-2) << "gelu " << M << "x" << K << "x" << N;
+  }
+  EXPECT_EQ(c.trace.get("quant.fp8.gemms"), 6);
+}
+
+// The reference's transformer vectors with every fused switch on: within the bf16 tolerance.
+TEST(GpuKernels, GoldenBf16TransformerWithFusedKernels) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  VerifyOptions o;
+  o.precision = Precision{at::kBFloat16, gpu()};
+  o.tolerance = 2e-2;
+  o.fp32_tolerance = 1e-4;
+  o.options = all_fused();
+  const auto rep = verify_golden_dir(test::golden_dir(), o);
+  size_t n = 0;
+  for (const auto& r : rep.rows) {
+    if (r.component.rfind("transformer", 0) != 0) continue;
+    ++n;
+    EXPECT_TRUE(r.pass) << r.tensor << " " << r.rel_l2;
+  }
+  EXPECT_EQ(n, 10u);
+}
+
+// One block of the full-size configuration (D 3072, 24 heads, FFN 14336) on 2 x 301 tokens with
+// per-token modulation: the fused block is as close to the float32 block as the unfused bf16 block is.
+TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  WanTransformerConfig cfg;
+  cfg.num_attention_heads = 24;
+  cfg.attention_head_dim = 128;
+  cfg.ffn_dim = 14336;
+  cfg.text_dim = 4096;
+  cfg.eps = 1e-6;
+  cfg.cross_attn_norm = true;
+  const int64_t D = cfg.dim(), B = 2, F = 7, Hh = 43, W = 1, L = F * Hh * W, S = 29;
+  WanBlock b32(cfg, Precision{at::kFloat, gpu()}), b16(cfg, Precision{at::kBFloat16, gpu()});
+  {
+    at::NoGradGuard g;
+    auto src = b32->named_parameters();
+    for (auto& p : src) {
+      const auto n = p.value().numel();
+      const double s = p.key().find("norm") != std::string::npos ? 0.0 : 1.0 / std::sqrt(static_cast<double>(p.value().size(-1)));
+      p.value().copy_(s == 0.0 ? at::rand(p.value().sizes(), f32()) + 0.5 : at::randn(p.value().sizes(), f32()) * s);
+      (void)n;
+    }
+    auto dst = b16->named_parameters();
+    for (auto& p : dst) p.value().copy_(src[p.key()]);
+  }
+  const at::Tensor x = at::randn({B, L, D}, f32()), ctx = at::randn({B, S, D}, f32());
+  const at::Tensor tproj = at::randn({B, L, 6, D}, f32()) * 0.1;
+  const at::Tensor ang = at::rand({L, cfg.attention_head_dim / 2}, f32()) * 6.3;
+  at::InferenceMode guard;
+  Ctx base(RuntimeOptions{}), fused(all_fused());
+  base.fc.grid_f = fused.fc.grid_f = F;
+  const at::Tensor r32 = b32->forward(x, ctx, tproj, ang.cos(), ang.sin(), &base.fc, nullptr);
+  const at::Tensor r16 = b16->forward(x.to(at::kBFloat16), ctx.to(at::kBFloat16), tproj.to(at::kBFloat16), ang.cos(),
+                                      ang.sin(), &base.fc, nullptr);
+  const at::Tensor f16 = b16->forward(x.to(at::kBFloat16), ctx.to(at::kBFloat16), tproj.to(at::kBFloat16), ang.cos(),
+                                      ang.sin(), &fused.fc, nullptr);
+  const double e_base = rel_l2(r16, r32), e_fused = rel_l2(f16, r32);
+  EXPECT_LT(e_fused, 2e-2);
+  EXPECT_LT(e_fused, e_base * 1.25 + 1e-4) << "unfused bf16 " << e_base;
+  EXPECT_LT(rel_l2(f16, r16), 1e-2);
+  for (const char* k : {"kernel.fused_norm_modulate.launches", "kernel.fused_gate_residual.launches",
+                        "kernel.fused_qk_norm_rope.launches", "kernel.gelu_epilogue.launches"})
+    EXPECT_GT(fused.trace.get(k), 0) << k;
+}
+
+// The tiny model's clip: with every fused switch on each switch engages and the clip is as close to the
+// float32 clip as the bf16 baseline's is (the fused ops round differently from the unfused ones, not
+// worse); off again reproduces the baseline bit-exactly.
+TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  GenerateParams p;
+  p.prompt = "a red fox";
+  p.height = 64;
+  p.width = 96;
+  p.frames = 9;
+  p.steps = 4;
+  LoadRequest r32;
+  r32.precision = Precision{at::kFloat, gpu()};
+  set_strict_fp32(true);
+  const at::Tensor ref = load_model(r32).pipeline->generate(p).video;
+  set_strict_fp32(false);
+  LoadRequest r;
+  r.precision = Precision{at::kBFloat16, gpu()};
+  auto m = load_model(r);
+  const auto a = m.pipeline->generate(p);
+  m.pipeline->set_options(all_fused());
+  const auto b = m.pipeline->generate(p);
+  EXPECT_TRUE(engagement_problems(all_fused(), b.trace).empty());
+  const double e_base = rel_l2(a.video, ref), e_fused = rel_l2(b.video, ref);
+  EXPECT_LT(e_fused, e_base * 1.25 + 1e-3) << "bf16 baseline vs fp32: " << e_base;
+  m.pipeline->set_options({});
+  EXPECT_TRUE(at::equal(m.pipeline->generate(p).video, a.video));
+}

@@ -1,0 +1,274 @@
+// The technique registry: what every technique declares, how manifests read it (unregistered flags
+// refused by key, canonical form unchanged for the techniques that predate it), the engagement check,
+// the calibrations' fits, and `autooptim techniques --json`.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+#include <sys/wait.h>
+
+#include "gates/manifest.h"
+#include "runtime/error.h"
+#include "runtime/techniques/engagement.h"
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+namespace {
+
+using nlohmann::json;
+
+json patch_with(const json& flags) {
+  return {{"id", "wan22-tiny/cache/x"},
+          {"kind", "patch"},
+          {"family", "cache"},
+          {"model", "wan22-tiny"},
+          {"runtime", "autooptim/1"},
+          {"base", "wan22-tiny/baseline"},
+          {"flags", flags},
+          {"lossless", false},
+          {"config", gates::to_json(gates::official_config("wan22-tiny"))}};
+}
+
+std::string parse_error(const json& flags) {
+  try {
+    gates::parse_manifest(patch_with(flags), "m.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::set<std::string> keys_of(const json& j) {
+  std::set<std::string> out;
+  for (const auto& item : j.items()) out.insert(item.key());
+  return out;
+}
+
+TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
+  std::map<std::string, std::pair<std::string, bool>> got;
+  for (const auto& t : all()) got[t.name] = {t.family, t.lossless};
+  const std::map<std::string, std::pair<std::string, bool>> want = {
+      {"attention_backend", {"kernel", true}}, {"cross_kv_cache", {"kernel", true}}, {"cuda_graph", {"kernel", true}},
+      {"fused_qkv", {"kernel", true}},         {"timestep_dedup", {"kernel", true}}, {"easycache", {"cache", false}},
+      {"teacache", {"cache", false}},          {"magcache", {"cache", false}},       {"first_block_cache", {"cache", false}},
+      {"forced_skip", {"cache", false}},       {"sparse", {"sparse", false}},
+      // The fused block kernels round differently from libtorch's separate kernels: lossy (measured).
+      {"fused_norm_modulate", {"kernel", false}}, {"fused_gate_residual", {"kernel", false}},
+      {"fused_qk_norm_rope", {"kernel", false}},  {"gelu_epilogue", {"kernel", false}},
+      {"fp8", {"quant", false}}};
+  EXPECT_EQ(got, want);
+  for (const auto& t : all()) {
+    SCOPED_TRACE(t.name);
+    EXPECT_FALSE(t.on(RuntimeOptions{})) << "every technique is off by default";
+    EXPECT_FALSE(t.engagement.empty());
+    EXPECT_FALSE(t.hooks.empty());
+    EXPECT_EQ(find(t.name), &t);
+  }
+  EXPECT_EQ(find("radial_attention"), nullptr);
+}
+
+TEST(Registry, EveryFlagIsBoundToItsOwnField) {
+  // Setting one flag to a value other than its default changes exactly that flag.
+  for (const auto& t : all())
+    for (const auto& f : t.flags) {
+      SCOPED_TRACE(t.path_of(f));
+      RuntimeOptions o;
+      json v;
+      switch (f.type) {
+        case FlagType::kBool: v = !f.default_value().get<bool>(); break;
+        case FlagType::kInt: v = f.default_value().get<int64_t>() == f.int_min ? f.int_min + 1 : f.int_min; break;
+        case FlagType::kNumber: v = f.max; break;
+        case FlagType::kChoice: v = f.choices.back(); break;
+        case FlagType::kIntList: v = json::array({f.int_min, f.int_min + 1}); break;
+        case FlagType::kNumberList: v = json::array({f.min + 0.5, f.min + 0.25, f.min + 0.125}); break;
+      }
+      ASSERT_FALSE(f.validate(v)) << v.dump();
+      ASSERT_NE(v, f.default_value());
+      f.set(o, v);
+      EXPECT_EQ(f.get(o), v);
+      EXPECT_EQ(technique_flags_set(o), std::vector<std::string>{t.path_of(f)});
+    }
+}
+
+TEST(Registry, AManifestWithAFlagOfAnUnregisteredTechniqueIsRefusedByKey) {
+  const std::string top = parse_error({{"radial_attention", {{"enabled", true}}}});
+  EXPECT_EQ(top.rfind("m.json: flags: unknown flag 'radial_attention'", 0), 0u) << top;
+  EXPECT_NE(top.find("teacache"), std::string::npos) << "the message lists the registered flags: " << top;
+  EXPECT_EQ(parse_error({{"teacache", {{"enabled", true}, {"polynomial", {1, 2}}}}}).rfind("m.json: flags.teacache: unknown key 'polynomial'", 0), 0u);
+  EXPECT_EQ(parse_error({{"teacahe", {{"enabled", true}}}}).find("(did you mean 'teacache'?)") != std::string::npos, true);
+  EXPECT_EQ(parse_error({{"forced_skip", {{"steps", {3, -1}}}}}), "m.json: flags.forced_skip.steps[1]: -1 is out of range [0, 999]");
+  EXPECT_EQ(parse_error({{"teacache", {{"threshold", 0}}}}), "m.json: flags.teacache.threshold: 0 is out of range (0, 10]");
+  EXPECT_EQ(parse_error({{"magcache", {{"enabled", true}}}}),
+            "m.json: flags.magcache.ratios: magcache needs its calibrated magnitude-ratio schedule (run its calibration)");
+  EXPECT_EQ(parse_error({{"magcache", {{"enabled", true}, {"ratios", {1.0, 0.98}}}}}), "");
+  EXPECT_EQ(parse_error({{"easycache", {{"enabled", true}}}, {"teacache", {{"enabled", true}}}}),
+            "m.json: flags: easycache and teacache cannot both be on (one step_cache technique at a time)");
+  EXPECT_EQ(parse_error({{"first_block_cache", {{"enabled", true}, {"threshold", 0.1}}}}), "");
+}
+
+TEST(Registry, CanonicalFormOfTheTechniquesBeforeTheRegistryIsUnchanged) {
+  // A manifest with no flags resolves to exactly the flags written before the registry existed, so the
+  // shipped manifests keep their canonical form and hash.
+  const json flags = gates::to_json(gates::parse_manifest(patch_with({{"easycache", {{"enabled", true}}}}), "m"))["flags"];
+  EXPECT_EQ(keys_of(flags), (std::set<std::string>{"dtype", "cpu_threads", "onednn", "attention_backend", "fused_qkv",
+                                                   "cross_kv_cache", "timestep_dedup", "cuda_graph", "easycache", "sparse"}));
+  EXPECT_EQ(keys_of(flags["easycache"]), (std::set<std::string>{"enabled", "threshold", "warmup_steps", "dense_last_step"}));
+  EXPECT_EQ(keys_of(flags["sparse"]),
+            (std::set<std::string>{"pattern", "window_frames", "window_tiles", "dense_layers", "dense_steps"}));
+  // A newer technique's group appears only when set, and then whole.
+  const json tea = gates::to_json(gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}}}}), "m"))["flags"];
+  EXPECT_EQ(keys_of(tea["teacache"]),
+            (std::set<std::string>{"enabled", "threshold", "warmup_steps", "dense_last_step", "coefficients", "calibrate"}));
+  EXPECT_EQ(tea["teacache"]["coefficients"], json::array({0.0, 1.0}));
+  // Defaults spelled out or not: the same hash; a changed value: another.
+  const auto h = gates::manifest_hash(gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}}}}), "m"));
+  EXPECT_EQ(gates::manifest_hash(gates::parse_manifest(
+                patch_with({{"teacache", {{"enabled", true}, {"threshold", 0.1}, {"calibrate", false}}}, {"forced_skip", {{"steps", json::array()}}}}), "m")),
+            h);
+  EXPECT_NE(gates::manifest_hash(gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}, {"threshold", 0.2}}}}), "m")), h);
+  // The off run keeps the settings only.
+  const auto m = gates::parse_manifest(patch_with({{"dtype", "fp32"}, {"forced_skip", {{"steps", {2, 3}}}}}), "m");
+  EXPECT_EQ(gates::technique_flags_set(m), std::vector<std::string>{"forced_skip.steps"});
+  EXPECT_TRUE(gates::technique_flags_set(gates::with_flags_off(m)).empty());
+  EXPECT_EQ(gates::to_runtime_options(gates::with_flags_off(m)).dtype, "fp32");
+}
+
+TEST(Registry, EngagementNamesTheCounterOfEveryTechniqueThatIsOn) {
+  RuntimeOptions o;
+  o.attention_backend = "math";
+  o.fused_qkv = true;
+  o.teacache.enabled = true;
+  Trace t;
+  auto problems = engagement_problems(o, t);
+  const std::set<std::string> got(problems.begin(), problems.end());
+  EXPECT_TRUE(got.count("attention_backend math is set but no attention ran on it (kernel.attention.math.calls = 0)"));
+  EXPECT_TRUE(got.count("fused_qkv is on but no fused QKV projection ran (kernel.fused_qkv.launches = 0)"));
+  EXPECT_TRUE(got.count("teacache is on but no block stack was skipped (cache.teacache.skipped_forwards = 0)"));
+  t.add("kernel.attention.math.calls");
+  t.add("kernel.fused_qkv.launches");
+  t.add("transformer.forwards", 4);
+  t.add("cache.teacache.computed_forwards", 3);
+  t.add("cache.teacache.skipped_forwards", 1);
+  EXPECT_TRUE(engagement_problems(o, t).empty());
+  t.add("cache.teacache.skipped_forwards", 1);  // more decisions than forwards: inconsistent counters
+  problems = engagement_problems(o, t);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("teacache: its computed and skipped forwards disagree"), std::string::npos);
+}
+
+TEST(Registry, CalibrationsFitWhatTheirRunsRecorded) {
+  // TeaCache: pairs on y = 0.1 + 2x + 3x^2 give back those coefficients.
+  Trace tr;
+  for (int step = 1; step < 20; ++step)
+    for (int b = 0; b < 2; ++b) {
+      const double x = 0.01 * step + 0.003 * b;
+      char s[8];
+      std::snprintf(s, sizeof s, "%04d", step);
+      tr.add("cache.teacache.calibration.input." + std::to_string(b) + "." + s, x);
+      tr.add("cache.teacache.calibration.output." + std::to_string(b) + "." + s, 0.1 + 2 * x + 3 * x * x);
+    }
+  const json tea = find("teacache")->calibration->fit({tr});
+  const auto c = tea["teacache"]["coefficients"].get<std::vector<double>>();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_NEAR(c[0], 0.1, 1e-6);
+  EXPECT_NEAR(c[1], 2.0, 1e-5);
+  EXPECT_NEAR(c[2], 3.0, 1e-4);
+  // Too few pairs: the identity.
+  EXPECT_EQ(find("teacache")->calibration->fit({Trace{}})["teacache"]["coefficients"], json::array({0.0, 1.0}));
+
+  // MagCache: the mean ratio per branch and step over the runs; step 0 (no previous residual) is 1.
+  Trace a, b;
+  a.add("cache.magcache.calibration.ratio.0.0001", 0.9);
+  b.add("cache.magcache.calibration.ratio.0.0001", 0.7);
+  a.add("cache.magcache.calibration.ratio.0.0002", 0.95);
+  b.add("cache.magcache.calibration.ratio.0.0002", 0.95);
+  a.add("cache.magcache.calibration.ratio.1.0001", 0.5);
+  a.add("cache.magcache.calibration.ratio.1.0002", 0.6);
+  const json mag = find("magcache")->calibration->fit({a, b})["magcache"];
+  const auto r = mag["ratios"].get<std::vector<double>>();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_DOUBLE_EQ(r[0], 1.0);
+  EXPECT_DOUBLE_EQ(r[1], 0.8);
+  EXPECT_DOUBLE_EQ(r[2], 0.95);
+  EXPECT_EQ(mag["ratios_uncond"], json::array({1.0, 0.5, 0.6}));
+  // The fitted schedule makes a valid manifest.
+  json flags = {{"magcache", {{"enabled", true}}}};
+  flags.merge_patch(find("magcache")->calibration->fit({a, b}));
+  EXPECT_EQ(parse_error(flags), "");
+}
+
+TEST(Registry, SearchSpacesAreValidManifestFlags) {
+  for (bool gpu : {false, true})
+    for (const auto& t : all()) {
+      if (!t.search) continue;
+      for (auto p : t.search(SearchContext{50, gpu})) {
+        SCOPED_TRACE(t.name + " " + p.label);
+        if (t.calibration) p.flags.merge_patch(t.calibration->fit({Trace{}}));
+        if (t.name == "magcache") p.flags["magcache"]["ratios"] = {1.0, 0.99};
+        EXPECT_EQ(parse_error(p.flags), "");
+        EXPECT_TRUE(t.on(gates::to_runtime_options(gates::parse_manifest(patch_with(p.flags), "m"))));
+      }
+    }
+  EXPECT_FALSE(find("forced_skip")->search) << "the benchmarking schedule is never proposed";
+}
+
+struct CliRun {
+  int code;
+  std::string out;
+};
+
+CliRun run_cli(const std::string& args) {
+  FILE* p = popen((std::string(AUTOOPTIM_BIN) + " " + args + " 2>/dev/null").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(Registry, TechniquesJsonListsTheRegistry) {
+  const CliRun r = run_cli("techniques --json --steps 20 --gpu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(keys_of(j), (std::set<std::string>{"techniques", "settings", "search_context"}));
+  EXPECT_EQ(keys_of(j["settings"]), (std::set<std::string>{"dtype", "cpu_threads", "onednn"}));
+  EXPECT_EQ(j["search_context"], (json{{"steps", 20}, {"gpu", true}}));
+  std::set<std::string> names;
+  for (const auto& t : j["techniques"]) {
+    names.insert(t["name"].get<std::string>());
+    EXPECT_EQ(keys_of(t), (std::set<std::string>{"name", "family", "lossless", "summary", "flags", "switch", "exclusive_group",
+                                                 "hooks", "engagement", "search_space", "calibration"}));
+    const Technique* reg = find(t["name"]);
+    ASSERT_NE(reg, nullptr);
+    std::set<std::string> paths;
+    for (const auto& f : reg->flags) paths.insert(reg->path_of(f));
+    EXPECT_EQ(keys_of(t["flags"]), paths);
+    for (const auto& [path, f] : t["flags"].items()) {
+      const std::set<std::string> k = keys_of(f);
+      EXPECT_TRUE(k.count("type") && k.count("default") && k.count("help")) << path;
+    }
+    for (const auto& e : t["engagement"]) EXPECT_EQ(keys_of(e), (std::set<std::string>{"counter", "not_engaged"}));
+    for (const auto& p : t["search_space"]) EXPECT_EQ(keys_of(p), (std::set<std::string>{"label", "flags"}));
+  }
+  std::set<std::string> registered;
+  for (const auto& t : all()) registered.insert(t.name);
+  EXPECT_EQ(names, registered);
+  // GPU-only search points appear with --gpu; the dense warm-up follows --steps.
+  const json& techniques = j["techniques"];
+  auto entry = [&](const std::string& name) {
+    for (const auto& t : techniques)
+      if (t["name"] == name) return t;
+    return json();
+  };
+  EXPECT_EQ(entry("cuda_graph")["search_space"].size(), 1u);
+  EXPECT_EQ(entry("easycache")["search_space"][0]["flags"]["easycache"]["warmup_steps"], 4);
+  const CliRun cpu = run_cli("techniques --json");
+  ASSERT_EQ(cpu.code, 0);
+  for (const auto& t : json::parse(cpu.out)["techniques"])
+    if (t["name"] == "cuda_graph") EXPECT_TRUE(t["search_space"].empty());
+  EXPECT_EQ(run_cli("techniques --steps 0").code, 2);
+  EXPECT_EQ(run_cli("techniques").code, 0);
+}
+
+}  // namespace
+}  // namespace autooptim::runtime::techniques
