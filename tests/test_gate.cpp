@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "gates/gate.h"
@@ -216,7 +217,7 @@ TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
   size_t n = 0;
   const auto* all = runtime::redteam_switches(&n);
-  ASSERT_EQ(n, 8u);
+  ASSERT_EQ(n, 9u);
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
   for (size_t i = 0; i < n; ++i) {
     const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);
@@ -398,6 +399,9 @@ TEST(Gate, RedTeamSkipCountersWithoutSkippingFailAuthenticity) {
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "the trace claims 50 transformer forwards, the denoising loop ran 100"))
       << reasons(v, "authenticity");
+  // The skips it claims are not backed by missing work: the loop ran every forward, every block.
+  EXPECT_TRUE(has_problem(v, "authenticity", "the cache claims 50 skipped forwards, but only 0 forwards' or blocks' work is missing"))
+      << reasons(v, "authenticity");
 }
 
 TEST(Gate, RedTeamCacheSkippingItsWarmupFailsTheWorkFloor) {
@@ -409,6 +413,56 @@ TEST(Gate, RedTeamCacheSkippingItsWarmupFailsTheWorkFloor) {
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "warm-up steps computed in full")) << reasons(v, "authenticity");
+}
+
+// A block-level cache (first-block cache: block 0 always runs, the rest reuse their residual) that skips
+// during the ten warm-up steps it declares. Its forwards all run, so only the blocks counted where they
+// run (not by the cache) show the skipped warm-up.
+TEST(Gate, RedTeamBlockCacheSkippingItsWarmupFailsTheWorkFloor) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("fbc-no-warmup", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}},
+                                                {"redteam", {{"skip_warmup", true}}}},
+                              false, "cache"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "first_block_cache declares 10 warm-up steps computed in full"))
+      << reasons(v, "authenticity");
+}
+
+// Sparse attention that attends sparsely from the first step and layer while declaring 5 dense steps and
+// 1 dense layer: the self-attention calls the model code ran on the sparse path give it away.
+TEST(Gate, RedTeamSparseSkippingItsDenseStepsFailsTheWorkFloor) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("sparse-no-dense", {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}},
+                                                  {"redteam", {{"sparse_skip_dense", true}}}},
+                              false, "sparse"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "the declared dense work was skipped")) << reasons(v, "authenticity");
+}
+
+// The same two techniques, honest: the floors and the counter checks find nothing to object to (whatever
+// the quality gate says of them), so the red-team tests above fail for the cheat, not for the family.
+TEST(Gate, HonestBlockCacheAndSparseAttentionMeetTheirWorkFloors) {
+  Fixture f;
+  for (const auto& [slug, flags, family] :
+       {std::tuple<std::string, json, std::string>{"fbc", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}}}, "cache"},
+        {"sparse", {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}}}, "sparse"}}) {
+    const auto v = f.gate(patch(slug, flags, false, family));
+    for (const char* text : {"warm-up steps", "dense last step", "dense work was skipped", "work floor", "first step ran",
+                             "work is missing", "sparse attention calls", "trace claims"})
+      EXPECT_FALSE(has_problem(v, "authenticity", text)) << slug << ": " << reasons(v, "authenticity");
+    // Work was skipped and the counts say where: fewer blocks than the baseline's, or sparse calls.
+    double blocks = 0, sparse = 0;
+    for (const auto& w : v.check("authenticity")->details.at("work")) {
+      blocks += w.at("blocks_run").get<double>();
+      sparse += w.at("sparse_attention_run").get<double>();
+    }
+    if (slug == "fbc") EXPECT_LT(blocks, 4.0 * 100 * v.check("authenticity")->details.at("work").size()) << slug;
+    else EXPECT_GT(sparse, 0.0) << slug;
+  }
 }
 
 // ---- Issue 15, gate integrity: the baseline is the harness's pinned one -------------------------------

@@ -864,15 +864,25 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     std::vector<std::string> problems;
     json work = json::array();
 
-    // (a) Replayed output: a run that claims to have skipped work yet made the baseline's clip bit for bit.
+    const int64_t L = tc.num_layers;
+    auto sum = [](const std::vector<int64_t>& v) {
+      double s = 0;
+      for (int64_t x : v) s += static_cast<double>(x);
+      return s;
+    };
+    // (a) Replayed output: a run that claims (or shows) skipped work yet made the baseline's clip bit for bit.
     for (size_t k = 0; k < clips.size(); ++k) {
       const auto& t = clips[k].cand->trace;
       const double ran = t.get("transformer.forwards");
       const double density = t.has("sparse.attention.density") ? t.get("sparse.attention.density") : 1.0;
-      const bool claims_skips = (ran < cand_N) || t.get("cache.easycache.skipped_forwards") > 0 || density < 1.0;
+      const double blocks = sum(clips[k].cand->times.step_blocks);
+      const bool claims_skips = (ran < cand_N) || t.get("cache.skipped_forwards") > 0 ||
+                                t.get("cache.easycache.skipped_forwards") > 0 || density < 1.0 ||
+                                blocks < static_cast<double>(cand_N * L);
       if (claims_skips && identical[k])
         problems.push_back(clips[k].name + ": claims to have skipped work (" + num(ran, 0) + " of " + std::to_string(cand_N) +
-                           " forwards run, attention density " + num(density, 3) +
+                           " forwards run, " + num(blocks, 0) + " of " + std::to_string(cand_N * L) + " blocks, attention density " +
+                           num(density, 3) +
                            ") yet its clip is bit-identical to the baseline's: skipped work cannot be that exact (the baseline's output replayed, or the counters inflated)");
     }
     // (b) Faster on prompts/seeds whose baseline output exists (the split at the official seed: cached, or
@@ -909,11 +919,26 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       const double claimed = t.get("transformer.forwards");
       double looped = 0;
       for (int64_t f : r.times.step_forwards) looped += static_cast<double>(f);
-      work.push_back({{"clip", c.name}, {"forwards_claimed", claimed}, {"forwards_looped", looped},
-                      {"denoise_s", r.times.denoising}, {"step_forwards", r.times.step_forwards}});
+      const double blocks = sum(r.times.step_blocks), sparse_run = sum(r.times.step_sparse_attention);
+      work.push_back({{"clip", c.name}, {"forwards_claimed", claimed}, {"forwards_looped", looped}, {"blocks_run", blocks},
+                      {"sparse_attention_run", sparse_run}, {"denoise_s", r.times.denoising},
+                      {"step_forwards", r.times.step_forwards}, {"step_blocks", r.times.step_blocks}});
       if (claimed != looped)
         counter_problems.push_back(c.name + ": the trace claims " + num(claimed, 0) + " transformer forwards, the denoising loop ran " +
                                    num(looped, 0));
+      // Claimed skips must be backed by missing work: a skipped forward is one the loop did not run, or
+      // one whose block stack ran at least one block fewer (counted where the blocks run).
+      const double claimed_skips = std::max(t.get("cache.skipped_forwards"), t.get("cache.easycache.skipped_forwards"));
+      const double missing = std::max(0.0, static_cast<double>(cand_N) - looped) + std::max(0.0, looped * L - blocks);
+      if (claimed_skips > missing + 1e-9)
+        counter_problems.push_back(c.name + ": the cache claims " + num(claimed_skips, 0) + " skipped forwards, but only " + num(missing, 0) +
+                                   " forwards' or blocks' work is missing from what the loop ran (" + num(looped, 0) + " forwards, " +
+                                   num(blocks, 0) + " blocks)");
+      // Sparse attention calls claimed against those the model code took the sparse path for (a pattern
+      // whose window covers every token counts its call as dense: fewer, never more).
+      if (t.get("sparse.attention.calls") > sparse_run)
+        counter_problems.push_back(c.name + ": the trace claims " + num(t.get("sparse.attention.calls"), 0) +
+                                   " sparse attention calls, the model took the sparse path " + num(sparse_run, 0) + " times");
       if (!dev.is_cuda() && (t.get("kernel.cuda_graph.replays") > 0 || t.get("kernel.cuda_graph.captures") > 0))
         counter_problems.push_back(c.name + ": claims " + num(t.get("kernel.cuda_graph.replays"), 0) +
                                    " CUDA-graph replays on a CPU device, where no graph can be captured");
@@ -936,30 +961,67 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       if (looped > 0 && r.times.denoising < looped * cand_linear_floor_s / 2.0)
         counter_problems.push_back(c.name + ": " + num(looped, 0) + " forwards in " + num(r.times.denoising) +
                                    " s is faster than the machine's calibrated throughput allows");
-      // Work floors: every cache computes the first step, a minimum share of the forwards, and its
-      // declared warm-up and last steps.
+      // Work floors, from the loop's and the blocks' own counts: every candidate computes the first step in
+      // full and a minimum share of the blocks; a cache its declared warm-up and last steps; sparse
+      // attention its declared dense steps and layers.
       const auto& sf = r.times.step_forwards;
-      if (sf.empty()) {
+      const auto& sb = r.times.step_blocks;
+      const auto& ss = r.times.step_sparse_attention;
+      if (sf.empty() || sb.size() != sf.size() || ss.size() != sf.size()) {
         floor_problems.push_back(c.name + ": no denoising loop ran (the clip came from elsewhere)");
         continue;
       }
-      if (sf.front() < branches) floor_problems.push_back(c.name + ": the first step ran " + std::to_string(sf.front()) + " of " +
-                                                          std::to_string(branches) + " forwards");
-      const double share = looped / static_cast<double>(cand_N);
+      const int64_t full_step = branches * L;
+      if (sf.front() < branches || sb.front() < full_step)
+        floor_problems.push_back(c.name + ": the first step ran " + std::to_string(sf.front()) + " of " + std::to_string(branches) +
+                                 " forwards and " + std::to_string(sb.front()) + " of " + std::to_string(full_step) + " blocks");
+      const double share = std::min(looped / static_cast<double>(cand_N), blocks / static_cast<double>(cand_N * L));
       if (share < S.min_forward_share)
-        floor_problems.push_back(c.name + ": ran " + num(looped, 0) + " of " + std::to_string(cand_N) + " forwards (" + num(100 * share, 1) +
-                                 "%), below the work floor of " + num(100 * S.min_forward_share, 1) + "%");
-      if (opts.easycache.enabled) {
-        for (int64_t s = 0; s < std::min<int64_t>(opts.easycache.warmup_steps, static_cast<int64_t>(sf.size())); ++s)
-          if (sf[static_cast<size_t>(s)] < branches) {
-            floor_problems.push_back(c.name + ": easycache declares " + std::to_string(opts.easycache.warmup_steps) +
-                                     " warm-up steps computed in full, but step " + std::to_string(s) + " ran " +
-                                     std::to_string(sf[static_cast<size_t>(s)]) + " of " + std::to_string(branches) + " forwards");
+        floor_problems.push_back(c.name + ": ran " + num(looped, 0) + " of " + std::to_string(cand_N) + " forwards and " + num(blocks, 0) +
+                                 " of " + std::to_string(cand_N * L) + " blocks (" + num(100 * share, 1) + "%), below the work floor of " +
+                                 num(100 * S.min_forward_share, 1) + "%");
+      struct CacheFloor {
+        const char* name;
+        bool on;
+        int64_t warmup;
+        bool dense_last;
+      };
+      const CacheFloor caches[] = {
+          {"easycache", opts.easycache.enabled, opts.easycache.warmup_steps, opts.easycache.dense_last_step},
+          {"teacache", opts.teacache.enabled && !opts.teacache.calibrate, opts.teacache.warmup_steps, opts.teacache.dense_last_step},
+          {"magcache", opts.magcache.enabled && !opts.magcache.calibrate, opts.magcache.warmup_steps, opts.magcache.dense_last_step},
+          {"first_block_cache", opts.first_block_cache.enabled, opts.first_block_cache.warmup_steps,
+           opts.first_block_cache.dense_last_step}};
+      const auto n_steps = static_cast<int64_t>(sf.size());
+      auto full = [&](int64_t s) { return sf[static_cast<size_t>(s)] >= branches && sb[static_cast<size_t>(s)] >= full_step; };
+      auto ran_text = [&](int64_t s) {
+        return std::to_string(sf[static_cast<size_t>(s)]) + " of " + std::to_string(branches) + " forwards and " +
+               std::to_string(sb[static_cast<size_t>(s)]) + " of " + std::to_string(full_step) + " blocks";
+      };
+      for (const auto& cf : caches) {
+        if (!cf.on) continue;
+        for (int64_t s = 0; s < std::min(cf.warmup, n_steps); ++s)
+          if (!full(s)) {
+            floor_problems.push_back(c.name + ": " + cf.name + " declares " + std::to_string(cf.warmup) +
+                                     " warm-up steps computed in full, but step " + std::to_string(s) + " ran " + ran_text(s));
             break;
           }
-        if (opts.easycache.dense_last_step && sf.back() < branches)
-          floor_problems.push_back(c.name + ": easycache declares a dense last step, which ran " + std::to_string(sf.back()) + " of " +
-                                   std::to_string(branches) + " forwards");
+        if (cf.dense_last && !full(n_steps - 1))
+          floor_problems.push_back(c.name + ": " + cf.name + " declares a dense last step, which ran " + ran_text(n_steps - 1));
+      }
+      if (opts.sparse.pattern != "none") {
+        const int64_t sparse_layers = std::max<int64_t>(0, L - opts.sparse.dense_layers);
+        for (int64_t s = 0; s < n_steps; ++s) {
+          const int64_t sp = ss[static_cast<size_t>(s)];
+          const int64_t allowed = s < opts.sparse.dense_steps ? 0 : sf[static_cast<size_t>(s)] * sparse_layers;
+          if (sp > allowed) {
+            floor_problems.push_back(c.name + ": sparse attention declares dense_steps " + std::to_string(opts.sparse.dense_steps) +
+                                     " and dense_layers " + std::to_string(opts.sparse.dense_layers) + ", but step " + std::to_string(s) +
+                                     " ran " + std::to_string(sp) + " self-attention calls sparse where at most " +
+                                     std::to_string(allowed) + " may be (the declared dense work was skipped)");
+            break;
+          }
+        }
       }
     }
     for (const auto& p : counter_problems) problems.push_back(p);

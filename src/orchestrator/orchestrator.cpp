@@ -401,6 +401,14 @@ RunOutcome run(const RunRequest& req) {
   // Baseline: the harness's pinned one (never a file of anyone's choosing), with the reduced
   // configuration applied when asked for.
   gates::Manifest base = gates::pinned_baseline(req.load.model);
+  {
+    // The installed manifests/<model>/baseline.json is a copy of the pinned baseline; one that differs
+    // is refused rather than silently ignored (it would have been the denominator before).
+    const fs::path installed = fs::path(req.manifests_dir) / req.load.model / "baseline.json";
+    if (fs::exists(installed) && gates::manifest_hash(gates::load_manifest(installed.string())) != gates::manifest_hash(base))
+      throw Error(installed.string() + ": differs from the harness's pinned baseline of " + req.load.model +
+                  "; the baseline always comes from the harness (restore the file or drop --manifests-dir)");
+  }
   if (req.frames) base.config.frames = req.frames;
   if (req.steps) base.config.steps = req.steps;
   if (req.height) base.config.height = req.height;

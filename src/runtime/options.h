@@ -95,8 +95,12 @@ struct RedTeamOptions {
   // Engagement counters without the work: claims a CUDA-graph replay per forward (also on the CPU) and,
   // with EasyCache on, moves half of the computed forwards to "skipped" while computing them all.
   bool inflate_counters = false;
-  // EasyCache skips during the warm-up steps its options declare (it runs with one warm-up step).
+  // A cache skips during the warm-up steps its options declare (every cache policy runs with one
+  // warm-up step, whatever its manifest says).
   bool skip_warmup = false;
+  // Sparse attention ignores its declared dense_steps and dense_layers (sparse from the first step and
+  // layer) while its manifest still declares them.
+  bool sparse_skip_dense = false;
 };
 
 // Process-wide: whether red-team switches are allowed at all (gates::set_redteam_allowed sets it). The
@@ -118,7 +122,8 @@ inline const RedTeamSwitch* redteam_switches(size_t* count) {
       {"sandbag", &RedTeamOptions::sandbag},           {"prefetch", &RedTeamOptions::prefetch},
       {"replay_baseline", &RedTeamOptions::replay_baseline},
       {"replay_baseline_cache", &RedTeamOptions::replay_baseline_cache},
-      {"inflate_counters", &RedTeamOptions::inflate_counters}, {"skip_warmup", &RedTeamOptions::skip_warmup}};
+      {"inflate_counters", &RedTeamOptions::inflate_counters}, {"skip_warmup", &RedTeamOptions::skip_warmup},
+      {"sparse_skip_dense", &RedTeamOptions::sparse_skip_dense}};
   *count = sizeof(all) / sizeof(all[0]);
   return all;
 }

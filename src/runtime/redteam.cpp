@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/safetensors.h"
+#include "runtime/techniques/registry.h"
 #include "runtime/wan_pipeline.h"
 
 namespace fs = std::filesystem;
@@ -42,6 +43,9 @@ void claim_skipped(Trace& t, const GenerateParams& p) {
   t.add("transformer.forwards", computed);
   t.add("cache.easycache.computed_forwards", computed);
   t.add("cache.easycache.skipped_forwards", n - computed);
+  t.add("cache.forwards", n);
+  t.add("cache.skipped_forwards", n - computed);
+  t.define_ratio("cache.skip_ratio", "cache.skipped_forwards", "cache.forwards", 0.0);
 }
 
 // replay_baseline_cache: the gate's cached baseline clip for this prompt and seed, found the way a
@@ -71,8 +75,9 @@ std::optional<at::Tensor> cached_baseline(const GenerateParams& p) {
 }  // namespace
 
 bool techniques_off(const RuntimeOptions& o) {
-  return o.attention_backend == "auto" && !o.fused_qkv && !o.cross_kv_cache && !o.timestep_dedup && !o.cuda_graph &&
-         !o.easycache.enabled && o.sparse.pattern == "none";
+  for (const auto& t : techniques::all())
+    if (t.on(o)) return false;
+  return true;
 }
 
 RedTeam::~RedTeam() { join_prefetch(); }
@@ -145,6 +150,7 @@ void RedTeam::after(WanPipeline& pipe, const RuntimeOptions& o, const GeneratePa
       const double half = std::floor(forwards / 2);
       r.trace.add("cache.easycache.skipped_forwards", half);
       r.trace.add("cache.easycache.computed_forwards", -half);
+      r.trace.add("cache.skipped_forwards", half);
       r.trace.add("transformer.forwards", -half);
     }
   }

@@ -90,19 +90,29 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   fc.steps = in.steps;
   // The cache family's policy sees every transformer call (and, through fc, the block stack).
   RuntimeOptions cache_options = options;
-  if (options.redteam.skip_warmup && redteam_allowed())  // red team: a cache that skips its declared warm-up
-    cache_options.easycache.warmup_steps = std::min<int64_t>(cache_options.easycache.warmup_steps, 1);
+  if (options.redteam.skip_warmup && redteam_allowed()) {  // red team: a cache that skips its declared warm-up
+    for (int64_t* w : {&cache_options.easycache.warmup_steps, &cache_options.teacache.warmup_steps,
+                       &cache_options.magcache.warmup_steps, &cache_options.first_block_cache.warmup_steps})
+      *w = std::min<int64_t>(*w, 1);
+  }
   const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);
   fc.cache = cache.get();
   const int sandbag = redteam_->extra_forwards(options);  // red team: discarded forwards on the off path
   int64_t step_forwards = 0;
+  WorkCount step_work;
+  fc.work = &step_work;
   auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
                       const at::Tensor& embeds) {
     fc.branch = branch;
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
       ++step_forwards;
-      for (int k = 0; k < sandbag; ++k) transformer_->forward(model_in, timestep, embeds, nullptr, &fc);
+      for (int k = 0; k < sandbag; ++k) {
+        ForwardContext hidden = fc;  // the sandbag's discarded forwards: uncounted, as a cheat would
+        hidden.work = nullptr;
+        hidden.trace = nullptr;
+        transformer_->forward(model_in, timestep, embeds, nullptr, &hidden);
+      }
       return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
     };
     return cache ? cache->forward(step, branch, model_in, full) : full();
@@ -111,6 +121,7 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
     const auto t0 = std::chrono::steady_clock::now();
     fc.step = i;
     step_forwards = 0;
+    step_work = WorkCount{};
     const double t = static_cast<double>(sched.timesteps()[static_cast<size_t>(i)]);
     at::Tensor model_in = condition.defined() ? (1 - mask) * condition + mask * latents : latents;
     model_in = model_in.to(dt);
@@ -128,6 +139,8 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
     if (times) {
       times->step_seconds.push_back(secs);
       times->step_forwards.push_back(step_forwards);
+      times->step_blocks.push_back(step_work.blocks);
+      times->step_sparse_attention.push_back(step_work.sparse_self_attention);
     }
     if (on_step) on_step(i, in.steps, secs);
   }

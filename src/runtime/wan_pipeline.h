@@ -44,6 +44,8 @@ struct StageTimes {
   double decoding = 0;
   std::vector<double> step_seconds;
   std::vector<int64_t> step_forwards;  // transformer forwards run in each step (counted by the loop)
+  std::vector<int64_t> step_blocks;    // transformer blocks run in each step (counted where they run)
+  std::vector<int64_t> step_sparse_attention;  // self-attention calls on the sparse path in each step
   double total() const { return text_encoding + image_encoding + denoising + decoding; }
 };
 
