@@ -260,6 +260,21 @@ TEST(Cli, AFailedStartLeavesNoRunBehind) {
   }
 }
 
+TEST(Cli, RunRefusesABaselineFromAFolderThatIsNotThePinnedOne) {
+  // A rogue baseline.json (one CPU thread: slower, so every candidate would look faster) in the manifests
+  // folder given to run: the baseline always comes from the harness, and a copy that differs is exit 2.
+  autooptim::test::TempDir tmp;
+  std::ifstream in(kSrc + "/manifests/wan22-tiny/baseline.json");
+  nlohmann::json rogue = nlohmann::json::parse(in);
+  rogue["flags"]["cpu_threads"] = 1;
+  fs::create_directories(tmp.file("rogue/wan22-tiny"));
+  autooptim::test::write_bytes(tmp.file("rogue/wan22-tiny/baseline.json"), rogue.dump(2));
+  const auto r = sh("run --model wan22-tiny --manifests-dir " + tmp.file("rogue") + " --out " + tmp.file("out"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("differs from the harness's pinned baseline"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.file("out")));
+}
+
 TEST(Cli, VerifyFailsAGoldenPairThatComparesNothing) {
   autooptim::test::TempDir tmp;
   const fs::path g = autooptim::test::golden_dir();
