@@ -40,6 +40,24 @@ extern char** environ;
 namespace autooptim::orchestrator {
 namespace {
 
+// The gate environment a worker registered (build, weights hash, device, dtype; gates::gate_environment),
+// and whether a ledger row was decided in it: resumed verdicts and cached baselines must match it.
+json gate_environment_of(const workers::WorkerInfo& w) {
+  if (w.registration.contains("gate_environment") && w.registration["gate_environment"].is_object())
+    return w.registration["gate_environment"];
+  return {{"build", gates::Worker::build_id()}, {"device", w.device}};
+}
+
+bool same_gate_environment(const json& row, const workers::WorkerInfo& w) {
+  for (const auto& [k, v] : gate_environment_of(w).items())
+    if (!row.contains(k) || row[k] != v) return false;
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
 struct Buckets {
   static const std::vector<std::pair<std::string, double>>& all() {
     static const std::vector<std::pair<std::string, double>> b = {{"1.5x", 1.5}, {"2x", 2.0}, {"3x", 3.0}, {"4x", 4.0}};
@@ -678,7 +696,7 @@ RunOutcome run(const RunRequest& req) {
   // environment (build, weights, device, dtype).
   std::map<std::pair<std::string, std::string>, json> done;
   for (const auto& row : ledger.read_all())
-    if (row.contains("manifest_hash") && row.contains("split") && gates::same_environment(row, worker))
+    if (row.contains("manifest_hash") && row.contains("split") && same_gate_environment(row, first_worker))
       done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
 
   gates::GateSettings gs = req.gate;
@@ -884,7 +902,7 @@ RunOutcome run(const RunRequest& req) {
       v["cached_from"] = bcache.string();
       v["out_dir"] = base_dir_abs.string();
       json row = v;
-      for (const auto& [k, val] : gates::gate_environment(worker).items()) row[k] = val;
+      for (const auto& [k, val] : gate_environment_of(first_worker).items()) row[k] = val;
       ledger.append(row);
       done[{gates::manifest_hash(base), req.split}] = v;
       baseline_cached = true;

@@ -266,6 +266,9 @@ int Server::run() {
     registration_["device_name"] = runtime::device_name(worker_->device());
     registration_["load_s"] = load_s_;
     registration_["dtype"] = o_.load.options.dtype;
+    // What the gate keys verdicts and the baseline cache by (build, weights hash, device, dtype): the
+    // orchestrator matches resumed ledger rows against it without a model of its own.
+    registration_["gate_environment"] = gates::gate_environment(*worker_);
     loaded_.store(true);
   } catch (const std::exception& e) {
     write_registration("failed", e.what());
