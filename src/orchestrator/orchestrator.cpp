@@ -1213,6 +1213,9 @@ RunOutcome run(const RunRequest& req) {
   }
   progress.clear();
 
+  // A worker that died after the janitor's last look (the last gate ended first) is still reported.
+  launcher->no_restarts();
+  keep_workers();
   // The workers leave; their final counters (held time, generating time, peak memory) go in the report.
   launcher->stop(StopSignals::signal() ? 5 : 30);
   json worker_rows = json::array();

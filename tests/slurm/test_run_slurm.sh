@@ -41,7 +41,7 @@ export SLURM_CONF="$work/cluster/slurm.conf"
 
 cd "$src"
 export AUTOOPTIM_LOAD_LOG="$work/loads.log"   # sbatch passes the environment on to the worker tasks
-"$bin" run --model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1 \
+"$bin" run --model wan22-tiny --frames 9 --steps 8 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1 \
   --budget-trials 10 --budget-minutes 8 --launcher slurm --workers 2 --worker-dead-after 20 --out "$run" \
   >"$work/run.out" 2>"$work/run.err" &
 runpid=$!
