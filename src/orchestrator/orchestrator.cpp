@@ -49,7 +49,8 @@ json gate_environment_of(const workers::WorkerInfo& w) {
 }
 
 bool same_gate_environment(const json& row, const workers::WorkerInfo& w) {
-  for (const auto& [k, v] : gate_environment_of(w).items())
+  const json env = gate_environment_of(w);  // a named value: items() of a temporary would dangle
+  for (const auto& [k, v] : env.items())
     if (!row.contains(k) || row[k] != v) return false;
   return true;
 }
@@ -902,7 +903,8 @@ RunOutcome run(const RunRequest& req) {
       v["cached_from"] = bcache.string();
       v["out_dir"] = base_dir_abs.string();
       json row = v;
-      for (const auto& [k, val] : gate_environment_of(first_worker).items()) row[k] = val;
+      const json env = gate_environment_of(first_worker);
+      for (const auto& [k, val] : env.items()) row[k] = val;
       ledger.append(row);
       done[{gates::manifest_hash(base), req.split}] = v;
       baseline_cached = true;
