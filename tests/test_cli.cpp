@@ -112,7 +112,7 @@ TEST(Cli, GenerateWritesTheClipAndStageTimes) {
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
-  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1";
+  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1 --repeats 1";  // one timed pair per clip: the test checks the run, not the timing
   // A failed start (prompts not found) leaves nothing behind, so the corrected command below is a
   // fresh run, not "already holds a run".
   const auto failed = sh(args + " --prompts-dir " + tmp.file("no-prompts"));

@@ -161,7 +161,7 @@ TEST(Gate, RedTeamOffLeakFailsOffIdentity) {
   set_redteam_allowed(false);
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "off_identity"));
-  EXPECT_EQ(v.failure_signature, "off-identity-break");
+  EXPECT_EQ(v.failure_signature, "off-identity-break") << "authenticity: " << v.check("authenticity")->reason;
 }
 
 TEST(Gate, RedTeamLossyBeyondToleranceFailsQuality) {
@@ -338,6 +338,24 @@ TEST(Gate, ProcessMonitorSeesAThreadAndItsCpuTime) {
   const auto after = mon.sample();
   EXPECT_GT(after.foreign_cpu_s() - before.foreign_cpu_s(), 0.2);  // the exited thread's time is foreign
   EXPECT_LT(after.own_cpu_s - before.own_cpu_s, 0.2);
+}
+
+// A load spike that slows the candidate's first timed runs (fresh draws) but not its runs at the official
+// seed minutes later: on a busy CI machine that looked like "faster where the baseline's output exists"
+// (measured 2.0 s against 14.2 s). The adjacent recheck pair clears it; an honest candidate is not
+// accused of depending on the baseline's outputs.
+TEST(Gate, ALoadSpikeOnTheTimedRunsIsNotTakenForACheat) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("spike", {{"cross_kv_cache", true}, {"redteam", {{"load_spike", true}}}}, true));
+  ASSERT_TRUE(v.integrity.contains("seen_vs_fresh")) << v.integrity.dump(1);
+  const json& sf = v.integrity["seen_vs_fresh"];
+  // The spike was seen, and by more than the check's most lenient bound (4x): without the recheck this
+  // candidate would have been accused.
+  EXPECT_GT(sf["fresh_s"].get<double>(), 4 * sf["seen_s"].get<double>()) << sf.dump();
+  ASSERT_TRUE(sf.contains("recheck")) << sf.dump();
+  EXPECT_FALSE(has_problem(v, "authenticity", "faster on prompts/seeds whose baseline output already exists"))
+      << reasons(v, "authenticity");
 }
 
 // ---- Issue 15, gate integrity: the baseline's outputs replayed -----------------------------------------

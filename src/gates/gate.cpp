@@ -104,7 +104,8 @@ const char* stage_label(const std::string& role) {
       {"candidate", "timed candidate"},          {"baseline", "timed baseline"},
       {"candidate_split", "candidate output"},   {"audit", "duplicate-prompt audit"},
       {"baseline_check", "off run: baseline"},   {"off", "off run: flags off"},
-      {"baseline_split", "baseline output"}};
+      {"baseline_split", "baseline output"},     {"recheck_fresh", "recheck: fresh draw"},
+      {"recheck_seen", "recheck: official seed"}};
   const auto it = labels.find(role);
   return it == labels.end() ? "run" : it->second;
 }
@@ -396,6 +397,27 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     fs::rename(tmp, f);
   }
   v.integrity["baseline_cache"] = cache_check;
+
+  // Authenticity (b) below compares the candidate on prompts/seeds whose baseline output exists (the
+  // split at the official seed) with its fresh draws of the timed pairs. Those runs are minutes apart, and
+  // a load spike on a busy machine can slow the fresh ones several-fold (measured: 14.2 s against 2.0 s on
+  // a CI-like 2-core machine). When they disagree by more than (b) could ever let through (half), one
+  // adjacent pair decides: a fresh draw, then the first prompt at the official seed (whose baseline output
+  // exists now). A candidate that depends on the baseline's outputs is faster on the second of the pair
+  // too; a load spike is not in both places at once.
+  std::optional<std::pair<size_t, size_t>> recheck;
+  {
+    std::vector<double> fresh_t, seen_t;
+    for (size_t i : pair_cand) fresh_t.push_back(windows[i].out.seconds);
+    for (size_t i : split_cand) seen_t.push_back(windows[i].out.seconds);
+    const double fresh = median_of(fresh_t), seen = median_of(seen_t);
+    if (fresh > 0 && seen < 0.5 * fresh) {
+      window("recheck_fresh", true, [&] { return w.run_drawn(cand, prompts); });
+      const size_t a = windows.size() - 1;
+      window("recheck_seen", true, [&] { return w.run(cand, prompts[0]); });
+      recheck = std::make_pair(a, windows.size() - 1);
+    }
+  }
 
   const RunOutput& audit = windows[audit_i].out;
   const RunOutput& off_run = windows[off_i].out;
@@ -899,8 +921,21 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     // (b) Faster on prompts/seeds whose baseline output exists (the split at the official seed: cached, or
     // made earlier in this process) than on the fresh ones drawn inside the timed windows.
     {
-      const double fresh = cstats.median, seen = median_of(cand_split_times);
-      if (fresh > 0 && seen < fresh * std::max(0.25, 1.0 - tol))
+      const double factor = std::max(0.25, 1.0 - tol);
+      double fresh = cstats.median, seen = median_of(cand_split_times);
+      json seen_check = {{"fresh_s", fresh}, {"seen_s", seen}, {"factor", factor}};
+      bool flagged = fresh > 0 && seen < fresh * factor;
+      if (recheck) {  // the adjacent pair decides (see above)
+        const double f2 = windows[recheck->first].out.seconds, s2 = windows[recheck->second].out.seconds;
+        seen_check["recheck"] = {{"fresh_s", f2}, {"seen_s", s2}};
+        flagged = f2 > 0 && s2 < f2 * factor;
+        if (flagged) {
+          seen = s2;
+          fresh = f2;
+        }
+      }
+      v.integrity["seen_vs_fresh"] = seen_check;
+      if (flagged)
         problems.push_back("the candidate is faster on prompts/seeds whose baseline output already exists (" + num(seen) +
                            " s at the official seed) than on fresh ones drawn inside the timed window (" + num(fresh) +
                            " s): it depends on the baseline's outputs");

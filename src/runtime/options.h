@@ -106,6 +106,10 @@ struct RedTeamOptions {
   // Sparse attention ignores its declared dense_steps and dense_layers (sparse from the first step and
   // layer) while its manifest still declares them.
   bool sparse_skip_dense = false;
+  // Not a cheat: the machine's load, simulated. The first three runs with a technique on (the candidate's
+  // warm-up and its first timed runs) each wait 10 s inside their timed window, as a load spike on a busy
+  // CI machine slows them; the harness must not take that for a cheat (authenticity's recheck).
+  bool load_spike = false;
 };
 
 // Process-wide: whether red-team switches are allowed at all (gates::set_redteam_allowed sets it). The
@@ -128,7 +132,7 @@ inline const RedTeamSwitch* redteam_switches(size_t* count) {
       {"replay_baseline", &RedTeamOptions::replay_baseline},
       {"replay_baseline_cache", &RedTeamOptions::replay_baseline_cache},
       {"inflate_counters", &RedTeamOptions::inflate_counters}, {"skip_warmup", &RedTeamOptions::skip_warmup},
-      {"sparse_skip_dense", &RedTeamOptions::sparse_skip_dense}};
+      {"sparse_skip_dense", &RedTeamOptions::sparse_skip_dense}, {"load_spike", &RedTeamOptions::load_spike}};
   *count = sizeof(all) / sizeof(all[0]);
   return all;
 }

@@ -97,6 +97,10 @@ std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOp
   if (rt.sandbag) sandbag_armed_ = true;
   else if (!any_redteam(rt) && technique) sandbag_armed_ = false;  // an honest candidate: the act is over
   const std::string key = request_key(p);
+  if (rt.load_spike && technique && spiked_runs_ < 3) {
+    ++spiked_runs_;
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+  }
 
   if (rt.write_output_early && early_.count(key)) {
     // The clip was made (and written) before this run; return at once without writing it.

@@ -45,6 +45,7 @@ class RedTeam {
   std::map<std::string, at::Tensor> early_;     // write_output_early
   std::map<std::string, at::Tensor> baseline_;  // replay_baseline: clips made with every technique off
   bool sandbag_armed_ = false;
+  int spiked_runs_ = 0;  // load_spike
   std::thread prefetch_thread_;
   std::mutex prefetch_mutex_;
   std::string prefetch_key_;
