@@ -112,7 +112,7 @@ TEST(Cli, GenerateWritesTheClipAndStageTimes) {
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
-  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1";
+  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1 --repeats 1";  // one timed pair per clip: the test checks the run, not the timing
   // A failed start (prompts not found) leaves nothing behind, so the corrected command below is a
   // fresh run, not "already holds a run".
   const auto failed = sh(args + " --prompts-dir " + tmp.file("no-prompts"));
@@ -258,6 +258,21 @@ TEST(Cli, AFailedStartLeavesNoRunBehind) {
       EXPECT_EQ(again.output.find("already holds a run"), std::string::npos) << again.output;
     }
   }
+}
+
+TEST(Cli, RunRefusesABaselineFromAFolderThatIsNotThePinnedOne) {
+  // A rogue baseline.json (one CPU thread: slower, so every candidate would look faster) in the manifests
+  // folder given to run: the baseline always comes from the harness, and a copy that differs is exit 2.
+  autooptim::test::TempDir tmp;
+  std::ifstream in(kSrc + "/manifests/wan22-tiny/baseline.json");
+  nlohmann::json rogue = nlohmann::json::parse(in);
+  rogue["flags"]["cpu_threads"] = 1;
+  fs::create_directories(tmp.file("rogue/wan22-tiny"));
+  autooptim::test::write_bytes(tmp.file("rogue/wan22-tiny/baseline.json"), rogue.dump(2));
+  const auto r = sh("run --model wan22-tiny --manifests-dir " + tmp.file("rogue") + " --out " + tmp.file("out"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("differs from the harness's pinned baseline"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.file("out")));
 }
 
 TEST(Cli, VerifyFailsAGoldenPairThatComparesNothing) {

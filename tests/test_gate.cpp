@@ -3,13 +3,21 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <fstream>
+#include <set>
+#include <thread>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "gates/gate.h"
+#include "gates/integrity.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/safetensors.h"
 #include "test_util.h"
 
 using namespace autooptim;
@@ -45,7 +53,6 @@ struct Fixture {
   GateSettings settings;
   Fixture() {
     settings.prompts_dir = kSrc + "/prompts";
-    settings.manifests_dir = kSrc + "/manifests";
     settings.cache_dir = tmp.file("cache");
     settings.timing_repeats = 2;
     settings.max_prompts = 1;
@@ -54,6 +61,25 @@ struct Fixture {
     return run_gate(worker(), m, "smoke", tmp.file(fs::path(m.id).filename().string()), settings, ledger);
   }
 };
+
+// Red-team flags for the length of one test.
+struct AllowRedTeam {
+  AllowRedTeam() { set_redteam_allowed(true); }
+  ~AllowRedTeam() { set_redteam_allowed(false); }
+};
+
+std::string reasons(const GateVerdict& v, const std::string& gate) {
+  const auto* c = v.check(gate);
+  return c ? c->details.value("problems", json::array()).dump(1) : "";
+}
+
+bool has_problem(const GateVerdict& v, const std::string& gate, const std::string& text) {
+  const auto* c = v.check(gate);
+  if (!c) return false;
+  for (const auto& p : c->details.value("problems", json::array()))
+    if (p.get<std::string>().find(text) != std::string::npos) return true;
+  return c->reason.find(text) != std::string::npos;
+}
 
 bool passed(const GateVerdict& v, const std::string& gate) {
   const auto* c = v.check(gate);
@@ -75,9 +101,10 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   EXPECT_TRUE(passed(v, "authenticity")) << v.check("authenticity")->reason;
   EXPECT_TRUE(passed(v, "quality")) << v.check("quality")->reason;  // lossless: within 50 dB
   EXPECT_TRUE(passed(v, "visual")) << v.check("visual")->reason;
-  // Every timed run's stages, in order: 2 interleaved pairs, the audit, the off run's baseline, the off run.
+  // Every timed run's stages, in order: 2 interleaved pairs (the candidate first, on a prompt and seed
+  // drawn inside its timed window), the candidate on the split, the audit, the fresh baseline, the off run.
   const auto& runs = v.check("performance")->details.at("runs");
-  ASSERT_EQ(runs.size(), 7u);
+  ASSERT_EQ(runs.size(), 8u);
   std::vector<std::string> order;
   for (const auto& r : runs) {
     order.push_back(r.at("run").get<std::string>());
@@ -85,7 +112,18 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
     EXPECT_LE(r.at("text_s").get<double>() + r.at("denoise_s").get<double>() + r.at("decode_s").get<double>(),
               r.at("total_s").get<double>() + 1e-6);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"baseline", "candidate", "baseline", "candidate", "audit", "baseline", "off"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"candidate", "baseline", "candidate", "baseline", "candidate_split", "audit",
+                                             "baseline_check", "off"}));
+  // The pairs ran on fresh seeds (never the official one), each pair's baseline on its candidate's.
+  EXPECT_NE(runs[0].at("seed"), 42);
+  EXPECT_EQ(runs[0].at("seed"), runs[1].at("seed"));
+  EXPECT_NE(runs[0].at("seed"), runs[2].at("seed"));
+  EXPECT_EQ(runs[4].at("seed"), 42);
+  // The integrity record: the pinned baseline, the calibration, no untimed work, no extra thread.
+  EXPECT_EQ(v.baseline_hash, manifest_hash(pinned_baseline("wan22-tiny")));
+  EXPECT_GT(v.integrity.at("baseline_speed").at("efficiency").get<double>(), 0.0);
+  EXPECT_EQ(v.integrity.at("untimed_work").at("threads").at("most_extra"), 0);
+  EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(), v.integrity.at("untimed_work").at("bound_s").get<double>());
   const fs::path dir = f.tmp.file("kv");
   for (const char* file : {"manifest.json", "metadata.json", "trace.json", "benchmark.json", "quality.json", "verdict.json"})
     EXPECT_TRUE(fs::exists(dir / file)) << file;
@@ -94,6 +132,7 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0]["manifest_hash"], manifest_hash(m));
   EXPECT_EQ(rows[0]["gates"].size(), 7u);
+  for (const char* k : {"build", "weights_hash", "device", "dtype"}) EXPECT_TRUE(rows[0].contains(k)) << k;
 }
 
 TEST(Gate, RedTeamNoOpCacheFailsAuthenticity) {
@@ -122,7 +161,7 @@ TEST(Gate, RedTeamOffLeakFailsOffIdentity) {
   set_redteam_allowed(false);
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "off_identity"));
-  EXPECT_EQ(v.failure_signature, "off-identity-break");
+  EXPECT_EQ(v.failure_signature, "off-identity-break") << "authenticity: " << v.check("authenticity")->reason;
 }
 
 TEST(Gate, RedTeamLossyBeyondToleranceFailsQuality) {
@@ -170,4 +209,377 @@ TEST(Gate, RejectedManifestIsNotRetriedUnderACosmeticChange) {
 
 TEST(Gate, RedTeamFlagsAreRefusedUnlessAllowed) {
   EXPECT_THROW(patch("x", {{"redteam", {{"off_leak", true}}}}, true), Error);
+  EXPECT_THROW(patch("x", {{"redteam", {{"sandbag", true}}}}, true), Error);
+  EXPECT_FALSE(runtime::redteam_allowed());
+}
+
+TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
+  AllowRedTeam allow;
+  size_t n = 0;
+  const auto* all = runtime::redteam_switches(&n);
+  ASSERT_EQ(n, 9u);
+  const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
+  for (size_t i = 0; i < n; ++i) {
+    const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);
+    EXPECT_TRUE(to_runtime_options(m).redteam.*(all[i].field)) << all[i].key;
+    EXPECT_EQ(to_json(m)["flags"]["redteam"][all[i].key], true) << all[i].key;
+    EXPECT_NE(manifest_hash(m), plain) << all[i].key;
+    EXPECT_TRUE(to_runtime_options(with_flags_off(m)).redteam.*(all[i].field)) << all[i].key;
+  }
+  EXPECT_THROW(patch("rt", {{"redteam", {{"sandbagging", true}}}}, true), Error);
+}
+
+
+// ---- Issue 16: a slowed baseline ("sandbagging") -------------------------------------------------------
+
+// The sandbag switch makes every later run with every technique off (the baseline, the off run) three
+// forwards slower per forward; off identity holds. Against the records of this machine's earlier
+// gates, and against the throughput calibrated in the same process, the baseline is an error of the run.
+TEST(Gate, RedTeamSandbaggedBaselineIsAnErrorOfTheRun) {
+  AllowRedTeam allow;
+  Fixture f;
+  f.settings.min_baseline_efficiency = 0;  // the records alone first
+  const auto honest = f.gate(patch("honest", {{"cross_kv_cache", true}}, true));
+  const double efficiency = honest.integrity.at("baseline_speed").at("efficiency").get<double>();
+  std::cout << "honest baseline efficiency per run: " << honest.integrity.at("baseline_speed").at("efficiency_runs").dump() << "\n";
+  ASSERT_GT(efficiency, 0.0);
+  ASSERT_TRUE(honest.integrity.at("baseline_speed").at("records").at("recorded").get<bool>());
+  ASSERT_TRUE(fs::exists(f.tmp.file("baseline-records.json")));
+
+  const Manifest sandbag = patch("sandbag", {{"cross_kv_cache", true}, {"redteam", {{"sandbag", true}}}}, true);
+  try {
+    const auto v = f.gate(sandbag);
+    ADD_FAILURE() << "a sandbagged baseline was not refused: " << v.integrity.dump(1) << "\nhonest: " << honest.integrity.dump(1);
+  } catch (const BaselineError& e) {
+    std::cout << e.what() << "\n";
+    EXPECT_NE(std::string(e.what()).find("slower than the records"), std::string::npos) << e.what();
+  }
+
+  // No records (a new machine or build): the calibration floor, here half the honest efficiency.
+  f.settings.records_path = f.tmp.file("fresh-records.json");
+  f.settings.min_baseline_efficiency = efficiency / 2;
+  try {
+    const auto v = f.gate(sandbag);
+    ADD_FAILURE() << "a sandbagged baseline passed the calibration floor: " << v.integrity.at("baseline_speed").dump(1);
+  } catch (const BaselineError& e) {
+    std::cout << e.what() << "\n";
+    EXPECT_NE(std::string(e.what()).find("below the floor"), std::string::npos) << e.what();
+  }
+  // Neither refused gate added to the records.
+  EXPECT_FALSE(fs::exists(f.settings.records_path));
+}
+
+TEST(Gate, BaselineRecordsAreKeyedAndKeepTheirNoise) {
+  Fixture f;
+  BaselineRecords r(f.tmp.file("r/records.json"));
+  EXPECT_TRUE(r.entries("k").empty());
+  for (int i = 0; i < 45; ++i) r.append("k", {{"host", "h"}}, {{"denoise_s", i}});
+  const auto e = r.entries("k");
+  ASSERT_EQ(e.size(), 40u);  // the newest 40
+  EXPECT_EQ(e.back().at("denoise_s"), 44);
+  EXPECT_TRUE(r.entries("other").empty());
+  test::write_bytes(f.tmp.file("bad.json"), "[1, 2]");
+  EXPECT_THROW(BaselineRecords(f.tmp.file("bad.json")).entries("k"), Error);
+  const json id = machine_identity();
+  for (const char* k : {"host", "cpu", "cores", "compiler", "libtorch", "assertions"}) EXPECT_TRUE(id.contains(k)) << k;
+}
+
+// ---- Issue 16: work done before the timer ("prefetching") ---------------------------------------------
+
+// After each run a background thread computes the clip of the request it predicts next (the same prompt
+// and seed) and the next run hands it over. The timed runs' prompts and seeds are drawn inside the timed
+// window, so the prediction never comes true; the thread left running and its CPU time outside the
+// candidate's windows are rejected by authenticity.
+TEST(Gate, RedTeamPrefetchInABackgroundThreadFailsAuthenticity) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("prefetch", {{"cross_kv_cache", true}, {"redteam", {{"prefetch", true}}}}, true));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "thread(s) running beyond the harness's own")) << reasons(v, "authenticity");
+  EXPECT_TRUE(has_problem(v, "authenticity", "untimed work")) << reasons(v, "authenticity");
+  EXPECT_GT(v.integrity.at("untimed_work").at("other_threads_in_baseline_runs_cpu_s").get<double>(), 0.2);
+}
+
+TEST(Gate, TimedPromptsAndSeedsAreDrawnInsideTheTimedWindow) {
+  const Manifest b = baseline();
+  const auto prompts = load_prompts(kSrc + "/prompts", false).split("smoke");
+  ASSERT_GE(prompts.size(), 2u);
+  std::set<int64_t> seeds;
+  std::set<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    Manifest quick = b;
+    quick.config.steps = 1;
+    quick.config.frames = 5;
+    const auto r = worker().run_drawn(quick, prompts);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_NE(r.seed, b.config.seed);
+    EXPECT_GE(r.seed, 0);
+    seeds.insert(r.seed);
+    ids.insert(r.prompt.id);
+    EXPECT_GT(r.seconds, 0.0);
+  }
+  EXPECT_EQ(seeds.size(), 4u);  // fresh every time
+}
+
+TEST(Gate, ProcessMonitorSeesAThreadAndItsCpuTime) {
+  ProcessMonitor mon;
+  mon.adopt_current_threads();
+  const auto before = mon.sample();
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    const double t0 = this_thread_cpu_seconds();
+    volatile double x = 0;
+    while (!stop && this_thread_cpu_seconds() - t0 < 0.3) x = x + 1;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(thread_count(), before.threads + 1);
+  spinner.join();
+  const auto after = mon.sample();
+  EXPECT_GT(after.foreign_cpu_s() - before.foreign_cpu_s(), 0.2);  // the exited thread's time is foreign
+  EXPECT_LT(after.own_cpu_s - before.own_cpu_s, 0.2);
+}
+
+// A load spike that slows the candidate's first timed runs (fresh draws) but not its runs at the official
+// seed minutes later: on a busy CI machine that looked like "faster where the baseline's output exists"
+// (measured 2.0 s against 14.2 s). The adjacent recheck pair clears it; an honest candidate is not
+// accused of depending on the baseline's outputs.
+TEST(Gate, ALoadSpikeOnTheTimedRunsIsNotTakenForACheat) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("spike", {{"cross_kv_cache", true}, {"redteam", {{"load_spike", true}}}}, true));
+  ASSERT_TRUE(v.integrity.contains("seen_vs_fresh")) << v.integrity.dump(1);
+  const json& sf = v.integrity["seen_vs_fresh"];
+  // The spike was seen, and by more than the check's most lenient bound (4x): without the recheck this
+  // candidate would have been accused.
+  EXPECT_GT(sf["fresh_s"].get<double>(), 4 * sf["seen_s"].get<double>()) << sf.dump();
+  ASSERT_TRUE(sf.contains("recheck")) << sf.dump();
+  EXPECT_FALSE(has_problem(v, "authenticity", "faster on prompts/seeds whose baseline output already exists"))
+      << reasons(v, "authenticity");
+}
+
+// ---- Issue 15, gate integrity: the baseline's outputs replayed -----------------------------------------
+
+// A "cache technique" that returns the clip the baseline already made in this process (and claims that
+// every forward was skipped), then the same from the gate's baseline cache on disk. The timed pairs run
+// on fresh prompts/seeds before their baseline, so no replay reaches them; where the clip exists (the
+// split at the official seed) the replay is caught: bit-identical output with skipped work.
+TEST(Gate, RedTeamReplayedBaselineOutputFailsAuthenticity) {
+  AllowRedTeam allow;
+  Fixture f;
+  // An honest gate first: the baseline's official-seed clip is now in this process and in the cache.
+  ASSERT_TRUE(passed(f.gate(patch("before-replay", {{"cross_kv_cache", true}}, true)), "artifacts"));
+  const json cache_flags = {{"enabled", true}, {"threshold", 1e-9}};
+  const auto v = f.gate(patch("replay", {{"easycache", cache_flags}, {"redteam", {{"replay_baseline", true}}}}, true, "cache"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_NE(v.check("authenticity")->reason.find("bit-identical to the baseline's"), std::string::npos)
+      << v.check("authenticity")->reason;
+  EXPECT_TRUE(has_problem(v, "authenticity", "faster on prompts/seeds whose baseline output already exists"))
+      << reasons(v, "authenticity");
+  EXPECT_TRUE(has_problem(v, "authenticity", "below the work floor") || has_problem(v, "authenticity", "no denoising loop ran"))
+      << reasons(v, "authenticity");
+  // No replay reached a timed run: their prompts and seeds were fresh and the candidate ran first.
+  for (const auto& p : v.check("authenticity")->details.at("problems"))
+    if (p.get<std::string>().rfind("pair", 0) == 0) EXPECT_EQ(p.get<std::string>().find("bit-identical"), std::string::npos) << p;
+  for (const auto& w : v.check("authenticity")->details.at("work"))
+    if (w.at("clip").get<std::string>().rfind("pair", 0) == 0) EXPECT_EQ(w.at("forwards_looped"), 100) << w.dump();
+
+  // From the cache on disk (a cheat that knows its layout).
+  setenv("AUTOOPTIM_REDTEAM_BASELINE_CACHE", f.settings.cache_dir.c_str(), 1);
+  setenv("AUTOOPTIM_REDTEAM_PROMPTS", (kSrc + "/prompts/visible.jsonl").c_str(), 1);
+  const auto d = f.gate(patch("replay-disk", {{"easycache", cache_flags}, {"redteam", {{"replay_baseline_cache", true}}}}, true, "cache"));
+  unsetenv("AUTOOPTIM_REDTEAM_BASELINE_CACHE");
+  unsetenv("AUTOOPTIM_REDTEAM_PROMPTS");
+  EXPECT_FALSE(d.accepted);
+  EXPECT_NE(d.check("authenticity")->reason.find("bit-identical to the baseline's"), std::string::npos)
+      << d.check("authenticity")->reason;
+}
+
+// ---- Issue 15, gate integrity: counters without the work, work floors -----------------------------------
+
+TEST(Gate, RedTeamCudaGraphClaimedOnTheCpuFailsAuthenticity) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("fake-graph", {{"cross_kv_cache", true}, {"cuda_graph", true}, {"redteam", {{"inflate_counters", true}}}}, true));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "CUDA-graph replays on a CPU device")) << reasons(v, "authenticity");
+}
+
+TEST(Gate, RedTeamSkipCountersWithoutSkippingFailAuthenticity) {
+  AllowRedTeam allow;
+  Fixture f;
+  // A cache that never skips, with half of its forwards reported as skipped.
+  const auto v = f.gate(patch("fake-skips", {{"easycache", {{"enabled", true}, {"threshold", 1e-9}}}, {"redteam", {{"inflate_counters", true}}}},
+                              false, "cache"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "the trace claims 50 transformer forwards, the denoising loop ran 100"))
+      << reasons(v, "authenticity");
+  // The skips it claims are not backed by missing work: the loop ran every forward, every block.
+  EXPECT_TRUE(has_problem(v, "authenticity", "the cache claims 50 skipped forwards, but only 0 forwards' or blocks' work is missing"))
+      << reasons(v, "authenticity");
+}
+
+TEST(Gate, RedTeamCacheSkippingItsWarmupFailsTheWorkFloor) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("no-warmup", {{"easycache", {{"enabled", true}, {"threshold", 0.3}, {"warmup_steps", 10}}},
+                                            {"redteam", {{"skip_warmup", true}}}},
+                              false, "cache"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "warm-up steps computed in full")) << reasons(v, "authenticity");
+}
+
+// A block-level cache (first-block cache: block 0 always runs, the rest reuse their residual) that skips
+// during the ten warm-up steps it declares. Its forwards all run, so only the blocks counted where they
+// run (not by the cache) show the skipped warm-up.
+TEST(Gate, RedTeamBlockCacheSkippingItsWarmupFailsTheWorkFloor) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("fbc-no-warmup", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}},
+                                                {"redteam", {{"skip_warmup", true}}}},
+                              false, "cache"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "first_block_cache declares 10 warm-up steps computed in full"))
+      << reasons(v, "authenticity");
+}
+
+// Sparse attention that attends sparsely from the first step and layer while declaring 5 dense steps and
+// 1 dense layer: the self-attention calls the model code ran on the sparse path give it away.
+TEST(Gate, RedTeamSparseSkippingItsDenseStepsFailsTheWorkFloor) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("sparse-no-dense", {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}},
+                                                  {"redteam", {{"sparse_skip_dense", true}}}},
+                              false, "sparse"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "the declared dense work was skipped")) << reasons(v, "authenticity");
+}
+
+// The same two techniques, honest: the floors and the counter checks find nothing to object to (whatever
+// the quality gate says of them), so the red-team tests above fail for the cheat, not for the family.
+TEST(Gate, HonestBlockCacheAndSparseAttentionMeetTheirWorkFloors) {
+  Fixture f;
+  for (const auto& [slug, flags, family] :
+       {std::tuple<std::string, json, std::string>{"fbc", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}}}, "cache"},
+        {"sparse", {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}}}, "sparse"}}) {
+    const auto v = f.gate(patch(slug, flags, false, family));
+    for (const char* text : {"warm-up steps", "dense last step", "dense work was skipped", "work floor", "first step ran",
+                             "work is missing", "sparse attention calls", "trace claims"})
+      EXPECT_FALSE(has_problem(v, "authenticity", text)) << slug << ": " << reasons(v, "authenticity");
+    // Work was skipped and the counts say where: fewer blocks than the baseline's, or sparse calls.
+    double blocks = 0, sparse = 0;
+    for (const auto& w : v.check("authenticity")->details.at("work")) {
+      blocks += w.at("blocks_run").get<double>();
+      sparse += w.at("sparse_attention_run").get<double>();
+    }
+    if (slug == "fbc") EXPECT_LT(blocks, 4.0 * 100 * v.check("authenticity")->details.at("work").size()) << slug;
+    else EXPECT_GT(sparse, 0.0) << slug;
+  }
+}
+
+// ---- Issue 15, gate integrity: the baseline is the harness's pinned one -------------------------------
+
+TEST(Gate, TheBaselineIsThePinnedOneNeverAManifestFromAFolder) {
+  for (const char* model : {"wan22-tiny", "wan22-ti2v-5b"})
+    EXPECT_EQ(manifest_hash(pinned_baseline(model)),
+              manifest_hash(load_manifest(kSrc + "/manifests/" + model + "/baseline.json")))
+        << model << ": manifests/<model>/baseline.json is a copy of the pinned baseline";
+  Fixture f;
+  // A rogue baseline (one CPU thread: slower, so every candidate would look faster) in a folder of the
+  // candidate's choosing: the gate has no setting that could make it read one.
+  fs::create_directories(f.tmp.path() / "rogue" / "wan22-tiny");
+  json rogue = to_json(baseline());
+  rogue["flags"]["cpu_threads"] = 1;
+  test::write_bytes((f.tmp.path() / "rogue" / "wan22-tiny" / "baseline.json").string(), rogue.dump());
+  const Manifest rogue_m = load_manifest((f.tmp.path() / "rogue" / "wan22-tiny" / "baseline.json").string());
+  ASSERT_NE(manifest_hash(rogue_m), manifest_hash(pinned_baseline("wan22-tiny")));
+  // A candidate whose base is anything but the pinned baseline's id cannot run.
+  Manifest other = patch("other-base", {{"cross_kv_cache", true}}, true);
+  other.base = "wan22-tiny/rogue-baseline";
+  EXPECT_THROW(f.gate(other), Error);
+  // Gating the rogue baseline itself measures it against the pinned one (recorded in the verdict).
+  const auto v = f.gate(rogue_m);
+  EXPECT_EQ(v.baseline_hash, manifest_hash(pinned_baseline("wan22-tiny")));
+  EXPECT_EQ(v.integrity.at("baseline").at("hash"), v.baseline_hash);
+  EXPECT_NE(v.baseline_hash, manifest_hash(rogue_m));
+}
+
+// ---- Issue 15: baseline cache keys -------------------------------------------------------------------
+
+TEST(Gate, BaselineCacheIsKeyedAndCheckedAgainstAFreshRun) {
+  Fixture f;
+  Ledger ledger(f.tmp.file("ledger.jsonl"));
+  const Manifest m = patch("cached", {{"cross_kv_cache", true}}, true);
+  const auto first = f.gate(m, &ledger);
+  const json& cache = first.integrity.at("baseline_cache");
+  for (const char* k : {"build", "weights_hash", "device", "device_name", "dtype", "cpu_threads", "baseline_hash"})
+    EXPECT_TRUE(cache.at("key").contains(k)) << k;
+  EXPECT_EQ(cache.at("key").at("weights_hash"), worker().weights_hash());
+  const fs::path dir = cache.at("dir").get<std::string>();
+  ASSERT_TRUE(fs::exists(dir / "key.json"));
+  const fs::path clip = dir / "mh-01-42.safetensors";
+  ASSERT_TRUE(fs::exists(clip));
+
+  // The second gate checks the cached clip against its fresh baseline run (and they agree).
+  const auto second = f.gate(patch("cached-again", {{"cross_kv_cache", true}, {"timestep_dedup", true}}, true));
+  EXPECT_EQ(second.integrity.at("baseline_cache").at("checked"), "mh-01");
+  EXPECT_TRUE(second.integrity.at("baseline_cache").at("bit_identical").get<bool>());
+
+  // A stale cached clip (another weights' output under the same key) is an error of the run.
+  at::Tensor u8 = runtime::SafetensorsFile::open(clip.string())->tensor("video").clone();
+  u8.index_put_({0}, 0);
+  runtime::write_safetensors(clip.string(), {{"video", u8}});
+  EXPECT_THROW(f.gate(patch("cached-stale", {{"cross_kv_cache", true}}, true)), BaselineError);
+
+  // A rejection recorded under other weights does not refuse a retry here.
+  json row = {{"manifest", "x"}, {"manifest_hash", manifest_hash(m)}, {"split", "smoke"}, {"accepted", false},
+              {"refused", false}, {"failure_signature", "slowdown"}, {"build", Worker::build_id()},
+              {"weights_hash", "someone-else"}, {"device", "cpu"}, {"device_name", "x"}, {"dtype", "Float"}};
+  EXPECT_FALSE(same_environment(row, worker()));
+  json here = row;
+  here["weights_hash"] = worker().weights_hash();
+  here["device_name"] = runtime::device_name(worker().device());
+  here["dtype"] = ledger.read_all().front().at("dtype");
+  EXPECT_TRUE(same_environment(here, worker()));
+}
+
+// ---- On a GPU: the defences do not reject an honest candidate ------------------------------------------
+
+// The full-size model (synthetic weights) at 4 steps of the official shape: the honest baseline passes
+// its calibration floor, nothing runs outside the timed windows, no thread is left behind, and the
+// figures are recorded for docs/gate-defences.md. Skipped without CUDA.
+TEST(GateGpu, HonestFullSizeCandidateLeavesNothingUntimed) {
+  if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  runtime::LoadRequest req;
+  req.model = "wan22-ti2v-5b";
+  req.synthetic_weights = true;
+  req.precision.device = at::Device(at::kCUDA, 0);
+  req.precision.compute = at::kBFloat16;
+  Worker w(req);
+  test::TempDir tmp;
+  GateSettings s;
+  s.prompts_dir = kSrc + "/prompts";
+  s.cache_dir = tmp.file("cache");
+  s.timing_repeats = 2;
+  s.max_prompts = 1;
+  s.exact_off_identity = false;
+  RunConfig c = official_config("wan22-ti2v-5b");
+  c.steps = 4;
+  s.baseline_config = c;
+  json mj = to_json(load_manifest(kSrc + "/manifests/wan22-ti2v-5b/kernel-all.json"));
+  mj["config"] = to_json(c);
+  const Manifest m = parse_manifest(mj, "kernel-all at 4 steps");
+  const auto v = run_gate(w, m, "smoke", tmp.file("gate"), s, nullptr);
+  std::cout << v.integrity.dump(1) << "\n" << v.to_json()["gates"].dump(1) << "\n";
+  EXPECT_TRUE(v.integrity.at("untimed_work").at("threads").at("most_extra") == 0);
+  EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(), v.integrity.at("untimed_work").at("bound_s").get<double>());
+  EXPECT_GE(v.integrity.at("baseline_speed").at("efficiency").get<double>(), 0.25);
+  EXPECT_TRUE(passed(v, "authenticity")) << reasons(v, "authenticity");
+  EXPECT_TRUE(passed(v, "off_identity")) << v.check("off_identity")->reason;
 }

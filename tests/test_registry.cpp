@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <sys/wait.h>
 
@@ -70,6 +71,22 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
     EXPECT_EQ(find(t.name), &t);
   }
   EXPECT_EQ(find("radial_attention"), nullptr);
+}
+
+TEST(Registry, WhichTechniquesWorkOnTheDecode) {
+  // The gate lets the decode be faster than the baseline's only when one of these is on.
+  RuntimeOptions o;
+  EXPECT_FALSE(works_on_decode(o));
+  o.cross_kv_cache = true;
+  o.easycache.enabled = true;
+  EXPECT_FALSE(works_on_decode(o));
+  for (auto set : std::vector<std::function<void(RuntimeOptions&)>>{
+           [](RuntimeOptions& x) { x.vae_bf16 = true; }, [](RuntimeOptions& x) { x.vae_causal_buffer = true; },
+           [](RuntimeOptions& x) { x.vae_fused_shortcut = true; }, [](RuntimeOptions& x) { x.vae_chunk_frames = 4; }}) {
+    RuntimeOptions v;
+    set(v);
+    EXPECT_TRUE(works_on_decode(v));
+  }
 }
 
 TEST(Registry, EveryFlagIsBoundToItsOwnField) {

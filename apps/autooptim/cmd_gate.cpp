@@ -90,9 +90,9 @@ void add_gate(CLI::App& app) {
   cmd->add_option("--ledger", a->ledger, "Append-only ledger (default: OUT/ledger.jsonl)");
   cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")
       ->default_str("prompts/ here, next to the binary, or installed");
-  cmd->add_option("--manifests-dir", a->settings.manifests_dir, "Folder of manifests/<model>/*.json (for the base)")
-      ->default_str("manifests/ here, next to the binary, or installed");
   cmd->add_option("--cache-dir", a->settings.cache_dir, "Baseline output cache (default OUT/../baseline-cache)");
+  cmd->add_option("--baseline-records", a->settings.records_path,
+                  "Records of the baseline's times on this machine (default: next to the cache, baseline-records.json)");
   cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str()->check(int_in(1, 1000));
   cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)")->check(int_in(0, 1000000));
   cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str()->check(number_in(0, 200));
@@ -101,7 +101,6 @@ void add_gate(CLI::App& app) {
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");
   cmd->callback([a, cmd] {
     a->settings.prompts_dir = find_data_dir("prompts", a->settings.prompts_dir, cmd->count("--prompts-dir") > 0);
-    a->settings.manifests_dir = find_data_dir("manifests", a->settings.manifests_dir, cmd->count("--manifests-dir") > 0);
     run_gate_cmd(*a);
   });
 }

@@ -79,7 +79,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--heldout-split", req->heldout_split, "Held-out split every tier candidate is checked on")->capture_default_str()->check(CLI::IsMember(gates::heldout_splits()));
   cmd->add_option("--prompts-dir", req->prompts_dir, "Folder of visible.jsonl and heldout.jsonl")
       ->default_str("prompts/ here, next to the binary, or installed");
-  cmd->add_option("--manifests-dir", req->manifests_dir, "Folder of manifests/<model>/baseline.json")
+  cmd->add_option("--manifests-dir", req->manifests_dir, "Folder of manifests/<model>/ (its baseline.json must be the pinned baseline's copy)")
       ->default_str("manifests/ here, next to the binary, or installed");
   cmd->add_option("--repeats", req->gate.timing_repeats, "Interleaved timed pairs per gate run")->default_str("2 for wan22-tiny, 3 for wan22-ti2v-5b")->check(int_in(1, 1000));
   cmd->add_option("--max-prompts", req->gate.max_prompts, "Prompts per split at most (0 = all)")->default_str("2 for wan22-tiny, 0 for wan22-ti2v-5b")->check(int_in(0, 1000000));

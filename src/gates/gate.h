@@ -4,12 +4,14 @@
 // acceptance and the only part that reads the held-out prompts.
 #include <nlohmann/json.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gates/ledger.h"
 #include "gates/manifest.h"
 #include "gates/worker.h"
+#include "runtime/error.h"
 
 namespace autooptim::gates {
 
@@ -23,22 +25,50 @@ struct GateProgress {
 
 struct GateSettings {
   std::string prompts_dir = "prompts";
-  std::string manifests_dir = "manifests";  // where the base manifest is found by id
-  std::string cache_dir;                    // baseline outputs; default <out>/../baseline-cache
-  int64_t timing_repeats = 3;               // interleaved baseline/candidate timed pairs
+  // The baseline is always the harness's pinned one (pinned_baseline()), never a manifest from a folder
+  // of anyone's choosing; the harness may only run it at another configuration (a reduced run).
+  std::optional<RunConfig> baseline_config;  // default: the model's official configuration
+  std::string cache_dir;                     // baseline outputs; default <out>/../baseline-cache
+  // Records of the baseline's stage times on this machine (a slowed baseline is an error of the run);
+  // default <cache_dir>/../baseline-records.json.
+  std::string records_path;
+  int64_t timing_repeats = 3;                // interleaved candidate/baseline timed pairs
   double min_margin = 0.03;                 // a speedup must beat the noise and at least this
   // Quality tolerance for lossy candidates (gate 5); lossless ones must match within lossless_psnr.
   double min_psnr = 30.0;
   double min_ssim = 0.90;
   double lossless_psnr = 50.0;
+  // The timed pairs' clips (fresh prompts/seeds) are quality audits too: a lossy candidate's may fall
+  // this far below min_psnr (one sample each, so a little slack), a lossless one's none.
+  double audit_psnr_slack = 3.0;
   // Off identity (gate 4): outputs equal (or within lossless_psnr on nondeterministic GPUs) and time
   // within max(2 x noise, this) of the baseline.
   double off_time_tolerance = 0.15;
   bool exact_off_identity = true;  // CPU runs are deterministic: demand bit-identical output
   int64_t max_prompts = 0;         // 0 = the whole split
+  // A slowed baseline: its denoising efficiency (FLOPs of the forwards it must run over its time, as a
+  // share of the machine's throughput calibrated in the same process) must reach this floor (< 0: the
+  // model's and device's default, 0: no floor), and it may not be slower than the records of earlier
+  // runs on this machine by more than max(this tolerance, 3 x the noise) on every clock it is timed by.
+  double min_baseline_efficiency = -1;
+  double baseline_record_tolerance = 0.40;
+  // Work outside the timed windows: a candidate's CPU time outside its own runs (other threads during the
+  // baseline's runs, between runs, a warm-up beyond its timed runs) may be at most this share of one
+  // timed run's CPU time (and 0.2 s); device work left queued at a window's start likewise.
+  double untimed_work_fraction = 0.25;
+  // Work floor of every candidate: the denoising loop runs at least this share of the forwards the
+  // baseline runs (a cache cannot skip (nearly) everything), and a cache its declared warm-up steps.
+  double min_forward_share = 0.05;
   // Called before every generation (gate and run show it as progress). An exception it throws ends
   // the gate run without a verdict (how an interrupted run stops the gate it is in).
   std::function<void(const GateProgress&)> progress;
+};
+
+// A baseline that cannot be trusted (slower than the machine's calibration or its records allow, a
+// cached output that a fresh run contradicts): an error of the run (exit 2), never a verdict.
+class BaselineError : public Error {
+ public:
+  using Error::Error;
 };
 
 struct GateCheck {
@@ -58,6 +88,10 @@ struct GateVerdict {
   double baseline_seconds = 0, candidate_seconds = 0, speedup = 0;
   double psnr = 0, ssim = 0;  // worst prompt's clip means
   std::string failure_signature;  // no-op, off-identity break, quality cliff, slowdown, artifact, ...
+  std::string baseline_hash;      // the pinned baseline that ran (at the harness's configuration)
+  // How the gate defended itself: the pinned baseline, calibration and records, the cache check, the
+  // drawn prompts/seeds, threads and untimed work (docs/gate-defences.md).
+  nlohmann::json integrity = nlohmann::json::object();
   nlohmann::json to_json() const;
   const GateCheck* check(const std::string& name) const;
 };
@@ -69,5 +103,16 @@ GateVerdict run_gate(Worker& worker, const Manifest& candidate, const std::strin
 
 // Finds the manifest with this id among the model's manifests under dir (manifests/<model>/*.json).
 Manifest find_manifest(const std::string& manifests_dir, const std::string& model, const std::string& id);
+
+// The harness's own baseline of a model: every technique off, libtorch's own threads, the official
+// configuration. Built in code, so no file can replace it; manifests/<model>/baseline.json is a copy
+// with the same hash (a test checks).
+Manifest pinned_baseline(const std::string& model);
+
+// The environment a verdict holds for: build, weights fingerprint, device, device name, dtype.
+nlohmann::json gate_environment(Worker& worker);
+// Whether a ledger row was decided in the same environment as this worker's (build, weights, device,
+// dtype): only such a verdict may be reused (resume) or refuse a retry.
+bool same_environment(const nlohmann::json& row, Worker& worker);
 
 }  // namespace autooptim::gates

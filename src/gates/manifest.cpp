@@ -27,7 +27,14 @@ const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
-const std::vector<std::string> kRedTeamKeys = {"off_leak", "write_output_early"};
+// The red-team switches' keys, from runtime/options.h (one table for parsing and printing).
+std::vector<std::string> redteam_keys() {
+  size_t n = 0;
+  const auto* all = runtime::redteam_switches(&n);
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < n; ++i) keys.push_back(all[i].key);
+  return keys;
+}
 bool g_redteam_allowed = false;
 
 namespace tech = runtime::techniques;
@@ -203,10 +210,12 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
       c.fail("flags.redteam", "red-team flags are only accepted where explicitly allowed (the harness's own tests)");
     const json& r = flags["redteam"];
     c.require_object(r, "flags.redteam");
-    c.check_keys(r, "flags.redteam", kRedTeamKeys);
-    if (r.contains("off_leak")) o.redteam.off_leak = c.get_bool(r["off_leak"], "flags.redteam.off_leak");
-    if (r.contains("write_output_early"))
-      o.redteam.write_output_early = c.get_bool(r["write_output_early"], "flags.redteam.write_output_early");
+    c.check_keys(r, "flags.redteam", redteam_keys());
+    size_t n = 0;
+    const auto* all = runtime::redteam_switches(&n);
+    for (size_t i = 0; i < n; ++i)
+      if (r.is_object() && r.contains(all[i].key))
+        o.redteam.*(all[i].field) = c.get_bool(r[all[i].key], std::string("flags.redteam.") + all[i].key);
   }
   json rest = flags;
   rest.erase("redteam");
@@ -377,12 +386,20 @@ json to_json(const RunConfig& c) {
 json flags_to_json(const runtime::RuntimeOptions& o) {
   json j = tech::flags_to_json(o);
   // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
-  if (o.redteam.off_leak || o.redteam.write_output_early)
-    j["redteam"] = {{"off_leak", o.redteam.off_leak}, {"write_output_early", o.redteam.write_output_early}};
+  if (runtime::any_redteam(o.redteam)) {
+    size_t n = 0;
+    const auto* all = runtime::redteam_switches(&n);
+    json r = json::object();
+    for (size_t i = 0; i < n; ++i) r[all[i].key] = o.redteam.*(all[i].field);
+    j["redteam"] = r;
+  }
   return j;
 }
 
-void set_redteam_allowed(bool allowed) { g_redteam_allowed = allowed; }
+void set_redteam_allowed(bool allowed) {
+  g_redteam_allowed = allowed;
+  runtime::redteam_allowed_flag() = allowed;
+}
 
 json to_json(const Manifest& m) {
   // nlohmann::json keeps object keys sorted, which is the canonical order.

@@ -58,8 +58,9 @@ runtime::RuntimeOptions to_runtime_options(const Manifest& m);
 // The full resolved flags object of a RuntimeOptions (canonical form of "flags").
 nlohmann::json flags_to_json(const runtime::RuntimeOptions& o);
 
-// Red-team flags ("redteam": {"off_leak", "write_output_early"}) are refused unless allowed here;
-// only the harness's own tests (gate --allow-redteam) allow them. They stay on in the off run.
+// Red-team flags ("redteam": {<switch>: true}, the switches of runtime::RedTeamOptions) are refused
+// unless allowed here; only the harness's own tests (gate --allow-redteam) allow them. They stay on in
+// the off run. Allowing them also lets the runtime's red-team hooks act (runtime/redteam.h).
 void set_redteam_allowed(bool allowed);
 
 // The model's official setting; a run off it can be measured but never win a tier.

@@ -3,14 +3,22 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
+#include <tuple>
 
 #include "gates/generate_params.h"
+#include "gates/integrity.h"
 #include "gates/sha256.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/torch_compat.h"
 
 namespace autooptim::gates {
 
@@ -58,7 +66,16 @@ runtime::WanPipeline& Worker::pipeline_for(const std::string& dtype) {
   return *it->second.pipeline;
 }
 
-RunOutput Worker::run(const Manifest& m, const Prompt& prompt) {
+RunOutput Worker::run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed) {
+  return run_with(m, {prompt}, seed, false);
+}
+
+RunOutput Worker::run_drawn(const Manifest& m, const std::vector<Prompt>& choices) {
+  if (choices.empty()) throw Error("run_drawn: no prompts to draw from");
+  return run_with(m, choices, std::nullopt, true);
+}
+
+RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn) {
   if (m.model != request_.model)
     throw Error("manifest '" + m.id + "' is for model '" + m.model + "', this worker runs '" + request_.model + "'");
   RunOutput out;
@@ -66,13 +83,27 @@ RunOutput Worker::run(const Manifest& m, const Prompt& prompt) {
   auto& pipe = pipeline_for(opts.dtype);
   pipe.set_options(opts);
 
-  const runtime::GenerateParams p = generate_params(m.config, prompt.text);
   // Poison: the output buffer starts as NaN, so a run that does not write its output fails.
   const int64_t T = m.config.frames;
   out.video = at::full({T, 3, m.config.height, m.config.width}, std::numeric_limits<float>::quiet_NaN());
+  out.prompt = choices.front();
+  out.seed = seed.value_or(m.config.seed);
   try {
+    const auto s0 = std::chrono::steady_clock::now();
     runtime::device_synchronize(device());
+    out.pre_sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     const auto t0 = std::chrono::steady_clock::now();
+    if (drawn) {
+      // Inside the timed window: what this run makes is decided only now.
+      std::random_device rd;
+      out.prompt = choices[rd() % choices.size()];
+      do {
+        out.seed = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) | rd()) & 0x7fffffffULL);
+      } while (out.seed == m.config.seed);
+    }
+    RunConfig c = m.config;
+    c.seed = out.seed;
+    const runtime::GenerateParams p = generate_params(c, out.prompt.text);
     auto r = pipe.generate(p, {}, &out.video);
     out.seconds = runtime::synced_seconds_since(t0, device());
     ++generations_;
@@ -85,6 +116,88 @@ RunOutput Worker::run(const Manifest& m, const Prompt& prompt) {
     out.error = std::string("libtorch: ") + e.what_without_backtrace();
   }
   return out;
+}
+
+Calibration Worker::calibrate(const RunConfig& config) {
+  const auto& tc = pipeline().transformer()->config();
+  const auto& vc = pipeline().vae()->config();
+  const auto& p = request_.precision;
+  Calibration cal;
+  const int64_t T = (config.frames - 1) / vc.scale_factor_temporal + 1;
+  cal.tokens = T / tc.patch_size[0] * (config.height / vc.scale_factor_spatial / tc.patch_size[1]) *
+               (config.width / vc.scale_factor_spatial / tc.patch_size[2]);
+  cal.dim = tc.dim();
+  cal.heads = tc.num_attention_heads;
+  const int64_t L = std::max<int64_t>(1, cal.tokens), D = cal.dim, H = cal.heads, hd = tc.attention_head_dim;
+  // The CPU's attention materialises [heads, Lq, L] scores: keep a slice of the queries under ~512 MB.
+  int64_t Lq = L;
+  if (!p.device.is_cuda()) Lq = std::clamp<int64_t>((int64_t{1} << 27) / std::max<int64_t>(1, H * L), 1, L);
+  const auto began = std::chrono::steady_clock::now();
+  at::InferenceMode guard;
+  const auto opts = request_.precision.compute_opts();
+  const at::Tensor a = at::randn({L, D}, opts), b = at::randn({D, D}, opts);
+  const at::Tensor q = at::randn({1, H, Lq, hd}, opts), k = at::randn({1, H, L, hd}, opts), v = at::randn({1, H, L, hd}, opts);
+  runtime::DeviceTimer timer(p.device);
+  // The best rate of five rounds, each ~20 ms or one call, after one untimed call: a busy machine only
+  // ever makes a round slower, so the best is the closest to what the machine can do.
+  auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  // Returns {per wall second, per CPU second}.
+  auto rate = [&](const std::function<void()>& fn, double flops) {
+    fn();
+    timer.start();
+    fn();
+    const double one = std::max(1e-7, timer.stop_seconds());
+    const int reps = static_cast<int>(std::clamp(0.02 / one, 1.0, 2000.0));
+    std::vector<double> wall, cpu;
+    for (int r = 0; r < 5 && (r == 0 || one < 2.0); ++r) {
+      const double c0 = process_cpu_seconds();
+      timer.start();
+      for (int i = 0; i < reps; ++i) fn();
+      const double s = timer.stop_seconds();
+      const double c = process_cpu_seconds() - c0;
+      wall.push_back(flops * reps / std::max(1e-9, s) / 1e12);
+      cpu.push_back(flops * reps / std::max(1e-9, c) / 1e12);
+    }
+    return std::make_pair(best(wall), best(cpu));
+  };
+  std::tie(cal.matmul_tflops, cal.matmul_tflops_per_cpu_s) = rate([&] { (void)at::mm(a, b); }, 2.0 * L * D * D);
+  std::tie(cal.attention_tflops, cal.attention_tflops_per_cpu_s) =
+      rate([&] { (void)runtime::compat::sdpa(q, k, v); }, 4.0 * Lq * L * D);
+  cal.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return cal;
+}
+
+const std::string& Worker::weights_hash() {
+  if (!weights_hash_.empty()) return weights_hash_;
+  at::InferenceMode guard;
+  std::ostringstream s;
+  char buf[64];
+  auto add = [&](const std::string& name, const at::Tensor& value) {
+    const at::Tensor t = value.detach();
+    s << name << ' ' << t.scalar_type() << ' ' << t.sizes() << ':';
+    if (t.numel() == 0) return;
+    const at::Tensor flat = t.reshape({-1});
+    const at::Tensor d = flat.to(at::kDouble);
+    const int64_t n = flat.numel(), samples = std::min<int64_t>(n, 64);
+    const at::Tensor idx = at::linspace(0, static_cast<double>(n - 1), samples, at::TensorOptions().dtype(at::kDouble))
+                               .round().to(at::kLong).to(flat.device());
+    const at::Tensor stats = at::cat({at::stack({d.sum(), d.abs().sum(), (d * d).sum()}), d.index_select(0, idx)}).to(at::kCPU);
+    const double* x = stats.data_ptr<double>();
+    for (int64_t i = 0; i < stats.numel(); ++i) {
+      std::snprintf(buf, sizeof(buf), " %.17g", x[i]);
+      s << buf;
+    }
+    s << '\n';
+  };
+  auto& pipe = pipeline();
+  for (const auto& item : pipe.transformer()->named_parameters(true)) add("transformer." + item.key(), item.value());
+  for (const auto& item : pipe.transformer()->named_buffers(true)) add("transformer." + item.key(), item.value());
+  for (const auto& item : pipe.vae()->named_parameters(true)) add("vae." + item.key(), item.value());
+  for (const auto& item : pipe.vae()->named_buffers(true)) add("vae." + item.key(), item.value());
+  // The text encoder and tokenizer through what they make of a fixed prompt.
+  add("text_embedding", pipe.encode_text({"autooptim weights fingerprint: a red fox runs through fresh snow"}));
+  weights_hash_ = sha256_hex(s.str()).substr(0, 16);
+  return weights_hash_;
 }
 
 }  // namespace autooptim::gates

@@ -7,7 +7,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gates/manifest.h"
 #include "gates/prompts.h"
@@ -21,6 +23,23 @@ struct RunOutput {
   runtime::Trace trace;
   runtime::StageTimes times;
   std::string error;  // non-empty when the run failed (NaN, out of memory, a technique error)
+  Prompt prompt;      // what was asked for: the prompt and the seed
+  int64_t seed = 0;
+  // Seconds the device synchronisation before the timer took: device work still queued from outside
+  // the timed window (0 on the CPU).
+  double pre_sync_s = 0;
+};
+
+// The machine's throughput at the model's shapes, measured in this process: the reference that the
+// baseline's stage times are held against (docs/gate-defences.md, "a slowed baseline").
+struct Calibration {
+  double matmul_tflops = 0;     // [tokens, dim] x [dim, dim] in the compute dtype, per second
+  double attention_tflops = 0;  // self-attention over the model's tokens, heads and head size, per second
+  // The same per second of the process's CPU time (all its threads): on a CPU shared with other
+  // processes, what a CPU-second buys, which their load does not change (the wall clock's rate it does).
+  double matmul_tflops_per_cpu_s = 0, attention_tflops_per_cpu_s = 0;
+  double seconds = 0;           // what the calibration cost
+  int64_t tokens = 0, dim = 0, heads = 0;
 };
 
 class Worker {
@@ -39,8 +58,19 @@ class Worker {
   const std::string& weights_label() const { return loaded_.weights_label; }
   at::Device device() const { return request_.precision.device; }
 
-  // One generation of `prompt` under `m`'s flags and config, timed around the whole generate().
-  RunOutput run(const Manifest& m, const Prompt& prompt);
+  // One generation of `prompt` under `m`'s flags and config (the seed: `seed`, else the config's),
+  // timed around the whole generate().
+  RunOutput run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed = std::nullopt);
+  // One timed generation whose prompt (one of `choices`) and seed are drawn from std::random_device
+  // after the timer has started: nothing before the timed window can know what it will be asked.
+  RunOutput run_drawn(const Manifest& m, const std::vector<Prompt>& choices);
+
+  // Dense matmul and attention rates at the shapes of one forward of `config`, in the compute dtype of
+  // the request: the best of a few short rounds.
+  Calibration calibrate(const RunConfig& config);
+  // A fingerprint of the loaded weights (every transformer and VAE tensor's name, shape, dtype, sums
+  // and a strided sample, and a text embedding): what the baseline cache and the records are keyed by.
+  const std::string& weights_hash();
 
   // Dense matmul rate in the compute dtype, measured once: the ceiling for the FLOP floor.
   double peak_tflops();
@@ -57,6 +87,8 @@ class Worker {
   double peak_tflops_ = 0;
   int64_t generations_ = 0;
   double generating_s_ = 0;
+  std::string weights_hash_;
+  RunOutput run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn);
 };
 
 }  // namespace autooptim::gates

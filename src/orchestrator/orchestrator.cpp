@@ -40,6 +40,25 @@ extern char** environ;
 namespace autooptim::orchestrator {
 namespace {
 
+// The gate environment a worker registered (build, weights hash, device, dtype; gates::gate_environment),
+// and whether a ledger row was decided in it: resumed verdicts and cached baselines must match it.
+json gate_environment_of(const workers::WorkerInfo& w) {
+  if (w.registration.contains("gate_environment") && w.registration["gate_environment"].is_object())
+    return w.registration["gate_environment"];
+  return {{"build", gates::Worker::build_id()}, {"device", w.device}};
+}
+
+bool same_gate_environment(const json& row, const workers::WorkerInfo& w) {
+  const json env = gate_environment_of(w);  // a named value: items() of a temporary would dangle
+  for (const auto& [k, v] : env.items())
+    if (!row.contains(k) || row[k] != v) return false;
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
 struct Buckets {
   static const std::vector<std::pair<std::string, double>>& all() {
     static const std::vector<std::pair<std::string, double>> b = {{"1.5x", 1.5}, {"2x", 2.0}, {"3x", 3.0}, {"4x", 4.0}};
@@ -521,8 +540,17 @@ RunOutcome run(const RunRequest& req) {
   Progress progress(start, req.budget_minutes * 60.0);
   const fs::path out(req.out_dir);
 
-  // Baseline, with the reduced configuration applied when asked for.
-  gates::Manifest base = gates::load_manifest((fs::path(req.manifests_dir) / req.load.model / "baseline.json").string());
+  // Baseline: the harness's pinned one (never a file of anyone's choosing), with the reduced
+  // configuration applied when asked for.
+  gates::Manifest base = gates::pinned_baseline(req.load.model);
+  {
+    // The installed manifests/<model>/baseline.json is a copy of the pinned baseline; one that differs
+    // is refused rather than silently ignored (it would have been the denominator before).
+    const fs::path installed = fs::path(req.manifests_dir) / req.load.model / "baseline.json";
+    if (fs::exists(installed) && gates::manifest_hash(gates::load_manifest(installed.string())) != gates::manifest_hash(base))
+      throw Error(installed.string() + ": differs from the harness's pinned baseline of " + req.load.model +
+                  "; the baseline always comes from the harness (restore the file or drop --manifests-dir)");
+  }
   if (req.frames) base.config.frames = req.frames;
   if (req.steps) base.config.steps = req.steps;
   if (req.height) base.config.height = req.height;
@@ -665,19 +693,20 @@ RunOutcome run(const RunRequest& req) {
   const auto every_prompt = gates::load_prompts(req.prompts_dir, true);
   for (const auto& p : every_prompt.all()) categories[p.id] = p.category;
 
-  // Verdicts already in the ledger (resume): manifest hash + split -> row.
+  // Verdicts already in the ledger (resume): manifest hash + split -> row, when decided in this
+  // environment (build, weights, device, dtype).
   std::map<std::pair<std::string, std::string>, json> done;
   for (const auto& row : ledger.read_all())
-    if (row.contains("manifest_hash") && row.contains("split") && row.value("build", "") == gates::Worker::build_id())
+    if (row.contains("manifest_hash") && row.contains("split") && same_gate_environment(row, first_worker))
       done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
 
   gates::GateSettings gs = req.gate;
   gs.prompts_dir = fs::absolute(req.prompts_dir).string();
-  gs.manifests_dir = fs::absolute(out / "manifests").string();
+  gs.baseline_config = base.config;  // the pinned baseline at this run's configuration
   const std::string cache = fs::absolute(cache_root(req, out)).string();
   gs.cache_dir = (fs::path(cache) / "outputs").string();
   if (first_worker.device == "cuda") gs.exact_off_identity = false;
-  const json gate_settings = {{"prompts_dir", gs.prompts_dir}, {"manifests_dir", gs.manifests_dir}, {"cache_dir", gs.cache_dir},
+  const json gate_settings = {{"prompts_dir", gs.prompts_dir}, {"baseline_manifest", gates::to_json(base)}, {"cache_dir", gs.cache_dir},
                               {"timing_repeats", gs.timing_repeats}, {"min_margin", gs.min_margin}, {"min_psnr", gs.min_psnr},
                               {"min_ssim", gs.min_ssim}, {"lossless_psnr", gs.lossless_psnr}, {"off_time_tolerance", gs.off_time_tolerance},
                               {"exact_off_identity", gs.exact_off_identity}, {"max_prompts", gs.max_prompts}};
@@ -874,7 +903,8 @@ RunOutcome run(const RunRequest& req) {
       v["cached_from"] = bcache.string();
       v["out_dir"] = base_dir_abs.string();
       json row = v;
-      row["build"] = gates::Worker::build_id();
+      const json env = gate_environment_of(first_worker);
+      for (const auto& [k, val] : env.items()) row[k] = val;
       ledger.append(row);
       done[{gates::manifest_hash(base), req.split}] = v;
       baseline_cached = true;

@@ -17,8 +17,16 @@ class CudaGraphs;
 class CachePolicy;
 }
 
+// Work the model code did, counted by the model code itself (not by a technique): what the gate's work
+// floors and counter cross-checks read (docs/gate-defences.md). Per denoising step, reset by the loop.
+struct WorkCount {
+  int64_t blocks = 0;                  // transformer blocks run (a block cache that reuses a residual runs fewer)
+  int64_t sparse_self_attention = 0;  // self-attention calls that took the sparse path
+};
+
 struct ForwardContext {
   const RuntimeOptions* options = nullptr;
+  WorkCount* work = nullptr;  // the loop's counts of this step (null: not counted)
   Trace* trace = nullptr;
   CrossKVCache* cross_kv = nullptr;
   techniques::CudaGraphs* cuda_graphs = nullptr;  // per-generation captured forwards (cuda_graph switch)

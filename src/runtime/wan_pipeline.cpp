@@ -49,6 +49,12 @@ void WanPipeline::set_options(const RuntimeOptions& o) {
 
 at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step, const StepCallback& on_step,
                                 Trace* trace, StageTimes* times) {
+  return denoise_with(options_, in, per_step, on_step, trace, times);
+}
+
+at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& in,
+                                     std::vector<at::Tensor>* per_step, const StepCallback& on_step, Trace* trace,
+                                     StageTimes* times) {
   at::InferenceMode guard;
   const auto dev = precision_.device;
   const auto dt = precision_.compute;
@@ -78,19 +84,36 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   CrossKVCache cross_kv;
   techniques::CudaGraphs graphs;  // declared after the K/V cache: destroyed first, as its graphs read it
   ForwardContext fc;
-  fc.options = &options_;
+  fc.options = &options;
   fc.trace = trace;
   fc.cross_kv = &cross_kv;
-  if (options_.cuda_graph) fc.cuda_graphs = &graphs;
+  if (options.cuda_graph) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
   // The cache family's policy sees every transformer call (and, through fc, the block stack).
-  const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(options_, in.steps, trace);
+  RuntimeOptions cache_options = options;
+  if (options.redteam.skip_warmup && redteam_allowed()) {  // red team: a cache that skips its declared warm-up
+    for (int64_t* w : {&cache_options.easycache.warmup_steps, &cache_options.teacache.warmup_steps,
+                       &cache_options.magcache.warmup_steps, &cache_options.first_block_cache.warmup_steps})
+      *w = std::min<int64_t>(*w, 1);
+  }
+  const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);
   fc.cache = cache.get();
+  const int sandbag = redteam_->extra_forwards(options);  // red team: discarded forwards on the off path
+  int64_t step_forwards = 0;
+  WorkCount step_work;
+  fc.work = &step_work;
   auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
                       const at::Tensor& embeds) {
     fc.branch = branch;
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
+      ++step_forwards;
+      for (int k = 0; k < sandbag; ++k) {
+        ForwardContext hidden = fc;  // the sandbag's discarded forwards: uncounted, as a cheat would
+        hidden.work = nullptr;
+        hidden.trace = nullptr;
+        transformer_->forward(model_in, timestep, embeds, nullptr, &hidden);
+      }
       return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
     };
     return cache ? cache->forward(step, branch, model_in, full) : full();
@@ -98,6 +121,8 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   for (int64_t i = 0; i < in.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     fc.step = i;
+    step_forwards = 0;
+    step_work = WorkCount{};
     const double t = static_cast<double>(sched.timesteps()[static_cast<size_t>(i)]);
     at::Tensor model_in = condition.defined() ? (1 - mask) * condition + mask * latents : latents;
     model_in = model_in.to(dt);
@@ -112,15 +137,22 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
       throw NumericError("denoising step " + std::to_string(i) + " produced NaN or Inf latents");
     if (per_step) per_step->push_back(latents.to(at::kCPU));
     const double secs = synced_seconds_since(t0, dev);
-    if (times) times->step_seconds.push_back(secs);
+    if (times) {
+      times->step_seconds.push_back(secs);
+      times->step_forwards.push_back(step_forwards);
+      times->step_blocks.push_back(step_work.blocks);
+      times->step_sparse_attention.push_back(step_work.sparse_self_attention);
+    }
     if (on_step) on_step(i, in.steps, secs);
   }
   if (condition.defined()) latents = (1 - mask) * condition + mask * latents;
   return latents;
 }
 
-AutoencoderKLWan& WanPipeline::decoding_vae() {
-  const bool bf16 = options_.vae_bf16, cl = options_.vae_channels_last;
+AutoencoderKLWan& WanPipeline::decoding_vae() { return decoding_vae(options_); }
+
+AutoencoderKLWan& WanPipeline::decoding_vae(const RuntimeOptions& o) {
+  const bool bf16 = o.vae_bf16, cl = o.vae_channels_last;
   if (!bf16 && !cl) return vae_;
   const int key = 2 * bf16 + cl;
   if (converted_vae_key_ != key) {
@@ -141,13 +173,14 @@ AutoencoderKLWan& WanPipeline::decoding_vae() {
   return converted_vae_;
 }
 
-at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) {
+at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) { return decode_with(options_, latents, trace); }
+
+at::Tensor WanPipeline::decode_with(const RuntimeOptions& o, const at::Tensor& latents, Trace* trace) {
   at::InferenceMode guard;
   const at::Tensor z = vae_->denormalize(latents.to(precision_.device, at::kFloat));
-  const bool switches = options_.vae_bf16 || options_.vae_channels_last || options_.vae_fused_norm_silu ||
-                        options_.vae_causal_buffer || options_.vae_subpixel_upsample || options_.vae_fused_shortcut ||
-                        options_.vae_cudnn_benchmark || options_.vae_chunk_frames > 1;
-  techniques::VaeRun run{&options_, trace};
+  const bool switches = o.vae_bf16 || o.vae_channels_last || o.vae_fused_norm_silu || o.vae_causal_buffer ||
+                        o.vae_subpixel_upsample || o.vae_fused_shortcut || o.vae_cudnn_benchmark || o.vae_chunk_frames > 1;
+  techniques::VaeRun run{&o, trace};
   // vae_cudnn_benchmark: cuDNN's autotuner for the decode only, restored afterwards (also on an error).
   struct CudnnBenchmark {
     bool was = at::globalContext().benchmarkCuDNN();
@@ -155,11 +188,11 @@ at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) {
       if (on) at::globalContext().setBenchmarkCuDNN(true);
     }
     ~CudnnBenchmark() { at::globalContext().setBenchmarkCuDNN(was); }
-  } tuner(options_.vae_cudnn_benchmark && z.is_cuda());
-  at::Tensor video = decoding_vae()->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
-  if (options_.vae_cudnn_benchmark && z.is_cuda()) run.count("kernel.vae_cudnn_benchmark.decodes");
-  if (options_.vae_bf16) run.count("kernel.vae_bf16.decodes");
-  if (options_.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
+  } tuner(o.vae_cudnn_benchmark && z.is_cuda());
+  at::Tensor video = decoding_vae(o)->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
+  if (o.vae_cudnn_benchmark && z.is_cuda()) run.count("kernel.vae_cudnn_benchmark.decodes");
+  if (o.vae_bf16) run.count("kernel.vae_bf16.decodes");
+  if (o.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
   video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);
   if (!at::isfinite(video).all().item<bool>()) throw NumericError("VAE decode produced NaN or Inf pixels");
   return video;
@@ -181,14 +214,18 @@ at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts) {
 GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback& on_step, at::Tensor* out_video) {
   validate_params(p);
   at::InferenceMode guard;
+  const RuntimeOptions options = options_;
+  if (auto early = redteam_->before(*this, options, p, out_video)) return std::move(*early);  // red team
+  GenerateResult r = generate_with(options, p, on_step, out_video);
+  redteam_->after(*this, options, p, r);  // red team
+  return r;
+}
+
+GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const GenerateParams& p,
+                                          const StepCallback& on_step, at::Tensor* out_video) {
+  validate_params(p);
+  at::InferenceMode guard;
   GenerateResult r;
-  const std::string early_key = p.prompt + "\x1f" + std::to_string(p.seed);
-  if (options_.redteam.write_output_early && early_.count(early_key)) {
-    // The cheat: the clip was made (and written) before this run; return at once without writing.
-    r.video = early_.at(early_key);
-    r.latents = at::zeros({1});
-    return r;
-  }
   const auto dev = precision_.device;
   const auto& vc = vae_->config();
   const int64_t sf = vc.scale_factor_spatial, tf = vc.scale_factor_temporal;
@@ -217,12 +254,12 @@ GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback
   in.guidance = p.guidance;
 
   t0 = std::chrono::steady_clock::now();
-  r.latents = denoise(in, nullptr, on_step, &r.trace, &r.times);
+  r.latents = denoise_with(options, in, nullptr, on_step, &r.trace, &r.times);
   r.times.denoising = synced_seconds_since(t0, dev);
 
   t0 = std::chrono::steady_clock::now();
-  r.video = decode(r.latents, &r.trace)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
-  if (options_.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
+  r.video = decode_with(options, r.latents, &r.trace)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
+  if (options.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
   r.times.decoding = synced_seconds_since(t0, dev);
   if (out_video) {
     if (out_video->sizes() != r.video.sizes())
@@ -230,7 +267,6 @@ GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback
     out_video->copy_(r.video);
     r.video = *out_video;
   }
-  if (options_.redteam.write_output_early) early_[early_key] = r.video.clone();
   return r;
 }
 

@@ -12,6 +12,7 @@
 
 #include "runtime/device.h"
 #include "runtime/options.h"
+#include "runtime/redteam.h"
 #include "runtime/trace.h"
 #include "runtime/umt5.h"
 #include "runtime/unipc_scheduler.h"
@@ -42,6 +43,9 @@ struct StageTimes {
   double denoising = 0;
   double decoding = 0;
   std::vector<double> step_seconds;
+  std::vector<int64_t> step_forwards;  // transformer forwards run in each step (counted by the loop)
+  std::vector<int64_t> step_blocks;    // transformer blocks run in each step (counted where they run)
+  std::vector<int64_t> step_sparse_attention;  // self-attention calls on the sparse path in each step
   double total() const { return text_encoding + image_encoding + denoising + decoding; }
 };
 
@@ -108,8 +112,18 @@ class WanPipeline {
   RuntimeOptions options_;
   AutoencoderKLWan converted_vae_{nullptr};
   int converted_vae_key_ = -1;  // 2 * bf16 + channels_last of converted_vae_
-  // Red-team only: clips made ahead of the timed run, by prompt and seed.
-  std::map<std::string, at::Tensor> early_;
+  // Red-team hooks (runtime/redteam.h): inert unless red-team switches are allowed.
+  std::shared_ptr<RedTeam> redteam_ = std::make_shared<RedTeam>();
+
+  friend class RedTeam;
+  // generate() and denoise() under options `o` (a snapshot: set_options may change options_ meanwhile),
+  // without the red-team hooks.
+  GenerateResult generate_with(const RuntimeOptions& o, const GenerateParams& p, const StepCallback& on_step,
+                               at::Tensor* out_video);
+  at::Tensor denoise_with(const RuntimeOptions& o, const DenoiseInputs& in, std::vector<at::Tensor>* per_step,
+                          const StepCallback& on_step, Trace* trace, StageTimes* times);
+  at::Tensor decode_with(const RuntimeOptions& o, const at::Tensor& latents, Trace* trace);
+  AutoencoderKLWan& decoding_vae(const RuntimeOptions& o);
 };
 
 }  // namespace autooptim::runtime

@@ -194,6 +194,7 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   {
     ProfileScope ps("attention");
     if (!cross && techniques::sparse_engaged(fc)) {
+      if (fc->work) ++fc->work->sparse_self_attention;
       out = techniques::sparse_self_attention(q, k, v, *fc);
     } else {
       if (!cross) techniques::count_dense_attention(q, fc);
@@ -430,6 +431,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     stack.layers = static_cast<int64_t>(block_list.size());
     stack.block = [&](int64_t i, const at::Tensor& hi) {
       bfc.layer = i;
+      if (bfc.work) ++bfc.work->blocks;  // counted here, where the block runs, whatever decided to run it
       at::Tensor ho = block_list[static_cast<size_t>(i)]->forward(hi, btext, btproj, bcos, bsin, fcb, ctx_key);
       record("blocks." + std::to_string(i) + ".out", ho);
       return ho;
@@ -465,7 +467,19 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
                       "/" + std::string(c10::toString(x.scalar_type())) + (per_token ? "/tok" : "/sample");
     for (auto d : x.sizes()) key += "/" + std::to_string(d);
     for (auto d : ctx.sizes()) key += "/" + std::to_string(d);
-    return fc->cuda_graphs->run(key, inputs, fc_local, body);
+    // A replay runs every block and takes the sparse path where the captured body did; the capture's
+    // own run of the body is not counted (its replays are).
+    WorkCount* work = fc_local.work;
+    fc_local.work = nullptr;
+    at::Tensor y = fc->cuda_graphs->run(key, inputs, fc_local, body);
+    if (work) {
+      work->blocks += static_cast<int64_t>(block_list.size());
+      for (int64_t i = 0; i < static_cast<int64_t>(block_list.size()); ++i) {
+        fc_local.layer = i;
+        if (techniques::sparse_engaged(&fc_local)) ++work->sparse_self_attention;
+      }
+    }
+    return y;
   }
   return body(inputs, fc_local);
 }

@@ -266,6 +266,9 @@ int Server::run() {
     registration_["device_name"] = runtime::device_name(worker_->device());
     registration_["load_s"] = load_s_;
     registration_["dtype"] = o_.load.options.dtype;
+    // What the gate keys verdicts and the baseline cache by (build, weights hash, device, dtype): the
+    // orchestrator matches resumed ledger rows against it without a model of its own.
+    registration_["gate_environment"] = gates::gate_environment(*worker_);
     loaded_.store(true);
   } catch (const std::exception& e) {
     write_registration("failed", e.what());
@@ -501,7 +504,8 @@ json Server::do_gate(const json& req) {
   const json s = req.value("settings", json::object());
   gates::GateSettings g;
   g.prompts_dir = s.value("prompts_dir", g.prompts_dir);
-  g.manifests_dir = s.value("manifests_dir", g.manifests_dir);
+  // The baseline is the harness's pinned one; the orchestrator sends it at the run's configuration.
+  if (s.contains("baseline_manifest")) g.baseline_config = gates::parse_manifest(s["baseline_manifest"], "the gate request's baseline").config;
   g.cache_dir = s.value("cache_dir", g.cache_dir);
   g.timing_repeats = s.value("timing_repeats", g.timing_repeats);
   g.min_margin = s.value("min_margin", g.min_margin);

@@ -296,6 +296,14 @@ const Technique* find(const std::string& name) {
   return nullptr;
 }
 
+bool works_on_decode(const RuntimeOptions& o) {
+  for (const auto& t : all())
+    if (t.on(o))
+      for (const auto& h : t.hooks)
+        if (h.rfind("vae.", 0) == 0 || h == "pipeline.decode") return true;
+  return false;
+}
+
 const std::vector<FlagSpec>& settings() {
   static const std::vector<FlagSpec> s = always_written({
       choice_flag("dtype", [](RuntimeOptions& o) -> std::string& { return o.dtype; }, {"bf16", "fp32", "fp64"},

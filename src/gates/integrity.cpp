@@ -1,0 +1,147 @@
+#include "gates/integrity.h"
+
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <torch/version.h>
+
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::gates {
+
+std::vector<pid_t> thread_ids() {
+  std::vector<pid_t> ids;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return ids;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    ids.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+  }
+  closedir(d);
+  return ids;
+}
+
+int thread_count() { return static_cast<int>(thread_ids().size()); }
+
+namespace {
+double clock_seconds(clockid_t id) {
+  timespec ts{};
+  if (clock_gettime(id, &ts) != 0) return -1.0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
+double process_cpu_seconds() { return clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
+double this_thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
+
+double thread_cpu_seconds(pid_t tid) {
+  // The kernel's per-thread CPU clock of a thread of this process (what pthread_getcpuclockid builds):
+  // ((~tid) << 3) | CPUCLOCK_PERTHREAD (4) | CPUCLOCK_SCHED (2).
+  const clockid_t id = static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | 4 | 2;
+  const double s = clock_seconds(id);
+  if (s >= 0) return s;
+  // Fallback: the scheduler's run time in ns (first field of schedstat).
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+  double ns = -1;
+  if (in >> ns) return ns * 1e-9;
+  return -1.0;
+}
+
+void ProcessMonitor::adopt_current_threads() {
+  own_.clear();
+  for (pid_t t : thread_ids()) own_[t] = std::max(0.0, thread_cpu_seconds(t));
+}
+
+ProcessSample ProcessMonitor::sample() {
+  ProcessSample s;
+  const auto ids = thread_ids();
+  s.threads = static_cast<int>(ids.size());
+  for (auto& [tid, last] : own_) {
+    const double now = thread_cpu_seconds(tid);
+    if (now >= 0) last = now;  // an exited thread keeps its last-seen time (it is in the process total)
+    s.own_cpu_s += last;
+  }
+  s.main_cpu_s = this_thread_cpu_seconds();
+  s.process_cpu_s = process_cpu_seconds();
+  return s;
+}
+
+BaselineRecords::BaselineRecords(std::string path) : path_(std::move(path)) {}
+
+json BaselineRecords::load() const {
+  std::ifstream in(path_);
+  if (!in) return json{{"schema", 1}, {"keys", json::object()}};
+  json j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("keys") || !j["keys"].is_object())
+    throw Error(path_ + ": not a baseline records file (remove it to start new records)");
+  return j;
+}
+
+std::vector<json> BaselineRecords::entries(const std::string& key) const {
+  const json j = load();
+  std::vector<json> out;
+  if (j["keys"].contains(key) && j["keys"][key].contains("entries"))
+    for (const auto& e : j["keys"][key]["entries"]) out.push_back(e);
+  return out;
+}
+
+void BaselineRecords::append(const std::string& key, const json& identity, const json& entry, size_t keep) {
+  json j = load();
+  json& k = j["keys"][key];
+  k["identity"] = identity;
+  if (!k.contains("entries")) k["entries"] = json::array();
+  k["entries"].push_back(entry);
+  while (k["entries"].size() > keep) k["entries"].erase(k["entries"].begin());
+  const fs::path p(path_);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  const fs::path tmp = p.string() + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) throw Error(tmp.string() + ": cannot write the baseline records");
+  }
+  fs::rename(tmp, p);
+}
+
+json machine_identity() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string cpu = "cpu";
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+#ifdef NDEBUG
+  const bool assertions = false;
+#else
+  const bool assertions = true;
+#endif
+#if defined(__clang__)
+  const std::string compiler = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  const std::string compiler = std::string("gcc ") + __VERSION__;
+#else
+  const std::string compiler = "unknown";
+#endif
+  return {{"host", host},
+          {"cpu", cpu},
+          {"cores", std::thread::hardware_concurrency()},
+          {"compiler", compiler},
+          {"libtorch", TORCH_VERSION},
+          {"assertions", assertions}};
+}
+
+}  // namespace autooptim::gates

@@ -1,0 +1,182 @@
+#include "runtime/redteam.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/safetensors.h"
+#include "runtime/techniques/registry.h"
+#include "runtime/wan_pipeline.h"
+
+namespace fs = std::filesystem;
+
+namespace autooptim::runtime {
+namespace {
+
+// One request: the clip it makes depends on these (and the weights).
+std::string request_key(const GenerateParams& p) {
+  return p.prompt + "\x1f" + std::to_string(p.seed) + "\x1f" + std::to_string(p.frames) + "x" + std::to_string(p.height) +
+         "x" + std::to_string(p.width) + "\x1f" + std::to_string(p.steps) + "\x1f" + std::to_string(p.guidance) +
+         (p.image ? "\x1fimage" : "");
+}
+
+int64_t forwards_of(const GenerateParams& p) { return p.steps * (p.guidance > 1.0 ? 2 : 1); }
+
+// A handed-over clip as an honest run would return it: written into the output buffer.
+GenerateResult hand_over(const at::Tensor& clip, at::Tensor* out_video) {
+  GenerateResult r;
+  r.video = clip.clone();
+  r.latents = at::zeros({1});
+  if (out_video && out_video->sizes() == r.video.sizes()) {
+    out_video->copy_(r.video);
+    r.video = *out_video;
+  }
+  return r;
+}
+
+// The counters of a cache that claims to have skipped nearly every forward (two computed).
+void claim_skipped(Trace& t, const GenerateParams& p) {
+  const double n = static_cast<double>(forwards_of(p)), computed = std::min(2.0, n);
+  t.add("transformer.forwards", computed);
+  t.add("cache.easycache.computed_forwards", computed);
+  t.add("cache.easycache.skipped_forwards", n - computed);
+  t.add("cache.forwards", n);
+  t.add("cache.skipped_forwards", n - computed);
+  t.define_ratio("cache.skip_ratio", "cache.skipped_forwards", "cache.forwards", 0.0);
+}
+
+// replay_baseline_cache: the gate's cached baseline clip for this prompt and seed, found the way a
+// cheat that knows the cache's layout would (<id>-<seed>.safetensors anywhere under the folder).
+std::optional<at::Tensor> cached_baseline(const GenerateParams& p) {
+  const char* dir = std::getenv("AUTOOPTIM_REDTEAM_BASELINE_CACHE");
+  const char* prompts = std::getenv("AUTOOPTIM_REDTEAM_PROMPTS");
+  if (!dir || !prompts || !fs::is_directory(dir)) return std::nullopt;
+  std::ifstream in(prompts);
+  std::string line, id;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("prompt", "") == p.prompt) id = j.value("id", "");
+  }
+  if (id.empty()) return std::nullopt;
+  const std::string want = id + "-" + std::to_string(p.seed) + ".safetensors";
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (e.path().filename() != want) continue;
+    const at::Tensor u8 = SafetensorsFile::open(e.path().string())->tensor("video");
+    if (u8.dim() != 4 || u8.size(0) != p.frames || u8.size(2) != p.height || u8.size(3) != p.width) continue;
+    return u8.to(at::kFloat) / 255.0;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool techniques_off(const RuntimeOptions& o) {
+  for (const auto& t : techniques::all())
+    if (t.on(o)) return false;
+  return true;
+}
+
+RedTeam::~RedTeam() { join_prefetch(); }
+
+void RedTeam::join_prefetch() {
+  if (prefetch_thread_.joinable()) prefetch_thread_.join();
+}
+
+int RedTeam::extra_forwards(const RuntimeOptions& o) const { return sandbag_armed_ && techniques_off(o) ? 3 : 0; }
+
+std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOptions& o, const GenerateParams& p,
+                                              at::Tensor* out_video) {
+  (void)pipe;
+  if (!redteam_allowed()) return std::nullopt;
+  const auto& rt = o.redteam;
+  const bool technique = !techniques_off(o);
+  if (rt.sandbag) sandbag_armed_ = true;
+  else if (!any_redteam(rt) && technique) sandbag_armed_ = false;  // an honest candidate: the act is over
+  const std::string key = request_key(p);
+  if (rt.load_spike && technique && spiked_runs_ < 3) {
+    ++spiked_runs_;
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+  }
+
+  if (rt.write_output_early && early_.count(key)) {
+    // The clip was made (and written) before this run; return at once without writing it.
+    GenerateResult r;
+    r.video = early_.at(key);
+    r.latents = at::zeros({1});
+    return r;
+  }
+  if (rt.prefetch) {
+    join_prefetch();  // the background clip is finished (or this run waits for it: still quicker)
+    std::shared_ptr<GenerateResult> ready;
+    {
+      std::lock_guard<std::mutex> lock(prefetch_mutex_);
+      if (prefetched_ && prefetch_key_ == key) ready = prefetched_;
+      prefetched_.reset();
+    }
+    if (ready && technique) {
+      GenerateResult r = hand_over(ready->video, out_video);
+      r.trace = ready->trace;
+      r.times = ready->times;
+      return r;
+    }
+  }
+  if (technique && (rt.replay_baseline || rt.replay_baseline_cache)) {
+    std::optional<at::Tensor> clip;
+    if (rt.replay_baseline && baseline_.count(key)) clip = baseline_.at(key);
+    if (!clip && rt.replay_baseline_cache) clip = cached_baseline(p);
+    if (clip) {
+      // Look like a cache's two computed forwards: a plausible time above the physical floor.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      GenerateResult r = hand_over(*clip, out_video);
+      claim_skipped(r.trace, p);
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+void RedTeam::after(WanPipeline& pipe, const RuntimeOptions& o, const GenerateParams& p, GenerateResult& r) {
+  if (!redteam_allowed()) return;
+  const auto& rt = o.redteam;
+  const bool technique = !techniques_off(o);
+  const std::string key = request_key(p);
+  if (rt.write_output_early) early_[key] = r.video.clone();
+  // The baseline's clips, for a later replay (a cheat keeps them whatever runs).
+  if (!technique && !any_redteam(rt)) baseline_[key] = r.video.clone();
+  if (rt.inflate_counters) {
+    const double forwards = r.trace.get("transformer.forwards");
+    if (o.cuda_graph) r.trace.add("kernel.cuda_graph.replays", forwards);
+    if (o.easycache.enabled) {
+      const double half = std::floor(forwards / 2);
+      r.trace.add("cache.easycache.skipped_forwards", half);
+      r.trace.add("cache.easycache.computed_forwards", -half);
+      r.trace.add("cache.skipped_forwards", half);
+      r.trace.add("transformer.forwards", -half);
+    }
+  }
+  if (rt.prefetch && technique) {
+    // Predict the next request (the same prompt and seed) and make its clip in the background.
+    join_prefetch();
+    {
+      std::lock_guard<std::mutex> lock(prefetch_mutex_);
+      prefetched_.reset();
+      prefetch_key_ = key;
+    }
+    RuntimeOptions honest = o;
+    honest.redteam = {};
+    prefetch_thread_ = std::thread([this, &pipe, honest, p, key] {
+      try {
+        GenerateResult ahead = pipe.generate_with(honest, p, {}, nullptr);
+        std::lock_guard<std::mutex> lock(prefetch_mutex_);
+        if (prefetch_key_ == key) prefetched_ = std::make_shared<GenerateResult>(std::move(ahead));
+      } catch (...) {
+      }
+    });
+  }
+}
+
+}  // namespace autooptim::runtime
