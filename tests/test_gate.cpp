@@ -217,7 +217,7 @@ TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
   size_t n = 0;
   const auto* all = runtime::redteam_switches(&n);
-  ASSERT_EQ(n, 9u);
+  ASSERT_EQ(n, 10u);  // nine cheats and load_spike (simulated load, not a cheat)
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
   for (size_t i = 0; i < n; ++i) {
     const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);

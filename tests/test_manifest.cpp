@@ -163,6 +163,16 @@ TEST(Manifest, LoadNamesTheFile) {
 
   test::write_bytes(path, "{\"id\": ");
   EXPECT_THROW(load_manifest(path), Error);
+  // A number beyond double's range is an error naming the file, not an escaped json::out_of_range (the
+  // manifest fuzzer found 1E444 ending the process through std::terminate).
+  test::write_bytes(path, "{\"flags\": {\"cpu_threads\": 1E444}}");
+  try {
+    load_manifest(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": invalid JSON: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("number overflow"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(load_manifest(dir.file("missing.json")), Error);
 
   // The last of two duplicated keys would win silently; refuse instead.

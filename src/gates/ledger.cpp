@@ -152,7 +152,7 @@ std::vector<nlohmann::json> Ledger::read_all(size_t* dropped_partial_lines) cons
     nlohmann::json row;
     try {
       row = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
       throw Error(where + ": invalid ledger row: " + e.what());
     }
     if (!row.is_object()) throw Error(where + ": a ledger row must be a JSON object");

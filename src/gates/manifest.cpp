@@ -371,7 +371,7 @@ Manifest load_manifest(const std::string& path) {
   json j;
   try {
     j = json::parse(text, detect_duplicates);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1E444)
     throw Error(path + ": invalid JSON: " + e.what());
   }
   if (!duplicate.empty()) throw Error(path + ": duplicated key '" + duplicate + "'");

@@ -84,7 +84,7 @@ json load_report_for_compare(const std::string& path) {
   json r;
   try {
     r = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range
     throw Error(path + ": not valid JSON (" + e.what() + ")");
   }
   check_report(r, path);

@@ -39,5 +39,6 @@ new_units=$fuzz_build/new-$target
 mkdir -p "$new_units" "$fuzz_build/artifacts"
 # New inputs go to $new_units (first folder), never into the source tree's corpus.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}
-exec "$fuzz_build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+# -error_exitcode: libFuzzer's default for a crash is 77, which ctest would report as "skipped".
+exec "$fuzz_build/$target" -max_total_time="$seconds" -error_exitcode=1 -timeout_exitcode=1 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
   -artifact_prefix="$fuzz_build/artifacts/$target-" -print_final_stats=1 "$new_units" "$corpus"
