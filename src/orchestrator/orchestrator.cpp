@@ -24,6 +24,7 @@
 #include "gates/prompts.h"
 #include "gates/sha256.h"
 #include "orchestrator/report.h"
+#include "runtime/spawn.h"
 #include "runtime/build_info.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -35,7 +36,6 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-extern char** environ;
 
 namespace autooptim::orchestrator {
 namespace {
@@ -188,52 +188,15 @@ struct Candidate {
 // signal that arrives before the executor has installed its handler waits for it instead of killing
 // the process with an empty log. The log starts with a line written before exec for the same reason.
 pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log_path, const std::string& family) {
-  // Everything the child needs is built before fork: after it only async-signal-safe calls are made.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "AUTOOPTIM_LOG_LEVEL=", 20) != 0) env_strings.push_back(*e);
-  env_strings.push_back(std::string("AUTOOPTIM_LOG_LEVEL=") + log::level_name(log::level()));
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::string header = "autooptim executor " + family + ": starting (" + gates::utc_timestamp() + "):";
-  for (const auto& a : args) header += " " + a;
-  header += "\n";
-  const std::string log_file = log_path.string();
-  const pid_t parent = getpid();
-
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigprocmask(SIG_BLOCK, &block, &old);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    throw Error("cannot start an executor process: fork failed");
-  }
-  if (pid == 0) {
-    // The handlers of the parent are reset by exec; the mask (SIGINT/SIGTERM blocked) is kept.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // the orchestrator died before prctl
-    const int fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ssize_t n = ::write(fd, header.data(), header.size());
-      (void)n;
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-    }
-    execve("/proc/self/exe", argv.data(), envp.data());
-    const char msg[] = "execve of /proc/self/exe failed\n";
-    ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)n;
-    _exit(127);
-  }
-  sigprocmask(SIG_SETMASK, &old, nullptr);
-  return pid;
+  runtime::SelfSpawn s;
+  s.args = args;
+  s.env = runtime::environment_with({"AUTOOPTIM_LOG_LEVEL"}, {std::string("AUTOOPTIM_LOG_LEVEL=") + log::level_name(log::level())});
+  s.log_file = log_path.string();
+  s.header = "autooptim executor " + family + ": starting (" + gates::utc_timestamp() + "):";
+  for (const auto& a : args) s.header += " " + a;
+  s.header += "\n";
+  s.what = "an executor";
+  return runtime::spawn_self(s);
 }
 
 // The last non-empty line of a log (why an executor failed), at most 300 characters.

@@ -17,10 +17,10 @@
 #include "gates/atomic_file.h"
 #include "gates/ledger.h"
 #include "runtime/error.h"
+#include "runtime/spawn.h"
 #include "workers/protocol.h"
 
 namespace fs = std::filesystem;
-extern char** environ;
 
 namespace autooptim::workers {
 
@@ -79,45 +79,17 @@ pid_t LocalLauncher::spawn(const WorkerSlot& s) {
   std::vector<std::string> args = {"autooptim", "worker", "--serve", run_, "--worker-id", s.id};
   args.insert(args.end(), model_cli_.begin(), model_cli_.end());
   if (s.threads > 0) args.insert(args.end(), {"--threads", std::to_string(s.threads)});
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e && *e; ++e)
-    if (s.cuda_visible.empty() || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_strings.push_back(*e);
-  if (!s.cuda_visible.empty()) env_strings.push_back("CUDA_VISIBLE_DEVICES=" + s.cuda_visible);
-  std::vector<char*> envp, argv;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string log_file = (fs::path(l.workers()) / (s.id + ".log")).string();
-  std::string header = "autooptim worker " + s.id + ": starting (" + gates::utc_timestamp() + "):";
-  for (const auto& a : args) header += " " + a;
-  header += "\n";
-  const pid_t parent = getpid();
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigprocmask(SIG_BLOCK, &block, &old);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    throw Error("cannot start a worker process: fork failed");
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);
-    const int fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ssize_t n = ::write(fd, header.data(), header.size());
-      (void)n;
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-    }
-    execve("/proc/self/exe", argv.data(), envp.data());
-    _exit(127);
-  }
-  sigprocmask(SIG_SETMASK, &old, nullptr);
-  return pid;
+  runtime::SelfSpawn sp;
+  sp.args = args;
+  sp.env = s.cuda_visible.empty() ? runtime::environment_with({}, {})
+                                  : runtime::environment_with({"CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES=" + s.cuda_visible});
+  sp.log_file = (fs::path(l.workers()) / (s.id + ".log")).string();
+  sp.truncate_log = false;  // a restarted worker appends to its earlier lines
+  sp.header = "autooptim worker " + s.id + ": starting (" + gates::utc_timestamp() + "):";
+  for (const auto& a : args) sp.header += " " + a;
+  sp.header += "\n";
+  sp.what = "a worker";
+  return runtime::spawn_self(sp);
 }
 
 void LocalLauncher::start() {
