@@ -406,12 +406,12 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   // adjacent pair decides: a fresh draw, then the first prompt at the official seed (whose baseline output
   // exists now). A candidate that depends on the baseline's outputs is faster on the second of the pair
   // too; a load spike is not in both places at once.
+  std::vector<double> cand_times, cand_split_times;
+  for (size_t i : pair_cand) cand_times.push_back(windows[i].out.seconds);
+  for (size_t i : split_cand) cand_split_times.push_back(windows[i].out.seconds);
   std::optional<std::pair<size_t, size_t>> recheck;
   {
-    std::vector<double> fresh_t, seen_t;
-    for (size_t i : pair_cand) fresh_t.push_back(windows[i].out.seconds);
-    for (size_t i : split_cand) seen_t.push_back(windows[i].out.seconds);
-    const double fresh = median_of(fresh_t), seen = median_of(seen_t);
+    const double fresh = median_of(cand_times), seen = median_of(cand_split_times);
     if (fresh > 0 && seen < 0.5 * fresh) {
       window("recheck_fresh", true, [&] { return w.run_drawn(cand, prompts); });
       const size_t a = windows.size() - 1;
@@ -425,11 +425,9 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   const RunOutput& off_base = windows[check_i].out;
 
   // ---- Timing.
-  std::vector<double> base_times, cand_times, cand_split_times;
+  std::vector<double> base_times;
   for (size_t i : pair_base) base_times.push_back(windows[i].out.seconds);
   base_times.push_back(off_base.seconds);
-  for (size_t i : pair_cand) cand_times.push_back(windows[i].out.seconds);
-  for (size_t i : split_cand) cand_split_times.push_back(windows[i].out.seconds);
   json timed_stages = json::array();
   for (const auto& win : windows) {
     if (win.role.rfind("warmup", 0) == 0) continue;

@@ -129,6 +129,13 @@ std::map<std::string, std::pair<double, int>> by_category(const json& q, const j
   return m;
 }
 
+// " id quality id quality ..." of a gate run's quality_by_prompt (worst PSNR of each prompt's clip).
+std::string per_prompt_text(const json& q) {
+  std::string s;
+  for (const auto& [id, x] : q.items()) s += " " + id + " " + quality_text(get(x, "psnr"), true);
+  return s;
+}
+
 std::string explored_summary(const json& e) {
   const json& ex = obj(e, "explored");
   const json& trials = arr(ex, "trials");
@@ -195,9 +202,7 @@ std::string render_markdown(const json& r) {
       if (q.empty()) continue;
       o << "- `" << c.value("id", "") << "`:";
       for (const auto& [cat, v] : by_category(q, cats)) o << " " << cat << " " << quality_text(v.first / v.second, true) << ";";
-      o << " per prompt:";
-      for (const auto& [id, x] : q.items()) o << " " << id << " " << quality_text(get(x, "psnr"), true);
-      o << "\n";
+      o << " per prompt:" << per_prompt_text(q) << "\n";
     }
   }
   o << "\n## Held-out check (" << r.value("heldout_split", "?") << ")\n\n";
@@ -206,16 +211,16 @@ std::string render_markdown(const json& r) {
     if (!c.contains("heldout")) continue;
     any_h = true;
     const json& h = c["heldout"];
-    if (!h.value("gated", true)) o << "- `" << c.value("id", "") << "`: not run: " << str(h, "reason") << "\n";
-    else
-      o << "- `" << c.value("id", "") << "`: " << (h.value("accepted", false) ? "ACCEPTED" : "REJECTED") << ", " << num(get(h, "speedup")) << "x, worst PSNR "
-        << quality_text(get(h, "psnr"), true) << ", SSIM " << num(get(h, "ssim"), 4)
-        << (str(h, "failure_signature").empty() ? "" : " (" + str(h, "failure_signature") + ")");
-    if (!obj(h, "quality_by_prompt").empty()) {  // where a held-out failure comes from
-      o << "; per prompt:";
-      for (const auto& [id, x] : obj(h, "quality_by_prompt").items()) o << " " << id << " " << quality_text(get(x, "psnr"), true);
+    if (!h.value("gated", true)) {
+      o << "- `" << c.value("id", "") << "`: not run: " << str(h, "reason") << "\n";
+      continue;
     }
-    if (h.value("gated", true)) o << "\n";
+    o << "- `" << c.value("id", "") << "`: " << (h.value("accepted", false) ? "ACCEPTED" : "REJECTED") << ", " << num(get(h, "speedup")) << "x, worst PSNR "
+      << quality_text(get(h, "psnr"), true) << ", SSIM " << num(get(h, "ssim"), 4)
+      << (str(h, "failure_signature").empty() ? "" : " (" + str(h, "failure_signature") + ")");
+    const json& hq = obj(h, "quality_by_prompt");  // where a held-out failure comes from
+    if (!hq.empty()) o << "; per prompt:" << per_prompt_text(hq);
+    o << "\n";
   }
   if (!any_h) o << "No candidate reached the held-out check.\n";
   // Clips: the baseline's next to each accepted candidate's, per prompt (paths relative to the report).
@@ -450,10 +455,8 @@ std::string render_html(const json& r) {
     else
       o << (h.value("accepted", false) ? "ACCEPTED" : "REJECTED") << ", " << num(get(h, "speedup")) << "x, worst PSNR " << quality_text(get(h, "psnr"), true)
         << ", SSIM " << num(get(h, "ssim"), 4) << (str(h, "failure_signature").empty() ? "" : " (" + esc(str(h, "failure_signature")) + ")");
-    if (h.value("gated", true) && !obj(h, "quality_by_prompt").empty()) {
-      o << "; per prompt:";
-      for (const auto& [id, x] : obj(h, "quality_by_prompt").items()) o << " " << esc(id) << " " << quality_text(get(x, "psnr"), true);
-    }
+    if (h.value("gated", true) && !obj(h, "quality_by_prompt").empty())
+      o << "; per prompt:" << esc(per_prompt_text(obj(h, "quality_by_prompt")));
     o << "</li>";
   }
   if (!any_h) o << "<li>No candidate reached the held-out check.</li>";

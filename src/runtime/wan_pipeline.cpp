@@ -8,6 +8,7 @@
 #include "runtime/forward_context.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
+#include "runtime/techniques/registry.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
 namespace autooptim::runtime {
@@ -178,8 +179,7 @@ at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) { return
 at::Tensor WanPipeline::decode_with(const RuntimeOptions& o, const at::Tensor& latents, Trace* trace) {
   at::InferenceMode guard;
   const at::Tensor z = vae_->denormalize(latents.to(precision_.device, at::kFloat));
-  const bool switches = o.vae_bf16 || o.vae_channels_last || o.vae_fused_norm_silu || o.vae_causal_buffer ||
-                        o.vae_subpixel_upsample || o.vae_fused_shortcut || o.vae_cudnn_benchmark || o.vae_chunk_frames > 1;
+  const bool switches = techniques::works_on_decode(o);  // a technique with a vae.* or pipeline.decode hook
   techniques::VaeRun run{&o, trace};
   // vae_cudnn_benchmark: cuDNN's autotuner for the decode only, restored afterwards (also on an error).
   struct CudnnBenchmark {
@@ -188,9 +188,11 @@ at::Tensor WanPipeline::decode_with(const RuntimeOptions& o, const at::Tensor& l
       if (on) at::globalContext().setBenchmarkCuDNN(true);
     }
     ~CudnnBenchmark() { at::globalContext().setBenchmarkCuDNN(was); }
-  } tuner(o.vae_cudnn_benchmark && z.is_cuda());
+  };
+  const bool tune = o.vae_cudnn_benchmark && z.is_cuda();
+  const CudnnBenchmark tuner(tune);
   at::Tensor video = decoding_vae(o)->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
-  if (o.vae_cudnn_benchmark && z.is_cuda()) run.count("kernel.vae_cudnn_benchmark.decodes");
+  if (tune) run.count("kernel.vae_cudnn_benchmark.decodes");
   if (o.vae_bf16) run.count("kernel.vae_bf16.decodes");
   if (o.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
   video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);
