@@ -576,7 +576,7 @@ TEST(GateGpu, HonestFullSizeCandidateLeavesNothingUntimed) {
   mj["config"] = to_json(c);
   const Manifest m = parse_manifest(mj, "kernel-all at 4 steps");
   const auto v = run_gate(w, m, "smoke", tmp.file("gate"), s, nullptr);
-  std::cout << v.integrity.dump(1) << "\n" << v.to_json()["gates"].dump(1) << "\n";
+  std::cout << v.integrity.dump(1) << "\n" << v.to_json()["gates"].dump(1) << std::endl;
   EXPECT_TRUE(v.integrity.at("untimed_work").at("threads").at("most_extra") == 0);
   EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(), v.integrity.at("untimed_work").at("bound_s").get<double>());
   EXPECT_GE(v.integrity.at("baseline_speed").at("efficiency").get<double>(), 0.25);
