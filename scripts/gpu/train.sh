@@ -13,9 +13,10 @@
 # budget is spent. E.g. a 12-minute training: `scripts/gpu/train.sh 12 0.45` twice. A finished run
 # resumed with a larger MINUTES trains the transformer further (stage 1 is not reopened).
 # Stage 1 trains a VAE with an 8-channel decoder (the tiny architecture's 4 did not learn the object on
-# the CPU; the loader accepts a wider VAE) on 9-frame windows of the 49-frame clips (3 causal chunks,
-# ~1.7x the steps of 17-frame clips per minute); more VAE steps is what helps most (check the
-# round-trip score in eval.log: it must be well above chance before the transformer's score means anything).
+# the CPU; the loader accepts a wider VAE) on whole 49-frame clips; 5 minutes give a round trip that passes
+# every held-out clip (docs/benchmarks.md, 2026-12-03 night). Stage 2 is then what limits the score (check
+# eval.log: the round trip must be well above chance before the transformer's score means anything).
+# The two calls must follow each other at once: a released machine loses out/ and with it the run.
 # Extra training flags: TRAIN_ARGS="--batch 256 --scenes 8192" scripts/gpu/train.sh 6
 set -uo pipefail
 cd "$(dirname "$0")/../.."
