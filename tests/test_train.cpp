@@ -301,7 +301,7 @@ TEST(Train, ResumeContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   test::TempDir d;
   TrainOptions whole = tiny_run(d.file("whole"));
   whole.vae_steps = 2, whole.dit_steps = 12, whole.scenes = 4, whole.dit_batch = 4;
-  train_tiny(whole);
+  const auto w = train_tiny(whole);
   TrainOptions part = whole;
   part.out = d.file("part");
   part.stop_at_step = 5;  // interrupted at step 5 of the same 12-step run
@@ -311,6 +311,12 @@ TEST(Train, ResumeContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   part.resume = true;
   const auto r = train_tiny(part);
   EXPECT_EQ(r.dit_steps, 12);
+  // Stage 1 finished in the first session: the resumed one still reports its losses (it said 0 -> 0).
+  ASSERT_GT(w.vae_loss, 0);
+  EXPECT_NEAR(r.first_vae_loss, w.first_vae_loss, 1e-6 * w.first_vae_loss);
+  EXPECT_NEAR(r.vae_loss, w.vae_loss, 1e-6 * w.vae_loss);
+  EXPECT_NEAR(runtime::read_json_file(d.file("part") + "/train_info.json").at("final_vae_reconstruction_loss").get<double>(), w.vae_loss,
+              1e-6 * w.vae_loss);
   for (const char* f : {"transformer_ema.safetensors", "transformer.safetensors", "vae.safetensors"}) {
     const auto a = runtime::TensorSource::open(d.file("whole") + "/train_state/" + f);
     const auto b = runtime::TensorSource::open(d.file("part") + "/train_state/" + f);

@@ -49,10 +49,14 @@ struct State {
   int64_t vae_step = 0, dit_step = 0;
   double vae_seconds = 0, dit_seconds = 0, prep_seconds = 0;
   std::vector<double> latents_mean, latents_std;
+  // The loss windows of the whole run (a resumed session's summary and train_info.json report the run's
+  // first and last losses, not 0 for a stage finished in an earlier session).
+  double first_vae_loss = 0, vae_loss = 0, first_dit_loss = 0, dit_loss = 0;
   json to_json() const {
     return {{"stage", stage},           {"vae_step", vae_step},         {"dit_step", dit_step},
             {"vae_seconds", vae_seconds}, {"dit_seconds", dit_seconds}, {"prep_seconds", prep_seconds},
-            {"latents_mean", latents_mean}, {"latents_std", latents_std}};
+            {"latents_mean", latents_mean}, {"latents_std", latents_std},
+            {"losses", {{"first_vae", first_vae_loss}, {"vae", vae_loss}, {"first_dit", first_dit_loss}, {"dit", dit_loss}}}};
   }
   static State from_json(const json& j) {
     State s;
@@ -64,6 +68,11 @@ struct State {
     s.prep_seconds = j.value("prep_seconds", 0.0);
     s.latents_mean = j.at("latents_mean").get<std::vector<double>>();
     s.latents_std = j.at("latents_std").get<std::vector<double>>();
+    const json losses = j.value("losses", json::object());  // absent in states written before 2026-12-03
+    s.first_vae_loss = losses.value("first_vae", 0.0);
+    s.vae_loss = losses.value("vae", 0.0);
+    s.first_dit_loss = losses.value("first_dit", 0.0);
+    s.dit_loss = losses.value("dit", 0.0);
     if (s.stage != "vae" && s.stage != "dit" && s.stage != "done") throw Error("stage '" + s.stage + "'");
     return s;
   }
@@ -187,6 +196,17 @@ TrainResult train_tiny(const TrainOptions& o) {
     return o.session_minutes > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
   };
   TrainResult res;
+  res.first_vae_loss = st.first_vae_loss;
+  res.vae_loss = st.vae_loss;
+  res.first_dit_loss = st.first_dit_loss;
+  res.dit_loss = st.dit_loss;
+  auto state_json = [&] {
+    st.first_vae_loss = res.first_vae_loss;
+    st.vae_loss = res.vae_loss;
+    st.first_dit_loss = res.first_dit_loss;
+    st.dit_loss = res.dit_loss;
+    return st.to_json();
+  };
   runtime::ModelConfigs cfg = runtime::tiny_configs();
   cfg.vae.base_dim = o.vae_base_dim;
   cfg.vae.decoder_base_dim = o.vae_decoder_base_dim;
@@ -225,7 +245,7 @@ TrainResult train_tiny(const TrainOptions& o) {
   auto save_vae = [&] {
     save_module(*vae, state_dir / "vae.safetensors");
     save_optimizer(vae_opt, state_dir / "vae_optim.pt");
-    write_json(state_dir / "state.json", st.to_json());
+    write_json(state_dir / "state.json", state_json());
   };
   const double vae_budget = budget * o.vae_share;
   {
@@ -409,7 +429,7 @@ TrainResult train_tiny(const TrainOptions& o) {
     save_module(*dit, state_dir / "transformer.safetensors");
     save_module(*ema, state_dir / "transformer_ema.safetensors");
     save_optimizer(dit_opt, state_dir / "dit_optim.pt");
-    write_json(state_dir / "state.json", st.to_json());
+    write_json(state_dir / "state.json", state_json());
     TinyCheckpoint ck{&*ema, &*vae, &*text, cfg.transformer, vae_cfg, cfg.text_encoder, cfg.scheduler};
     write_tiny_checkpoint(out.string(), ck);
   };
