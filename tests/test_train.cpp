@@ -330,6 +330,45 @@ TEST(Train, ResumeContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   EXPECT_THROW(train_tiny(none), Error);
 }
 
+TEST(Train, VaeFromSkipsStageOneWithTheGivenVae) {
+  test::TempDir d;
+  TrainOptions a = tiny_run(d.file("a"));
+  a.vae_steps = 2, a.dit_steps = 2, a.scenes = 2, a.dit_batch = 2;
+  train_tiny(a);
+  TrainOptions b = a;
+  b.out = d.file("b");
+  b.vae_from = d.file("a");
+  b.seed = a.seed + 1;  // another seed: the VAE must still be a's, not a fresh one
+  const auto r = train_tiny(b);
+  EXPECT_EQ(r.vae_steps, 0);
+  EXPECT_EQ(r.dit_steps, 2);
+  const auto va = runtime::TensorSource::open(d.file("a") + "/vae/diffusion_pytorch_model.safetensors");
+  const auto vb = runtime::TensorSource::open(d.file("b") + "/vae/diffusion_pytorch_model.safetensors");
+  ASSERT_EQ(va.names(), vb.names());
+  for (const auto& n : va.names()) EXPECT_TRUE(at::equal(va.tensor(n), vb.tensor(n))) << n;
+  // Resumable like any run: the VAE is where --resume reads it.
+  EXPECT_TRUE(fs::exists(d.file("b") + "/train_state/vae.safetensors"));
+  TrainOptions missing = a;
+  missing.out = d.file("c");
+  missing.vae_from = d.file("nowhere");
+  try {
+    train_tiny(missing);
+    ADD_FAILURE() << "a missing --vae-from folder was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  TrainOptions wider = a;
+  wider.out = d.file("w");
+  wider.vae_from = d.file("a");
+  wider.vae_decoder_base_dim = a.vae_decoder_base_dim + 4;
+  try {
+    train_tiny(wider);
+    ADD_FAILURE() << "a VAE of another width was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Train, CommandTrainsAndGenerateLoadsTheResult) {
   test::TempDir d;
   const std::string bin = AUTOOPTIM_BIN, out = d.file("ck");

@@ -17,6 +17,8 @@
 # every held-out clip (docs/benchmarks.md, 2026-12-03 night). Stage 2 is then what limits the score (check
 # eval.log: the round trip must be well above chance before the transformer's score means anything).
 # The two calls must follow each other at once: a released machine loses out/ and with it the run.
+# VAE_FROM=DIR skips stage 1 and takes the VAE of that checkpoint folder (carried; e.g. the 2026-12-03 night
+# run's weights, round trip 100%): all of MINUTES go to the transformer.
 # Extra training flags: TRAIN_ARGS="--batch 256 --scenes 8192" scripts/gpu/train.sh 6
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +35,10 @@ nvidia-smi --query-gpu=name,clocks.sm,memory.total,driver_version --format=csv >
 dir=out/wan22-tiny-train
 resume=()
 if [ "${FRESH:-0}" = 1 ]; then rm -rf "$dir"; fi
-if [ -f "$dir/train_state/state.json" ]; then resume=(--resume); echo "resuming $dir"; else rm -rf "$dir"; fi
+if [ -f "$dir/train_state/state.json" ]; then resume=(--resume); echo "resuming $dir"; else
+  rm -rf "$dir"
+  [ -n "${VAE_FROM:-}" ] && resume=(--vae-from "$VAE_FROM")
+fi
 mkdir -p out
 echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, this call at most $session min, seed $seed"
 # Stage 1 on whole 49-frame clips (13 latent frames): a VAE trained on 9-frame windows (3 latent frames)

@@ -247,6 +247,21 @@ TrainResult train_tiny(const TrainOptions& o) {
     save_optimizer(vae_opt, state_dir / "vae_optim.pt");
     write_json(state_dir / "state.json", state_json());
   };
+  if (!o.vae_from.empty() && !o.resume) {
+    // Stage 1 taken from an earlier run's trained VAE: the whole budget goes to the transformer.
+    const fs::path src = fs::path(o.vae_from) / "vae" / "diffusion_pytorch_model.safetensors";
+    if (!fs::exists(src))
+      throw Error("train --vae-from: " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
+    try {
+      runtime::load_strict(*vae, runtime::TensorSource::open(src.string()));
+    } catch (const std::exception& e) {
+      throw Error("train --vae-from " + o.vae_from + ": its VAE does not match --vae-width " + std::to_string(o.vae_base_dim) +
+                  " / --vae-decoder-width " + std::to_string(o.vae_decoder_base_dim) + ": " + e.what());
+    }
+    st.stage = "dit";
+    save_module(*vae, state_dir / "vae.safetensors");  // where --resume reads the VAE of stage 2 from
+    log::info("stage 1 skipped: the VAE of " + o.vae_from);
+  }
   const double vae_budget = budget * o.vae_share;
   {
     log::Progress progress;

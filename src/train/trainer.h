@@ -19,6 +19,7 @@ namespace autooptim::train {
 struct TrainOptions {
   std::string out;
   bool resume = false;
+  std::string vae_from;        // a checkpoint folder whose trained VAE replaces stage 1 (empty: train it)
   std::string device = "cpu";  // cpu | cuda
   uint64_t seed = 1;
   double minutes = 0;          // total wall-clock budget of both stages (0: none, steps decide)
