@@ -38,7 +38,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--stop-at-step", o->stop_at_step, "Stop this invocation at this transformer step, checkpointed (an interruption)")
       ->capture_default_str()->check(int_in(0, 1000000000));
   cmd->add_option("--vae-from", o->vae_from,
-                  "Skip stage 1: take the trained VAE of this checkpoint folder (an earlier --out); all of --minutes goes to the transformer");
+                  "Skip stage 1: take the trained VAE of this checkpoint folder (an earlier --out); all of --minutes goes to the transformer "
+                  "(with --resume the run keeps the VAE in its state)");
   cmd->add_option("--vae-share", o->vae_share, "Share of --minutes for stage 1 (the VAE)")->capture_default_str()->check(number_in(0, 1, true));
   cmd->add_option("--steps", o->dit_steps, "Transformer steps (stage 2); -1: --minutes decides")->capture_default_str();
   cmd->add_option("--vae-steps", o->vae_steps, "VAE steps (stage 1); -1: --minutes decides")->capture_default_str();

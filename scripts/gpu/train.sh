@@ -33,11 +33,11 @@ bin=build-gpu/autooptim
 [ -x "$bin" ] || { echo "scripts/gpu/train.sh: $bin missing: build first (scripts/gpu/build.sh)" >&2; exit 2; }
 nvidia-smi --query-gpu=name,clocks.sm,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
 dir=out/wan22-tiny-train
-resume=()
+start=()  # --resume, or --vae-from for a new run
 if [ "${FRESH:-0}" = 1 ]; then rm -rf "$dir"; fi
-if [ -f "$dir/train_state/state.json" ]; then resume=(--resume); echo "resuming $dir"; else
+if [ -f "$dir/train_state/state.json" ]; then start=(--resume); echo "resuming $dir"; else
   rm -rf "$dir"
-  [ -n "${VAE_FROM:-}" ] && resume=(--vae-from "$VAE_FROM")
+  [ -n "${VAE_FROM:-}" ] && start=(--vae-from "$VAE_FROM")
 fi
 mkdir -p out
 echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, this call at most $session min, seed $seed"
@@ -45,7 +45,7 @@ echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, t
 # decoded the first 9 frames well and drifted into noise after frame 12 (docs/benchmarks.md, 2026-12-03
 # evening): the causal caches must be trained over as many chunks as the clips have.
 # shellcheck disable=SC2086
-AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${resume[@]}" --device cuda --seed "$seed" \
+AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${start[@]}" --device cuda --seed "$seed" \
   --minutes "$minutes" --vae-share "$share" --session-minutes "$session" \
   --vae-batch 16 --vae-frames 49 --vae-decoder-width 8 --batch 256 --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
   ${TRAIN_ARGS:-} 2>&1 | tee -a "$OUT/train.log"

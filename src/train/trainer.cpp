@@ -255,8 +255,8 @@ TrainResult train_tiny(const TrainOptions& o) {
     try {
       runtime::load_strict(*vae, runtime::TensorSource::open(src.string()));
     } catch (const std::exception& e) {
-      throw Error("train --vae-from " + o.vae_from + ": its VAE does not match --vae-width " + std::to_string(o.vae_base_dim) +
-                  " / --vae-decoder-width " + std::to_string(o.vae_decoder_base_dim) + ": " + e.what());
+      throw Error("train --vae-from " + o.vae_from + ": its VAE does not load as one of --vae-width " + std::to_string(o.vae_base_dim) +
+                  " and --vae-decoder-width " + std::to_string(o.vae_decoder_base_dim) + " (the widths must match): " + e.what());
     }
     st.stage = "dit";
     save_module(*vae, state_dir / "vae.safetensors");  // where --resume reads the VAE of stage 2 from
