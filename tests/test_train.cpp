@@ -369,6 +369,48 @@ TEST(Train, VaeFromSkipsStageOneWithTheGivenVae) {
   }
 }
 
+TEST(Train, TransformerFromContinuesAnEarlierRunsTransformer) {
+  test::TempDir d;
+  TrainOptions a = tiny_run(d.file("a"));
+  a.vae_steps = 2, a.dit_steps = 3, a.scenes = 2, a.dit_batch = 2;
+  train_tiny(a);
+  // Zero steps from a's transformer export a's transformer unchanged: the init is a's, not the seed's.
+  TrainOptions b = a;
+  b.out = d.file("b");
+  b.vae_from = b.transformer_from = d.file("a");
+  b.seed = a.seed + 1;
+  b.dit_steps = 0;
+  train_tiny(b);
+  const auto ta = runtime::TensorSource::open(d.file("a") + "/transformer/diffusion_pytorch_model.safetensors");
+  const auto tb = runtime::TensorSource::open(d.file("b") + "/transformer/diffusion_pytorch_model.safetensors");
+  ASSERT_EQ(ta.names(), tb.names());
+  for (const auto& n : ta.names()) EXPECT_TRUE(at::equal(ta.tensor(n), tb.tensor(n))) << n;
+  // The earlier run's minutes are counted once in the continued run's record.
+  const auto ia = runtime::read_json_file(d.file("a") + "/train_info.json");
+  const auto ib = runtime::read_json_file(d.file("b") + "/train_info.json");
+  EXPECT_EQ(ib["continued_from"]["transformer_from"]["folder"], d.file("a"));
+  EXPECT_NEAR(ib["device_minutes_with_earlier_runs"].get<double>(),
+              ib["device_minutes"].get<double>() + ia["device_minutes"].get<double>(), 1e-9);
+  // And training goes on from there: steps change the weights.
+  TrainOptions c = b;
+  c.out = d.file("c");
+  c.dit_steps = 2;
+  train_tiny(c);
+  const auto tc = runtime::TensorSource::open(d.file("c") + "/transformer/diffusion_pytorch_model.safetensors");
+  bool changed = false;
+  for (const auto& n : ta.names()) changed = changed || !at::equal(ta.tensor(n), tc.tensor(n));
+  EXPECT_TRUE(changed);
+  TrainOptions missing = b;
+  missing.out = d.file("m");
+  missing.transformer_from = d.file("nowhere");
+  try {
+    train_tiny(missing);
+    ADD_FAILURE() << "a missing --transformer-from folder was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--transformer-from"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Train, CommandTrainsAndGenerateLoadsTheResult) {
   test::TempDir d;
   const std::string bin = AUTOOPTIM_BIN, out = d.file("ck");

@@ -40,6 +40,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--vae-from", o->vae_from,
                   "Skip stage 1: take the trained VAE of this checkpoint folder (an earlier --out); all of --minutes goes to the transformer "
                   "(with --resume the run keeps the VAE in its state)");
+  cmd->add_option("--transformer-from", o->transformer_from,
+                  "Start stage 2 from the transformer of this checkpoint folder (an earlier --out) instead of the random init: "
+                  "train it further (its device-minutes are added up in train_info.json)");
   cmd->add_option("--vae-share", o->vae_share, "Share of --minutes for stage 1 (the VAE)")->capture_default_str()->check(number_in(0, 1, true));
   cmd->add_option("--steps", o->dit_steps, "Transformer steps (stage 2); -1: --minutes decides")->capture_default_str();
   cmd->add_option("--vae-steps", o->vae_steps, "VAE steps (stage 1); -1: --minutes decides")->capture_default_str();

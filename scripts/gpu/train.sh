@@ -19,7 +19,9 @@
 # The two calls must follow each other at once: a released machine loses out/ and with it the run.
 # VAE_FROM=DIR skips stage 1 and takes the VAE of that checkpoint folder (carried; e.g. the 2026-12-03 night
 # run's weights, round trip 100%): all of MINUTES go to the transformer.
-# Extra training flags: TRAIN_ARGS="--batch 256 --scenes 8192" scripts/gpu/train.sh 6
+# DIT_FROM=DIR starts the transformer from that checkpoint folder's (trains it further; with VAE_FROM=DIR
+# the same folder continues an earlier run as a whole; train_info.json adds up both runs' minutes).
+# BATCH (default 256) is the transformer batch. Extra training flags: TRAIN_ARGS="--scenes 8192" scripts/gpu/train.sh 6
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-train}
@@ -38,6 +40,7 @@ if [ "${FRESH:-0}" = 1 ]; then rm -rf "$dir"; fi
 if [ -f "$dir/train_state/state.json" ]; then start=(--resume); echo "resuming $dir"; else
   rm -rf "$dir"
   [ -n "${VAE_FROM:-}" ] && start=(--vae-from "$VAE_FROM")
+  [ -n "${DIT_FROM:-}" ] && start+=(--transformer-from "$DIT_FROM")
 fi
 mkdir -p out
 echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, this call at most $session min, seed $seed"
@@ -47,7 +50,7 @@ echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, t
 # shellcheck disable=SC2086
 AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${start[@]}" --device cuda --seed "$seed" \
   --minutes "$minutes" --vae-share "$share" --session-minutes "$session" \
-  --vae-batch 16 --vae-frames 49 --vae-decoder-width 8 --batch 256 --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
+  --vae-batch 16 --vae-frames 49 --vae-decoder-width 8 --batch "${BATCH:-256}" --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
   ${TRAIN_ARGS:-} 2>&1 | tee -a "$OUT/train.log"
 rc=${PIPESTATUS[0]}
 echo "train rc=$rc"

@@ -432,6 +432,20 @@ TrainResult train_tiny(const TrainOptions& o) {
   if (st.dit_step > 0 || st.stage == "done") {
     runtime::load_strict(*dit, runtime::TensorSource::open((state_dir / "transformer.safetensors").string()));
     runtime::load_strict(*ema, runtime::TensorSource::open((state_dir / "transformer_ema.safetensors").string()));
+  } else if (!o.transformer_from.empty()) {
+    // Continue an earlier run's transformer: its exported (EMA) weights start both the trained weights
+    // and their EMA; the optimiser's moments and the learning-rate schedule start afresh.
+    const fs::path src = fs::path(o.transformer_from) / "transformer" / "diffusion_pytorch_model.safetensors";
+    if (!fs::exists(src))
+      throw Error("train --transformer-from: " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
+    for (auto* m : {&dit, &ema}) {
+      try {
+        runtime::load_strict(**m, runtime::TensorSource::open(src.string()));
+      } catch (const std::exception& e) {
+        throw Error("train --transformer-from " + o.transformer_from + ": its transformer does not load as wan22-tiny's: " + e.what());
+      }
+    }
+    log::info("stage 2 starts from the transformer of " + o.transformer_from);
   }
   set_trainable(*dit, true);
   torch::optim::AdamW dit_opt(dit->parameters(),
@@ -536,6 +550,26 @@ TrainResult train_tiny(const TrainOptions& o) {
   res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   res.finished = true;
   const double total = st.vae_seconds + st.prep_seconds + st.dit_seconds;
+  // Minutes of the runs this one continued (--vae-from's stage 1, --transformer-from's whole run).
+  json earlier = json::object();
+  double earlier_minutes = 0;
+  for (const auto& [what, dir] : {std::pair<std::string, std::string>{"vae_from", o.vae_from}, {"transformer_from", o.transformer_from}}) {
+    if (dir.empty()) continue;
+    json e = {{"folder", dir}};
+    try {
+      const json ti = runtime::read_json_file((fs::path(dir) / "train_info.json").string());
+      const double m = what == "vae_from" ? ti.value("vae_minutes", 0.0) : ti.value("device_minutes", 0.0);
+      e["device_minutes"] = m;
+      e["command"] = ti.value("command", "");
+      e["seed"] = ti.value("seed", 0);
+      earlier_minutes += m;
+    } catch (const std::exception&) {
+      e["device_minutes"] = nullptr;  // the folder has no readable train_info.json
+    }
+    earlier[what] = e;
+  }
+  if (!o.vae_from.empty() && !o.transformer_from.empty() && fs::equivalent(o.vae_from, o.transformer_from))
+    earlier_minutes = earlier["transformer_from"].value("device_minutes", 0.0);  // one earlier run, counted once
   json info = {{"command", o.command_line},
                {"seed", o.seed},
                {"device", o.device},
@@ -547,6 +581,8 @@ TrainResult train_tiny(const TrainOptions& o) {
                {"data_minutes", st.prep_seconds / 60},
                {"transformer_minutes", st.dit_seconds / 60},
                {"device_minutes", total / 60},
+               {"continued_from", earlier},
+               {"device_minutes_with_earlier_runs", total / 60 + earlier_minutes},
                {"final_vae_reconstruction_loss", res.vae_loss},
                {"final_transformer_loss", res.dit_loss},
                {"options",

@@ -20,6 +20,10 @@ struct TrainOptions {
   std::string out;
   bool resume = false;
   std::string vae_from;        // a checkpoint folder whose trained VAE replaces stage 1 (empty: train it)
+  // A checkpoint folder whose (exported, EMA) transformer starts stage 2 instead of the random init:
+  // training continued from an earlier run (empty: the seed's init). Its train_info.json's
+  // device-minutes are added to this run's in train_info.json.
+  std::string transformer_from;
   std::string device = "cpu";  // cpu | cuda
   uint64_t seed = 1;
   double minutes = 0;          // total wall-clock budget of both stages (0: none, steps decide)
