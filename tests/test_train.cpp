@@ -400,6 +400,21 @@ TEST(Train, TransformerFromContinuesAnEarlierRunsTransformer) {
   bool changed = false;
   for (const auto& n : ta.names()) changed = changed || !at::equal(ta.tensor(n), tc.tensor(n));
   EXPECT_TRUE(changed);
+  // A resumed session keeps the record of what the run continued.
+  TrainOptions c2 = c;
+  c2.resume = true;
+  c2.dit_steps = 3;
+  c2.vae_from.clear();
+  c2.transformer_from.clear();
+  train_tiny(c2);
+  const auto ic = runtime::read_json_file(d.file("c") + "/train_info.json");
+  EXPECT_EQ(ic["transformer_steps"], 3);
+  EXPECT_EQ(ic["continued_from"]["transformer_from"]["folder"], d.file("a"));
+  EXPECT_EQ(ic["continued_from"]["vae_from"]["folder"], d.file("a"));
+  EXPECT_TRUE(ic["final_vae_reconstruction_loss"].is_null());  // no stage 1 here: the VAE's loss is a's
+  EXPECT_EQ(ic["continued_from"]["vae_from"]["final_vae_reconstruction_loss"], ia["final_vae_reconstruction_loss"]);
+  EXPECT_NEAR(ic["device_minutes_with_earlier_runs"].get<double>(),
+              ic["device_minutes"].get<double>() + ia["device_minutes"].get<double>(), 1e-9);
   TrainOptions missing = b;
   missing.out = d.file("m");
   missing.transformer_from = d.file("nowhere");
@@ -456,7 +471,7 @@ TEST(EvalTiny, DefaultWeightsMakeWhatHeldOutCaptionsAsk) {
   if (weights.rfind("trained", 0) != 0)
     GTEST_SKIP() << "no trained wan22-tiny weights are shipped (default weights: " << weights
                  << "): the >= 80% check applies once assets/wan22-tiny/weights exists";
-  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 5 --out " + d.file("eval.json"));
+  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 10 --out " + d.file("eval.json"));
   ASSERT_EQ(rc, 0) << out;
   const auto rep = nlohmann::json::parse(std::ifstream(d.file("eval.json")));
   EXPECT_GE(rep["score"].get<double>(), 0.8) << out;

@@ -69,7 +69,10 @@ void add_train(CLI::App& app) {
     for (const auto& a : command_line()) line += (line.empty() ? "" : " ") + a;
     o->command_line = line;
     const auto r = train::train_tiny(*o);
-    std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps), r.first_vae_loss, r.vae_loss);
+    if (r.vae_steps == 0 && r.first_vae_loss == 0)
+      std::printf("VAE: not trained here (--vae-from, or --vae-steps 0)\n");
+    else
+      std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps), r.first_vae_loss, r.vae_loss);
     std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss, r.dit_loss);
     if (!r.finished) {
       std::printf("stopped at the session limit; continue with --resume (the same --out)\n");

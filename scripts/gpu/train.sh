@@ -60,20 +60,22 @@ if [ "$rc" -eq 3 ]; then
   exit 0
 fi
 [ "$rc" -eq 0 ] || exit "$rc"
-echo "=== eval ($(date -u +%H:%M:%S))"
-$bin eval-tiny --model wan22-tiny --weights "$dir" --device cuda --dtype fp32 --captions 40 \
-  --out "$OUT/eval-trained.json" --clips-dir "$OUT/eval-clips" 2>&1 | tail -45 | tee "$OUT/eval.log"
-$bin eval-tiny --vae-roundtrip --model wan22-tiny --weights "$dir" --device cuda --captions 40 \
-  --out "$OUT/eval-vae-roundtrip.json" --clips-dir "$OUT/roundtrip" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
-$bin eval-tiny --model wan22-tiny --synthetic-weights --device cuda --dtype fp32 --captions 40 \
-  --out "$OUT/eval-synthetic.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
-$bin eval-tiny --truth --captions 40 --out "$OUT/eval-truth.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
-# Only a few side-by-side round-trip frames come back (the first clip's).
-find "$OUT/roundtrip" -mindepth 1 -maxdepth 1 -type d ! -name roundtrip_0 -exec rm -rf {} + 2>/dev/null
-# The shippable part: the checkpoint without train_state/ (optimiser moments, raw weights).
+# First (a call cut short still brings them back), the shippable part: the checkpoint without train_state/ (optimiser moments, raw weights).
 mkdir -p "$OUT/weights"
 cp -r "$dir"/model_index.json "$dir"/transformer "$dir"/vae "$dir"/text_encoder "$dir"/tokenizer "$dir"/scheduler \
   "$dir"/train_info.json "$dir"/train_log.jsonl "$OUT/weights/"
 (cd "$OUT/weights" && find . -type f ! -name SHA256SUMS | sort | xargs sha256sum > SHA256SUMS)
 du -sh "$OUT/weights"
+# One file (the device returns a few files only): weights.tgz.
+tar czf "$OUT/weights.tgz" -C "$OUT" weights && rm -rf "$OUT/weights"
+echo "=== eval ($(date -u +%H:%M:%S))"
+$bin eval-tiny --model wan22-tiny --weights "$dir" --device cuda --dtype fp32 --captions 40 \
+  --out "$OUT/eval-trained.json" --clips-dir /tmp/autooptim-eval-clips 2>&1 | tail -45 | tee "$OUT/eval.log"
+$bin eval-tiny --vae-roundtrip --model wan22-tiny --weights "$dir" --device cuda --captions 40 \
+  --out "$OUT/eval-vae-roundtrip.json" --clips-dir /tmp/autooptim-roundtrip 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+[ "${SKIP_SYNTHETIC:-0}" = 1 ] || $bin eval-tiny --model wan22-tiny --synthetic-weights --device cuda --dtype fp32 --captions 40 \
+  --out "$OUT/eval-synthetic.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+$bin eval-tiny --truth --captions 40 --out "$OUT/eval-truth.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+# Only a few side-by-side round-trip frames come back (the first clip's).
+find /tmp/autooptim-roundtrip -mindepth 1 -maxdepth 1 -type d ! -name roundtrip_0 -exec rm -rf {} + 2>/dev/null
 echo "=== done ($(date -u +%H:%M:%S))"

@@ -52,8 +52,10 @@ struct State {
   // The loss windows of the whole run (a resumed session's summary and train_info.json report the run's
   // first and last losses, not 0 for a stage finished in an earlier session).
   double first_vae_loss = 0, vae_loss = 0, first_dit_loss = 0, dit_loss = 0;
+  // The earlier runs this one continues (--vae-from, --transformer-from), kept for a resumed session's record.
+  json continued_from = json::object();
   json to_json() const {
-    return {{"stage", stage},           {"vae_step", vae_step},         {"dit_step", dit_step},
+    return {{"continued_from", continued_from}, {"stage", stage},           {"vae_step", vae_step},         {"dit_step", dit_step},
             {"vae_seconds", vae_seconds}, {"dit_seconds", dit_seconds}, {"prep_seconds", prep_seconds},
             {"latents_mean", latents_mean}, {"latents_std", latents_std},
             {"losses", {{"first_vae", first_vae_loss}, {"vae", vae_loss}, {"first_dit", first_dit_loss}, {"dit", dit_loss}}}};
@@ -73,10 +75,42 @@ struct State {
     s.vae_loss = losses.value("vae", 0.0);
     s.first_dit_loss = losses.value("first_dit", 0.0);
     s.dit_loss = losses.value("dit", 0.0);
+    s.continued_from = j.value("continued_from", json::object());
     if (s.stage != "vae" && s.stage != "dit" && s.stage != "done") throw Error("stage '" + s.stage + "'");
     return s;
   }
 };
+
+// What an earlier run (a checkpoint folder with its train_info.json) that this one continues contributed:
+// its folder, command, seed, and the device-minutes taken from it (the VAE's stage for --vae-from, the
+// whole run for --transformer-from); minutes null when the folder has no readable train_info.json.
+json earlier_run(const std::string& dir, bool vae_only) {
+  json e = {{"folder", dir}, {"device_minutes", nullptr}};
+  try {
+    const json ti = runtime::read_json_file((fs::path(dir) / "train_info.json").string());
+    e["device_minutes"] = vae_only ? ti.value("vae_minutes", 0.0) : ti.value("device_minutes", 0.0);
+    e["command"] = ti.value("command", "");
+    e["seed"] = ti.value("seed", 0);
+    if (vae_only) e["final_vae_reconstruction_loss"] = ti.value("final_vae_reconstruction_loss", json(nullptr));
+    if (ti.contains("continued_from")) e["continued_from"] = ti["continued_from"];
+    // That run's own predecessors count too (a chain of continued runs).
+    if (vae_only && ti.contains("continued_from") && ti["continued_from"].contains("vae_from"))
+      e["device_minutes"] = ti["continued_from"]["vae_from"].value("device_minutes", json(nullptr));  // its VAE came from further back
+    if (!vae_only && ti.contains("device_minutes_with_earlier_runs")) e["device_minutes"] = ti["device_minutes_with_earlier_runs"];
+  } catch (const std::exception&) {
+  }
+  return e;
+}
+
+// The device-minutes of the earlier runs in a continued_from record, the same folder counted once.
+double earlier_minutes(const json& continued_from) {
+  const json* v = continued_from.contains("vae_from") ? &continued_from["vae_from"] : nullptr;
+  const json* t = continued_from.contains("transformer_from") ? &continued_from["transformer_from"] : nullptr;
+  auto minutes = [](const json* e) { return e && e->at("device_minutes").is_number() ? e->at("device_minutes").get<double>() : 0.0; };
+  std::error_code ec;
+  if (v && t && fs::equivalent(v->at("folder").get<std::string>(), t->at("folder").get<std::string>(), ec)) return minutes(t);
+  return minutes(v) + minutes(t);
+}
 
 void set_trainable(torch::nn::Module& m, bool on) {
   for (auto& p : m.parameters()) p.set_requires_grad(on);
@@ -190,6 +224,8 @@ TrainResult train_tiny(const TrainOptions& o) {
     if (fs::exists(state_dir / "state.json"))
       throw Error("train: " + o.out + " already holds a training run; pass --resume to continue it or choose another --out");
     fs::create_directories(state_dir);
+    if (!o.vae_from.empty()) st.continued_from["vae_from"] = earlier_run(o.vae_from, true);
+    if (!o.transformer_from.empty()) st.continued_from["transformer_from"] = earlier_run(o.transformer_from, false);
   }
   LossLog loss_log(out / "train_log.jsonl");
   auto session_over = [&] {
@@ -550,26 +586,6 @@ TrainResult train_tiny(const TrainOptions& o) {
   res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   res.finished = true;
   const double total = st.vae_seconds + st.prep_seconds + st.dit_seconds;
-  // Minutes of the runs this one continued (--vae-from's stage 1, --transformer-from's whole run).
-  json earlier = json::object();
-  double earlier_minutes = 0;
-  for (const auto& [what, dir] : {std::pair<std::string, std::string>{"vae_from", o.vae_from}, {"transformer_from", o.transformer_from}}) {
-    if (dir.empty()) continue;
-    json e = {{"folder", dir}};
-    try {
-      const json ti = runtime::read_json_file((fs::path(dir) / "train_info.json").string());
-      const double m = what == "vae_from" ? ti.value("vae_minutes", 0.0) : ti.value("device_minutes", 0.0);
-      e["device_minutes"] = m;
-      e["command"] = ti.value("command", "");
-      e["seed"] = ti.value("seed", 0);
-      earlier_minutes += m;
-    } catch (const std::exception&) {
-      e["device_minutes"] = nullptr;  // the folder has no readable train_info.json
-    }
-    earlier[what] = e;
-  }
-  if (!o.vae_from.empty() && !o.transformer_from.empty() && fs::equivalent(o.vae_from, o.transformer_from))
-    earlier_minutes = earlier["transformer_from"].value("device_minutes", 0.0);  // one earlier run, counted once
   json info = {{"command", o.command_line},
                {"seed", o.seed},
                {"device", o.device},
@@ -581,9 +597,9 @@ TrainResult train_tiny(const TrainOptions& o) {
                {"data_minutes", st.prep_seconds / 60},
                {"transformer_minutes", st.dit_seconds / 60},
                {"device_minutes", total / 60},
-               {"continued_from", earlier},
-               {"device_minutes_with_earlier_runs", total / 60 + earlier_minutes},
-               {"final_vae_reconstruction_loss", res.vae_loss},
+               {"continued_from", st.continued_from},
+               {"device_minutes_with_earlier_runs", total / 60 + earlier_minutes(st.continued_from)},
+               {"final_vae_reconstruction_loss", st.vae_step > 0 ? json(res.vae_loss) : json(nullptr)},  // --vae-from: see continued_from
                {"final_transformer_loss", res.dit_loss},
                {"options",
                 {{"minutes", o.minutes}, {"vae_share", o.vae_share}, {"vae_batch", o.vae_batch}, {"vae_frames", o.vae_frames},
