@@ -163,6 +163,19 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     if (per_technique.empty() || per_technique.back().front().tech != tech) per_technique.emplace_back();
     per_technique.back().push_back({tech, point.label, point.flags, {}});
   }
+  // Each policy's points go from conservative to aggressive; try them middle first, then outwards
+  // (the more aggressive neighbour first). A short budget measures one point per policy, and the most
+  // conservative one skips nothing on a trained model (EasyCache at 0.02 on the trained wan22-tiny,
+  // docs/benchmarks.md 2026-12-04), while the middle lands near where the quality floor is.
+  for (auto& points : per_technique) {
+    std::vector<Candidate> ordered;
+    const auto n = static_cast<std::ptrdiff_t>(points.size()), mid = (n - 1) / 2;
+    for (std::ptrdiff_t k = 0; static_cast<std::ptrdiff_t>(ordered.size()) < n; ++k) {
+      if (mid + k < n) ordered.push_back(points[static_cast<size_t>(mid + k)]);
+      if (k > 0 && mid - k >= 0) ordered.push_back(points[static_cast<size_t>(mid - k)]);
+    }
+    points = std::move(ordered);
+  }
   std::vector<Candidate> order;  // round robin across the policies
   for (size_t k = 0;; ++k) {
     bool any = false;
