@@ -330,6 +330,17 @@ TEST(Train, ResumeContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   EXPECT_THROW(train_tiny(none), Error);
 }
 
+// The message of the Error that training with `o` throws; a failure when it trains instead.
+static std::string train_error(const TrainOptions& o, const std::string& accepted) {
+  try {
+    train_tiny(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << accepted << " was accepted";
+  return "";
+}
+
 TEST(Train, VaeFromSkipsStageOneWithTheGivenVae) {
   test::TempDir d;
   TrainOptions a = tiny_run(d.file("a"));
@@ -351,22 +362,14 @@ TEST(Train, VaeFromSkipsStageOneWithTheGivenVae) {
   TrainOptions missing = a;
   missing.out = d.file("c");
   missing.vae_from = d.file("nowhere");
-  try {
-    train_tiny(missing);
-    ADD_FAILURE() << "a missing --vae-from folder was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
-  }
+  const std::string no_folder = train_error(missing, "a missing --vae-from folder");
+  EXPECT_NE(no_folder.find("does not exist"), std::string::npos) << no_folder;
   TrainOptions wider = a;
   wider.out = d.file("w");
   wider.vae_from = d.file("a");
   wider.vae_decoder_base_dim = a.vae_decoder_base_dim + 4;
-  try {
-    train_tiny(wider);
-    ADD_FAILURE() << "a VAE of another width was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not load as one of --vae-width"), std::string::npos) << e.what();
-  }
+  const std::string other_width = train_error(wider, "a VAE of another width");
+  EXPECT_NE(other_width.find("does not load as one of --vae-width"), std::string::npos) << other_width;
 }
 
 TEST(Train, TransformerFromContinuesAnEarlierRunsTransformer) {
@@ -418,12 +421,8 @@ TEST(Train, TransformerFromContinuesAnEarlierRunsTransformer) {
   TrainOptions missing = b;
   missing.out = d.file("m");
   missing.transformer_from = d.file("nowhere");
-  try {
-    train_tiny(missing);
-    ADD_FAILURE() << "a missing --transformer-from folder was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--transformer-from"), std::string::npos) << e.what();
-  }
+  const std::string no_folder = train_error(missing, "a missing --transformer-from folder");
+  EXPECT_NE(no_folder.find("--transformer-from"), std::string::npos) << no_folder;
 }
 
 TEST(Train, CommandTrainsAndGenerateLoadsTheResult) {

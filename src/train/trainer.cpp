@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -110,6 +111,21 @@ double earlier_minutes(const json& continued_from) {
   std::error_code ec;
   if (v && t && fs::equivalent(v->at("folder").get<std::string>(), t->at("folder").get<std::string>(), ec)) return minutes(t);
   return minutes(v) + minutes(t);
+}
+
+// Loads one part (vae, transformer) of an earlier run's checkpoint folder into each of `into`, for
+// --vae-from and --transformer-from: a missing file or one that does not load is one error naming the flag.
+void load_earlier_part(std::initializer_list<torch::nn::Module*> into, const std::string& dir, const std::string& part,
+                       const std::string& flag, const std::string& mismatch) {
+  const fs::path src = fs::path(dir) / part / "diffusion_pytorch_model.safetensors";
+  if (!fs::exists(src))
+    throw Error("train " + flag + ": " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
+  try {
+    const auto source = runtime::TensorSource::open(src.string());
+    for (auto* m : into) runtime::load_strict(*m, source);
+  } catch (const std::exception& e) {
+    throw Error("train " + flag + " " + dir + ": " + mismatch + ": " + e.what());
+  }
 }
 
 void set_trainable(torch::nn::Module& m, bool on) {
@@ -285,15 +301,9 @@ TrainResult train_tiny(const TrainOptions& o) {
   };
   if (!o.vae_from.empty() && !o.resume) {
     // Stage 1 taken from an earlier run's trained VAE: the whole budget goes to the transformer.
-    const fs::path src = fs::path(o.vae_from) / "vae" / "diffusion_pytorch_model.safetensors";
-    if (!fs::exists(src))
-      throw Error("train --vae-from: " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
-    try {
-      runtime::load_strict(*vae, runtime::TensorSource::open(src.string()));
-    } catch (const std::exception& e) {
-      throw Error("train --vae-from " + o.vae_from + ": its VAE does not load as one of --vae-width " + std::to_string(o.vae_base_dim) +
-                  " and --vae-decoder-width " + std::to_string(o.vae_decoder_base_dim) + " (the widths must match): " + e.what());
-    }
+    load_earlier_part({&*vae}, o.vae_from, "vae", "--vae-from",
+                      "its VAE does not load as one of --vae-width " + std::to_string(o.vae_base_dim) + " and --vae-decoder-width " +
+                          std::to_string(o.vae_decoder_base_dim) + " (the widths must match)");
     st.stage = "dit";
     save_module(*vae, state_dir / "vae.safetensors");  // where --resume reads the VAE of stage 2 from
     log::info("stage 1 skipped: the VAE of " + o.vae_from);
@@ -471,16 +481,8 @@ TrainResult train_tiny(const TrainOptions& o) {
   } else if (!o.transformer_from.empty()) {
     // Continue an earlier run's transformer: its exported (EMA) weights start both the trained weights
     // and their EMA; the optimiser's moments and the learning-rate schedule start afresh.
-    const fs::path src = fs::path(o.transformer_from) / "transformer" / "diffusion_pytorch_model.safetensors";
-    if (!fs::exists(src))
-      throw Error("train --transformer-from: " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
-    for (auto* m : {&dit, &ema}) {
-      try {
-        runtime::load_strict(**m, runtime::TensorSource::open(src.string()));
-      } catch (const std::exception& e) {
-        throw Error("train --transformer-from " + o.transformer_from + ": its transformer does not load as wan22-tiny's: " + e.what());
-      }
-    }
+    load_earlier_part({&*dit, &*ema}, o.transformer_from, "transformer", "--transformer-from",
+                      "its transformer does not load as wan22-tiny's");
     log::info("stage 2 starts from the transformer of " + o.transformer_from);
   }
   set_trainable(*dit, true);
