@@ -421,8 +421,10 @@ TEST(Train, TransformerFromContinuesAnEarlierRunsTransformer) {
   TrainOptions missing = b;
   missing.out = d.file("m");
   missing.transformer_from = d.file("nowhere");
+  missing.vae_from.clear();  // with stage 1 to run: refused before it, not after it and the data
   const std::string no_folder = train_error(missing, "a missing --transformer-from folder");
   EXPECT_NE(no_folder.find("--transformer-from"), std::string::npos) << no_folder;
+  EXPECT_FALSE(fs::exists(d.file("m") + "/train_state")) << "work started before the check";
 }
 
 TEST(Train, CommandTrainsAndGenerateLoadsTheResult) {

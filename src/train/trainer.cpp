@@ -115,11 +115,16 @@ double earlier_minutes(const json& continued_from) {
 
 // Loads one part (vae, transformer) of an earlier run's checkpoint folder into each of `into`, for
 // --vae-from and --transformer-from: a missing file or one that does not load is one error naming the flag.
-void load_earlier_part(std::initializer_list<torch::nn::Module*> into, const std::string& dir, const std::string& part,
-                       const std::string& flag, const std::string& mismatch) {
+fs::path earlier_part(const std::string& dir, const std::string& part, const std::string& flag) {
   const fs::path src = fs::path(dir) / part / "diffusion_pytorch_model.safetensors";
   if (!fs::exists(src))
     throw Error("train " + flag + ": " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
+  return src;
+}
+
+void load_earlier_part(std::initializer_list<torch::nn::Module*> into, const std::string& dir, const std::string& part,
+                       const std::string& flag, const std::string& mismatch) {
+  const fs::path src = earlier_part(dir, part, flag);
   try {
     const auto source = runtime::TensorSource::open(src.string());
     for (auto* m : into) runtime::load_strict(*m, source);
@@ -239,6 +244,9 @@ TrainResult train_tiny(const TrainOptions& o) {
   } else {
     if (fs::exists(state_dir / "state.json"))
       throw Error("train: " + o.out + " already holds a training run; pass --resume to continue it or choose another --out");
+    // Before any work: a wrong --transformer-from would otherwise surface after stage 1 and the data.
+    if (!o.vae_from.empty()) earlier_part(o.vae_from, "vae", "--vae-from");
+    if (!o.transformer_from.empty()) earlier_part(o.transformer_from, "transformer", "--transformer-from");
     fs::create_directories(state_dir);
     if (!o.vae_from.empty()) st.continued_from["vae_from"] = earlier_run(o.vae_from, true);
     if (!o.transformer_from.empty()) st.continued_from["transformer_from"] = earlier_run(o.transformer_from, false);
