@@ -2,6 +2,7 @@
 // baseline's resolved flags (a proposal's manifest spells every flag out), conflicts are refused.
 #include <gtest/gtest.h>
 
+#include "executors/executor.h"
 #include "gates/manifest.h"
 #include "orchestrator/orchestrator.h"
 
@@ -83,4 +84,16 @@ TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
   EXPECT_TRUE(o.easycache.enabled && o.cross_kv_cache);
   const auto other = part("wan22-tiny/cache/easycache-t0.05", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}}, false);
   EXPECT_FALSE(orchestrator::compose_manifest(base, {&cache, &other}).has_value());
+}
+
+// The cache executor's try order within one policy: the middle point first, then outwards (the more
+// aggressive neighbour first), every point exactly once.
+TEST(Executors, CachePointsAreTriedMiddleFirst) {
+  using autooptim::executors::middle_out;
+  EXPECT_EQ(middle_out(0), std::vector<size_t>{});
+  EXPECT_EQ(middle_out(1), (std::vector<size_t>{0}));
+  EXPECT_EQ(middle_out(2), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(middle_out(3), (std::vector<size_t>{1, 2, 0}));
+  EXPECT_EQ(middle_out(6), (std::vector<size_t>{2, 3, 1, 4, 0, 5}));  // EasyCache's six: 0.08 first, then 0.12, 0.05
+  EXPECT_EQ(middle_out(7), (std::vector<size_t>{3, 4, 2, 5, 1, 6, 0}));
 }

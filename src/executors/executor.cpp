@@ -163,17 +163,9 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     if (per_technique.empty() || per_technique.back().front().tech != tech) per_technique.emplace_back();
     per_technique.back().push_back({tech, point.label, point.flags, {}});
   }
-  // Each policy's points go from conservative to aggressive; try them middle first, then outwards
-  // (the more aggressive neighbour first). A short budget measures one point per policy, and the most
-  // conservative one skips nothing on a trained model (EasyCache at 0.02 on the trained wan22-tiny,
-  // docs/benchmarks.md 2026-12-04), while the middle lands near where the quality floor is.
-  for (auto& points : per_technique) {
+  for (auto& points : per_technique) {  // middle first: see middle_out
     std::vector<Candidate> ordered;
-    const auto n = static_cast<std::ptrdiff_t>(points.size()), mid = (n - 1) / 2;
-    for (std::ptrdiff_t k = 0; static_cast<std::ptrdiff_t>(ordered.size()) < n; ++k) {
-      if (mid + k < n) ordered.push_back(points[static_cast<size_t>(mid + k)]);
-      if (k > 0 && mid - k >= 0) ordered.push_back(points[static_cast<size_t>(mid - k)]);
-    }
+    for (size_t i : middle_out(points.size())) ordered.push_back(points[i]);
     points = std::move(ordered);
   }
   std::vector<Candidate> order;  // round robin across the policies
@@ -254,6 +246,17 @@ int explore_quant(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
 }
 
 }  // namespace
+
+std::vector<size_t> middle_out(size_t n) {
+  std::vector<size_t> order;
+  if (n == 0) return order;
+  const size_t mid = (n - 1) / 2;
+  for (size_t k = 0; order.size() < n; ++k) {
+    if (mid + k < n) order.push_back(mid + k);
+    if (k > 0 && k <= mid) order.push_back(mid - k);
+  }
+  return order;
+}
 
 int run_executor(const ExecutorRequest& req) {
   // SIGTERM (the orchestrator's exploration deadline or its interruption) and SIGINT (a ^C reaching
