@@ -223,3 +223,27 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("cuda_graph"), std::string::npos);
 }
+
+// Each VAE conversion alone (channels_last without bf16 keeps the float32 biases as they were loaded): the
+// decode matches the model's own; bench --vae-only with channels_last alone once failed here with libtorch's
+// "Inference tensors do not track version counter".
+TEST(Pipeline, VaeConversionsAloneDecodeAsTheModelsOwn) {
+  auto m = load_model(LoadRequest{});
+  const auto r = m.pipeline->generate(small_params());
+  const at::Tensor ref = m.pipeline->decode(r.latents);
+  for (const bool bf16 : {false, true}) {
+    RuntimeOptions o;
+    o.vae_channels_last = true;
+    o.vae_bf16 = bf16;
+    m.pipeline->set_options(o);
+    at::Tensor got;
+    {
+      at::InferenceMode guard;  // as the gate and bench decode
+      got = m.pipeline->decode(r.latents);
+    }
+    ASSERT_EQ(got.sizes(), ref.sizes());
+    const double rel = ((got.to(at::kFloat) - ref).norm() / ref.norm()).item<double>();
+    EXPECT_LE(rel, bf16 ? 2e-2 : 1e-5) << "bf16=" << bf16;
+    m.pipeline->set_options(RuntimeOptions{});
+  }
+}

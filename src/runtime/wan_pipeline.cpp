@@ -166,6 +166,9 @@ AutoencoderKLWan& WanPipeline::decoding_vae(const RuntimeOptions& o) {
       at::Tensor t = src[q.key()].to(q.value().scalar_type());
       if (cl && t.dim() == 5) t = t.contiguous(at::MemoryFormat::ChannelsLast3d);
       if (cl && t.dim() == 4) t = t.contiguous(at::MemoryFormat::ChannelsLast);
+      // A tensor left as it was (a bias under channels_last alone) is the loaded VAE's own, an inference
+      // tensor when loaded under InferenceMode: set_data would refuse it. The copy owns its storage.
+      if (t.is_same(src[q.key()]) || t.is_inference()) t = t.clone();
       q.value().set_data(t);
     }
     converted_vae_ = v;
