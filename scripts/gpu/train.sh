@@ -21,7 +21,8 @@
 # run's weights, round trip 100%): all of MINUTES go to the transformer.
 # DIT_FROM=DIR starts the transformer from that checkpoint folder's (trains it further; with VAE_FROM=DIR
 # the same folder continues an earlier run as a whole; train_info.json adds up both runs' minutes).
-# BATCH (default 256) is the transformer batch. Extra training flags: TRAIN_ARGS="--scenes 8192" scripts/gpu/train.sh 6
+# BATCH (default 256) is the transformer batch, SCENES (default 6144) the data set's scenes; SKIP_ROUNDTRIP=1 and
+# SKIP_SYNTHETIC=1 leave out the VAE round trip and the untrained model's evaluations (for continued runs). Extra training flags: TRAIN_ARGS="--lr 2e-4" scripts/gpu/train.sh 6
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-train}
@@ -34,7 +35,8 @@ seed=${SEED:-1}
 bin=build-gpu/autooptim
 [ -x "$bin" ] || { echo "scripts/gpu/train.sh: $bin missing: build first (scripts/gpu/build.sh)" >&2; exit 2; }
 nvidia-smi --query-gpu=name,clocks.sm,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
-dir=out/wan22-tiny-train
+dir=${RUN_DIR:-out/wan22-tiny-train}  # RUN_DIR: another run folder, e.g. for a second variant trained alongside
+tag=$(basename "$dir")
 start=()  # --resume, or --vae-from for a new run
 if [ "${FRESH:-0}" = 1 ]; then rm -rf "$dir"; fi
 if [ -f "$dir/train_state/state.json" ]; then start=(--resume); echo "resuming $dir"; else
@@ -50,7 +52,7 @@ echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, t
 # shellcheck disable=SC2086
 AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${start[@]}" --device cuda --seed "$seed" \
   --minutes "$minutes" --vae-share "$share" --session-minutes "$session" \
-  --vae-batch 16 --vae-frames 49 --vae-decoder-width 8 --batch "${BATCH:-256}" --scenes 6144 --log-every 100 --checkpoint-minutes 2 \
+  --vae-batch 16 --vae-frames 49 --vae-decoder-width 8 --batch "${BATCH:-256}" --scenes "${SCENES:-6144}" --log-every 100 --checkpoint-minutes 2 \
   ${TRAIN_ARGS:-} 2>&1 | tee -a "$OUT/train.log"
 rc=${PIPESTATUS[0]}
 echo "train rc=$rc"
@@ -70,12 +72,12 @@ du -sh "$OUT/weights"
 tar czf "$OUT/weights.tgz" -C "$OUT" weights && rm -rf "$OUT/weights"
 echo "=== eval ($(date -u +%H:%M:%S))"
 $bin eval-tiny --model wan22-tiny --weights "$dir" --device cuda --dtype fp32 --captions 40 \
-  --out "$OUT/eval-trained.json" --clips-dir /tmp/autooptim-eval-clips 2>&1 | tail -45 | tee "$OUT/eval.log"
-$bin eval-tiny --vae-roundtrip --model wan22-tiny --weights "$dir" --device cuda --captions 40 \
-  --out "$OUT/eval-vae-roundtrip.json" --clips-dir /tmp/autooptim-roundtrip 2>&1 | tail -1 | tee -a "$OUT/eval.log"
+  --out "$OUT/eval-trained.json" --clips-dir "/tmp/autooptim-eval-clips-$tag" 2>&1 | tail -45 | tee "$OUT/eval.log"
+[ "${SKIP_ROUNDTRIP:-0}" = 1 ] || $bin eval-tiny --vae-roundtrip --model wan22-tiny --weights "$dir" --device cuda --captions 40 \
+  --out "$OUT/eval-vae-roundtrip.json" --clips-dir "/tmp/autooptim-roundtrip-$tag" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
 [ "${SKIP_SYNTHETIC:-0}" = 1 ] || $bin eval-tiny --model wan22-tiny --synthetic-weights --device cuda --dtype fp32 --captions 40 \
   --out "$OUT/eval-synthetic.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
 $bin eval-tiny --truth --captions 40 --out "$OUT/eval-truth.json" 2>&1 | tail -1 | tee -a "$OUT/eval.log"
 # Only a few side-by-side round-trip frames come back (the first clip's).
-find /tmp/autooptim-roundtrip -mindepth 1 -maxdepth 1 -type d ! -name roundtrip_0 -exec rm -rf {} + 2>/dev/null
+find "/tmp/autooptim-roundtrip-$tag" -mindepth 1 -maxdepth 1 -type d ! -name roundtrip_0 -exec rm -rf {} + 2>/dev/null
 echo "=== done ($(date -u +%H:%M:%S))"
