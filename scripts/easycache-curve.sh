@@ -3,7 +3,8 @@
 # manifest against the baseline on the first prompts of a split, and one row: threshold, forwards
 # skipped, worst PSNR and SSIM, speedup and the gate's verdict. Uses the default weights (the shipped
 # trained ones; WEIGHTS_ARGS=--synthetic-weights for the random model).
-#   scripts/easycache-curve.sh [BUILD_DIR] [OUT_DIR]     env: THRESHOLDS, SPLIT (val), PROMPTS (3), REPEATS (2)
+#   scripts/easycache-curve.sh [BUILD_DIR] [OUT_DIR]     env: THRESHOLDS, SPLIT (val), PROMPTS (3), REPEATS (2),
+#   ORDER (0: reuse the residual; 1: first-order forecast, EasyCacheOptions::order), WARMUP (10 steps)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -16,13 +17,18 @@ mkdir -p "$out"
 rows="$out/curve.jsonl"
 : > "$rows"
 for t in $thresholds; do
-  python3 - "$t" "$out/manifest-$t.json" <<'EOF'
+  python3 - "$t" "$out/manifest-$t.json" "${ORDER:-0}" "${WARMUP:-10}" <<'EOF'
 import json, sys
-t, path = float(sys.argv[1]), sys.argv[2]
+t, path, order, warmup = float(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 m = json.load(open("manifests/wan22-tiny/baseline.json"))
 m.update({"id": f"wan22-tiny/cache/easycache-t{t:g}", "kind": "patch", "family": "cache", "base": "wan22-tiny/baseline",
           "lossless": False, "description": f"EasyCache at threshold {t:g} (scripts/easycache-curve.sh)"})
-m["flags"] = {"cpu_threads": 0, "easycache": {"enabled": True, "threshold": t, "warmup_steps": 10, "dense_last_step": True}}
+m["flags"] = {"cpu_threads": 0, "easycache": {"enabled": True, "threshold": t, "warmup_steps": warmup, "dense_last_step": True}}
+if warmup != 10:
+    m["id"] += f"-w{warmup}"
+if order:
+    m["id"] = m["id"].replace("easycache-", f"easycache-o{order}-")
+    m["flags"]["easycache"]["order"] = order
 json.dump(m, open(path, "w"), indent=1)
 EOF
   set +e

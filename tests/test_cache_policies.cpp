@@ -251,6 +251,46 @@ TEST(CachePolicies, EasyCacheConditionalBranchDecidesForBoth) {
   EXPECT_FALSE(s.count(0) || s.count(1) || s.count(9));
 }
 
+// Order 1: a skipped step extrapolates the residual (output - input) linearly from the branch's last two
+// full computations; order 0 reuses the last one. A residual that grows by 0.5 per step is followed exactly.
+TEST(CachePolicies, EasyCacheOrderOneForecastsTheResidualLinearly) {
+  for (const int64_t order : {0, 1}) {
+    SCOPED_TRACE(order);
+    EasyCacheOptions o;
+    o.enabled = true;
+    o.threshold = 1.0;  // skip whenever allowed after the warm-up
+    o.warmup_steps = 3;
+    o.dense_last_step = true;
+    o.order = order;
+    Trace trace;
+    EasyCache ec(o, 8, &trace);
+    std::map<int64_t, double> got;
+    for (int64_t step = 0; step < 8; ++step)
+      for (int branch : {0, 1}) {
+        const at::Tensor x = filled(1.0 + 0.01 * step);
+        // residual of the branch at this step: (branch + 1) * (1 + 0.5 step)
+        const double res = (branch + 1) * (1.0 + 0.5 * step);
+        const at::Tensor out = ec.forward(step, branch, x, [&] { return x + res; });
+        if (branch == 1) got[step] = (out - x).mean().item<double>();
+      }
+    const auto s = skipped(ec, 1);
+    ASSERT_FALSE(s.empty());
+    EXPECT_FALSE(s.count(0) || s.count(1) || s.count(2) || s.count(7));
+    int64_t last_full = -1;
+    for (int64_t step = 0; step < 8; ++step) {
+      if (!s.count(step)) {
+        EXPECT_NEAR(got[step], 2 * (1.0 + 0.5 * step), 1e-5) << "computed step " << step;
+        last_full = step;
+        continue;
+      }
+      // order 1: the line through the last two computations, which is the residual's own line here
+      const double want = order == 1 ? 2 * (1.0 + 0.5 * step) : 2 * (1.0 + 0.5 * last_full);
+      EXPECT_NEAR(got[step], want, 1e-5) << "skipped step " << step;
+    }
+    EXPECT_EQ(trace.get("cache.easycache.forecasts"), order == 1 ? 2.0 * static_cast<double>(s.size()) : 0.0);
+  }
+}
+
 TEST(CachePolicies, OnlyOnePolicyIsMadeAndNoneByDefault) {
   EXPECT_EQ(make_cache_policy(RuntimeOptions{}, 10, nullptr), nullptr);
   RuntimeOptions o;

@@ -260,12 +260,14 @@ TEST(Manifest, HashIgnoresCosmeticsOnly) {
   cosmetic["config"]["guidance"] = 5;             // 5 vs 5.0
   cosmetic["flags"]["fused_qkv"] = false;         // a default written out
   cosmetic["flags"]["easycache"]["warmup_steps"] = 10;
+  cosmetic["flags"]["easycache"]["order"] = 0;     // a default that is not written (manifests from before it)
   cosmetic["flags"]["dtype"] = "bf16";
   cosmetic.erase("description");
   EXPECT_EQ(manifest_hash(parse_manifest(cosmetic, "y")), h);
 
   for (const auto& change : std::vector<std::function<void(json&)>>{
            [](json& j) { j["flags"]["easycache"]["threshold"] = 0.11; },
+           [](json& j) { j["flags"]["easycache"]["order"] = 1; },
            [](json& j) { j["flags"]["cuda_graph"] = true; },
            [](json& j) { j["config"]["seed"] = 43; },
            [](json& j) { j["config"]["steps"] = 40; },
@@ -281,6 +283,16 @@ TEST(Manifest, HashIgnoresCosmeticsOnly) {
 TEST(Manifest, MapsFlagsOntoRuntimeOptions) {
   const runtime::RuntimeOptions defaults = to_runtime_options(parse_manifest(valid_patch(), "x"));
   EXPECT_TRUE(defaults.easycache.enabled);
+  EXPECT_EQ(defaults.easycache.order, 0);
+  {
+    json f = valid_patch();
+    f["flags"]["easycache"]["order"] = 1;
+    const Manifest fm = parse_manifest(f, "x");
+    EXPECT_EQ(to_runtime_options(fm).easycache.order, 1);
+    EXPECT_EQ(to_json(fm)["flags"]["easycache"]["order"], 1);
+    f["flags"]["easycache"]["order"] = 2;
+    EXPECT_NE(parse_error(f).find("flags.easycache.order"), std::string::npos) << parse_error(f);
+  }
   EXPECT_DOUBLE_EQ(defaults.easycache.threshold, 0.1);
   EXPECT_FALSE(defaults.fused_qkv);
 

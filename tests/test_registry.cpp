@@ -283,7 +283,8 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
     return json();
   };
   EXPECT_EQ(entry("cuda_graph")["search_space"].size(), 1u);
-  EXPECT_EQ(entry("easycache")["search_space"][0]["flags"]["easycache"]["warmup_steps"], 4);
+  EXPECT_EQ(entry("easycache")["search_space"][0]["flags"]["easycache"]["warmup_steps"], 2);  // a tenth of the steps
+  EXPECT_EQ(entry("easycache")["search_space"][0]["flags"]["easycache"]["order"], 1);
   const CliRun cpu = run_cli("techniques --json");
   ASSERT_EQ(cpu.code, 0);
   for (const auto& t : json::parse(cpu.out)["techniques"])

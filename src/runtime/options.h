@@ -14,6 +14,9 @@ struct EasyCacheOptions {
   double threshold = 0.05;   // accumulated relative-change budget before a full forward (0, 1]
   int64_t warmup_steps = 10; // first steps always computed in full
   bool dense_last_step = true;
+  // 0: a skipped step reuses the branch's last residual; 1: extrapolates it linearly from the branch's
+  // last two full computations (TaylorSeer's first-order forecast, Liu et al. 2025).
+  int64_t order = 0;
 };
 
 // TeaCache-style block cache: the first block's modulated input changes by a relative L1 amount each

@@ -4,7 +4,10 @@
 // how much the transformer's output would change from the input's change and the transformation rate
 // k = mean|d out| / mean|d in| of the last two full computations; while the accumulated estimate stays
 // under the threshold, both guidance branches reuse their own last residual (output - input) instead
-// of running the transformer. The last step is always computed.
+// of running the transformer. The last step is always computed. With order 1 a skipped step does not reuse
+// the residual as it was but extrapolates it linearly in the step index from the branch's last two full
+// computations (TaylorSeer's first-order forecast: "From Reusing to Forecasting", Liu et al., ICCV 2025),
+// which follows a residual that drifts steadily (brightness, colour) where reuse freezes it.
 #include <ATen/ATen.h>
 
 #include <functional>
@@ -35,6 +38,8 @@ class EasyCache : public CachePolicy {
   at::Tensor prev_x_;                       // conditional input at the previous step
   at::Tensor last_in_, last_out_;           // conditional input/output of the last full computation
   at::Tensor residual_[2];                  // per branch: output - input of its last full computation
+  at::Tensor before_[2];                    // per branch: the residual of the full computation before it (order 1)
+  int64_t at_[2] = {-1, -1}, before_at_[2] = {-1, -1};  // their steps
 };
 
 }  // namespace autooptim::runtime::techniques
