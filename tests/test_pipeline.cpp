@@ -2,11 +2,16 @@
 // loaded from synthetic weights, the embedded tiny model, and bad sizes.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <cstdlib>
+
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/blas_threads.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/models.h"
@@ -246,4 +251,17 @@ TEST(Pipeline, VaeConversionsAloneDecodeAsTheModelsOwn) {
     EXPECT_LE(rel, bf16 ? 2e-2 : 1e-5) << "bf16=" << bf16;
     m.pipeline->set_options(RuntimeOptions{});
   }
+}
+
+// OpenBLAS (Debian's libtorch's BLAS) runs one thread per op once a pipeline exists: its own spinning
+// threads next to libtorch's cost seconds of system time per clip on 2 cores and made timings vary by up
+// to 70% (runtime/blas_threads.h).
+TEST(Pipeline, OpenBlasRunsSingleThreadedUnderLibtorch) {
+  using GetThreads = int (*)();
+  const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (!get) GTEST_SKIP() << "no OpenBLAS in this process";
+  if (const char* env = std::getenv("OPENBLAS_NUM_THREADS"); env && *env) GTEST_SKIP() << "OPENBLAS_NUM_THREADS is set: kept";
+  auto m = load_model(LoadRequest{});
+  EXPECT_EQ(get(), 1);
+  EXPECT_NE(settle_blas_threads().find("1 thread"), std::string::npos) << settle_blas_threads();
 }
