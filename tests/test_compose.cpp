@@ -97,3 +97,24 @@ TEST(Executors, CachePointsAreTriedMiddleFirst) {
   EXPECT_EQ(middle_out(6), (std::vector<size_t>{2, 3, 1, 4, 0, 5}));  // EasyCache's six: 0.08 first, then 0.12, 0.05
   EXPECT_EQ(middle_out(7), (std::vector<size_t>{3, 4, 2, 5, 1, 6, 0}));
 }
+
+// While candidates are still gated, the run keeps one gate run's worth of its budget per tier winner that
+// has no held-out verdict yet: a short budget once spent itself on candidates that could not win and left
+// the accepted one unconfirmed (no tier in the report).
+TEST(Orchestrator, HeldOutChecksOfTierWinnersKeepTheirShareOfTheBudget) {
+  auto v = [](const std::string& hash, bool accepted, double speedup, double psnr) {
+    return json{{"manifest_hash", hash}, {"accepted", accepted}, {"speedup", speedup}, {"psnr", psnr}};
+  };
+  // Nothing accepted: nothing kept.
+  EXPECT_EQ(orchestrator::heldout_reserve_s({v("a", false, 2.5, 40)}, {}, 20.0, 1), 0.0);
+  // 1.5x winner "b" (best PSNR at >= 1.5x), 2x winner "c" (the only one at >= 2x); "d" is below every tier.
+  const std::vector<json> verdicts = {v("b", true, 1.6, 38), v("c", true, 2.1, 31), v("d", true, 1.2, 45), v("e", false, 3.0, 20)};
+  EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {}, 20.0, 1), 1.25 * 20.0 * 2);
+  EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {"b"}, 20.0, 1), 1.25 * 20.0);
+  EXPECT_EQ(orchestrator::heldout_reserve_s(verdicts, {"b", "c"}, 20.0, 1), 0.0);
+  // Two workers check both at once.
+  EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {}, 20.0, 2), 1.25 * 20.0);
+  // One candidate winning two tiers is checked once.
+  EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s({v("f", true, 2.2, 35)}, {}, 10.0, 1), 1.25 * 10.0);
+  EXPECT_EQ(orchestrator::heldout_reserve_s(verdicts, {}, 0.0, 1), 0.0);  // no gate run timed yet
+}

@@ -321,6 +321,20 @@ void validate(const RunRequest& req) {
       fail(std::string(name) + " " + std::to_string(v) + " is not a multiple of 32 in [32, 16384]");
 }
 
+double heldout_reserve_s(const std::vector<json>& verdicts, const std::set<std::string>& confirmed, double per_gate_s,
+                         int64_t workers) {
+  if (per_gate_s <= 0 || workers < 1) return 0.0;
+  std::set<std::string> winners;
+  for (const auto& [bucket, need] : Buckets::all()) {
+    const json* win = nullptr;
+    for (const auto& v : verdicts)
+      if (v.value("accepted", false) && v.value("speedup", 0.0) >= need && (!win || v.value("psnr", 0.0) > win->value("psnr", 0.0)))
+        win = &v;
+    if (win && !confirmed.count(win->value("manifest_hash", std::string()))) winners.insert(win->value("manifest_hash", std::string()));
+  }
+  return 1.25 * per_gate_s * std::ceil(static_cast<double>(winners.size()) / static_cast<double>(workers));
+}
+
 RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
   RunOutcome o;
   if (r.contains("interrupted") && r["interrupted"].is_object()) {
@@ -681,6 +695,22 @@ RunOutcome run(const RunRequest& req) {
   std::map<std::string, json> screen_of;                                 // manifest hash -> screen result
   std::map<std::string, std::pair<double, double>> device_s_of;          // manifest hash -> (screen_s, gate_s)
   std::vector<std::string> worker_events;                                // deaths and restarts
+  // Time kept back for the held-out checks: a tier needs its candidate confirmed on the held-out split,
+  // so while the gate and compose phases run, each current tier winner without a held-out verdict keeps
+  // one gate run's worth of the budget (the mean gate run so far, with a quarter for noise). Without it a
+  // short budget spends itself on candidates that cannot win and leaves the accepted one unconfirmed.
+  int64_t gates_finished = 0;
+  auto reserve_s = [&](int64_t workers) {
+    if (gates_finished == 0) return 0.0;
+    std::vector<json> verdicts;
+    std::set<std::string> confirmed;
+    for (const auto& [key, v] : done) {
+      if (key.first.empty()) continue;
+      if (key.second == req.split) verdicts.push_back(v);
+      if (key.second == req.heldout_split) confirmed.insert(key.first);
+    }
+    return heldout_reserve_s(verdicts, confirmed, gating_s / static_cast<double>(gates_finished), workers);
+  };
   auto keep_workers = [&] {
     if (StopSignals::signal()) launcher->no_restarts();
     for (const auto& id : launcher->check()) {
@@ -746,6 +776,9 @@ RunOutcome run(const RunRequest& req) {
         if (StopSignals::signal()) why = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " before its gate run";
         else if (gate_runs >= req.budget_trials) why = "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials)";
         else if (progress.left_s() <= 0) why = "time budget spent (--budget-minutes " + num_text(req.budget_minutes) + ")";
+        else if (j.phase != "heldout" && j.phase != "baseline" && progress.left_s() <= reserve_s(capacity))
+          why = "time budget spent (--budget-minutes " + num_text(req.budget_minutes) + "; the rest, " + num_text(progress.left_s()) +
+                " s, is kept for the held-out checks of the tier candidates)";
         if (!why.empty()) {
           not_gated[{j.hash, j.split}] = why;
           j.done = true;
@@ -809,6 +842,7 @@ RunOutcome run(const RunRequest& req) {
         }
         j.gate_s += busy;
         gating_s += busy;
+        ++gates_finished;
         device_s_of[j.hash].second += busy;
         finish_gate(j, *r);
       }
@@ -1062,54 +1096,74 @@ RunOutcome run(const RunRequest& req) {
   };
   // Round robin across families (each family's first proposal, then each one's second, ...), so a budget
   // that ends early has still gated candidates of every family.
+  size_t first_round = 0;  // each family's first proposal: cands[0, first_round)
   {
     std::map<std::string, int> rank;
     std::vector<std::pair<std::pair<int, std::string>, size_t>> order;
     for (size_t k = 0; k < cands.size(); ++k) order.push_back({{rank[cands[k].m.family]++, cands[k].m.family}, k});
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<Candidate> sorted;
-    for (const auto& o : order) sorted.push_back(cands[o.second]);
+    for (const auto& o : order) sorted.push_back(cands[o.second]), first_round += o.first.first == 0;
     cands = std::move(sorted);
   }
-  const auto gate_phase_start = Clock::now();
-  const int64_t gate_runs_before = gate_runs;
-  gate_all(cands, "gate");
-  json phases = {{"gate", {{"wall_s", std::chrono::duration<double>(Clock::now() - gate_phase_start).count()},
-                           {"gate_runs", gate_runs - gate_runs_before}}}};
+  double gate_wall = 0, compose_wall = 0;
+  int64_t gate_phase_runs = 0, compose_runs = 0;
+  auto gate_range = [&](size_t from, size_t to) {
+    const auto t0 = Clock::now();
+    const int64_t before = gate_runs;
+    std::vector<Candidate> part(cands.begin() + static_cast<std::ptrdiff_t>(from), cands.begin() + static_cast<std::ptrdiff_t>(to));
+    gate_all(part, "gate");
+    for (size_t k = 0; k < part.size(); ++k) cands[from + k].val = part[k].val;
+    gate_wall += std::chrono::duration<double>(Clock::now() - t0).count();
+    gate_phase_runs += gate_runs - before;
+  };
 
-  // 4. Compose the best accepted candidate of each family; a composition is gated again.
-  std::map<std::string, const Candidate*> best_of;
+  // 4. Compose the best accepted candidate of each family; a composition is gated again. Twice: after each
+  // family's first proposal (so that a short budget still gates the composition of what was accepted
+  // first, which is where the larger tiers come from), and after the rest, with the families' bests then.
   // On a reduced configuration nothing can be accepted (official-config gate); its survivors of every
   // other gate are composed all the same, so the composition step is exercised and reported.
   auto survivor = [official](const Candidate& c) { return official ? c.accepted() : c.survived_reduced(); };
-  for (const auto& c : cands)
-    if (survivor(c) && (!best_of.count(c.m.family) || c.speedup() > best_of[c.m.family]->speedup())) best_of[c.m.family] = &c;
-  std::vector<std::vector<const Candidate*>> combos;
-  std::vector<const Candidate*> fams;
-  for (const auto& kv : best_of) fams.push_back(kv.second);
-  for (size_t i = 0; i < fams.size(); ++i)
-    for (size_t j = i + 1; j < fams.size(); ++j) combos.push_back({fams[i], fams[j]});
-  if (fams.size() >= 3) combos.push_back(fams);
   std::vector<Candidate> composed;
-  for (const auto& parts : combos) {
-    std::vector<const gates::Manifest*> pm;
-    for (const auto* c : parts) pm.push_back(&c->m);
-    std::optional<gates::Manifest> composite;
-    try {
-      composite = compose_manifest(base, pm);
-    } catch (const Error& e) {
-      progress.warn(std::string("skipping a composition that is not a valid manifest: ") + e.what());
-      continue;
+  auto compose_round = [&] {
+    std::map<std::string, const Candidate*> best_of;
+    for (const auto& c : cands)
+      if (survivor(c) && (!best_of.count(c.m.family) || c.speedup() > best_of[c.m.family]->speedup())) best_of[c.m.family] = &c;
+    std::vector<std::vector<const Candidate*>> combos;
+    std::vector<const Candidate*> fams;
+    for (const auto& kv : best_of) fams.push_back(kv.second);
+    for (size_t i = 0; i < fams.size(); ++i)
+      for (size_t j = i + 1; j < fams.size(); ++j) combos.push_back({fams[i], fams[j]});
+    if (fams.size() >= 3) combos.push_back(fams);
+    std::vector<Candidate> fresh;
+    for (const auto& parts : combos) {
+      std::vector<const gates::Manifest*> pm;
+      for (const auto* c : parts) pm.push_back(&c->m);
+      std::optional<gates::Manifest> composite;
+      try {
+        composite = compose_manifest(base, pm);
+      } catch (const Error& e) {
+        progress.warn(std::string("skipping a composition that is not a valid manifest: ") + e.what());
+        continue;
+      }
+      if (!composite) continue;  // the parts set one flag differently
+      const gates::Manifest& m = *composite;
+      if (!seen.insert(gates::manifest_hash(m)).second) continue;
+      fresh.push_back({m, gates::manifest_hash(m), json(), json()});
     }
-    if (!composite) continue;  // the parts set one flag differently
-    const gates::Manifest& m = *composite;
-    if (!seen.insert(gates::manifest_hash(m)).second) continue;
-    composed.push_back({m, gates::manifest_hash(m), json(), json()});
-  }
-  const auto compose_start = Clock::now();
-  const int64_t compose_runs_before = gate_runs;
-  gate_all(composed, "compose");
-  phases["compose"] = {{"wall_s", std::chrono::duration<double>(Clock::now() - compose_start).count()}, {"gate_runs", gate_runs - compose_runs_before}};
+    const auto t0 = Clock::now();
+    const int64_t before = gate_runs;
+    gate_all(fresh, "compose");
+    compose_wall += std::chrono::duration<double>(Clock::now() - t0).count();
+    compose_runs += gate_runs - before;
+    for (auto& c : fresh) composed.push_back(std::move(c));
+  };
+  gate_range(0, first_round);
+  compose_round();
+  gate_range(first_round, cands.size());
+  compose_round();
+  json phases = {{"gate", {{"wall_s", gate_wall}, {"gate_runs", gate_phase_runs}}},
+                 {"compose", {{"wall_s", compose_wall}, {"gate_runs", compose_runs}}}};
   for (auto& c : composed) cands.push_back(c);
 
   // 5. Tiers: per bucket, the accepted candidate with the best quality, confirmed on held-out prompts.

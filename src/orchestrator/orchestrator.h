@@ -4,6 +4,7 @@
 // held-out prompts, and writes the report. Resumable from its ledger.
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,13 @@ struct RunOutcome {
 // Judges a finished report object (see run()): every executor failed, the baseline was not measured,
 // nothing was gated -> 2; the bucket of fail_if_no_tier not reached -> 1; report["interrupted"] -> 128+signal.
 RunOutcome judge_run(const nlohmann::json& report, const std::string& fail_if_no_tier);
+
+// Seconds of the budget kept back for the held-out checks while candidates are still being gated: each
+// tier's current winner (per bucket, the accepted verdict at or above its speedup with the best PSNR)
+// whose manifest hash is not in `confirmed` (held-out verdict known) costs one gate run, `per_gate_s`
+// (the mean so far) with a quarter for noise, spread over `workers`.
+double heldout_reserve_s(const std::vector<nlohmann::json>& verdicts, const std::set<std::string>& confirmed, double per_gate_s,
+                         int64_t workers);
 
 // The flags of a composition: each part's flags that differ from the baseline's (resolved) flags,
 // merged; null when two parts set one flag differently. dtype and cpu_threads are never taken over.
