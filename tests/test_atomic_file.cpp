@@ -140,3 +140,27 @@ TEST(FolderLock, OneHolderAtATime) {
   }
   FolderLock again(lock_path, "--out folder X");  // released with its holder
 }
+
+// remove_tree (runtime/remove_tree.h) removes what std::filesystem::remove_all would, without it (the GPU
+// machine's libtorch exports a broken copy that our binaries bind to): nested folders, files, a link to
+// a folder outside (removed, its target kept); a missing path is 0 entries and no error.
+TEST(RemoveTree, RemovesAFolderWithEverythingUnderItAndFollowsNoLink) {
+  autooptim::test::TempDir tmp;
+  const auto root = tmp.path() / "tree";
+  std::filesystem::create_directories(root / "a" / "b");
+  std::filesystem::create_directories(tmp.path() / "outside");
+  autooptim::test::write_bytes((root / "a" / "b" / "f").string(), "x");
+  autooptim::test::write_bytes((root / "g").string(), "y");
+  autooptim::test::write_bytes((tmp.path() / "outside" / "keep").string(), "z");
+  std::filesystem::create_directory_symlink(tmp.path() / "outside", root / "link");
+  std::error_code ec;
+  EXPECT_EQ(autooptim::runtime::remove_tree(root.string(), ec), 6u);  // tree, a, b, f, g, link
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(std::filesystem::exists(root));
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "outside" / "keep"));
+  EXPECT_EQ(autooptim::runtime::remove_tree(root.string(), ec), 0u);
+  EXPECT_FALSE(ec);
+  // A single file.
+  autooptim::test::write_bytes((tmp.path() / "one").string(), "1");
+  EXPECT_EQ(autooptim::runtime::remove_tree((tmp.path() / "one").string()), 1u);
+}

@@ -8,6 +8,8 @@
 #include <random>
 #include <string>
 
+#include "runtime/remove_tree.h"
+
 namespace autooptim::test {
 
 inline std::string data_dir() { return AUTOOPTIM_TEST_DATA; }
@@ -23,7 +25,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    autooptim::runtime::remove_tree(std::filesystem::path(path_).string(), ec);
   }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   const std::filesystem::path& path() const { return path_; }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/remove_tree.h"
 
 namespace fs = std::filesystem;
 
@@ -95,7 +96,7 @@ TrialRunner::~TrialRunner() {
   if (private_worker_) {
     private_worker_->stop(5);
     std::error_code ec;
-    fs::remove_all(private_dir_, ec);
+    runtime::remove_tree(std::filesystem::path(private_dir_).string(), ec);
   }
 }
 

@@ -28,6 +28,7 @@
 #include "runtime/build_info.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/remove_tree.h"
 #include "runtime/log.h"
 #include "orchestrator/launcher.h"
 #include "workers/launcher.h"
@@ -425,7 +426,7 @@ std::string baseline_key(const workers::WorkerInfo& w, const gates::Manifest& ba
 
 void copy_tree(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  fs::remove_all(to, ec);
+  runtime::remove_tree(std::filesystem::path(to).string(), ec);
   fs::create_directories(to.parent_path());
   fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
 }
@@ -555,7 +556,7 @@ RunOutcome run(const RunRequest& req) {
       std::string dir;
       ~Cleanup() {
         std::error_code ec;
-        fs::remove_all(dir, ec);
+        runtime::remove_tree(std::filesystem::path(dir).string(), ec);
       }
     } cleanup{tmpl};
     LocalWorkers launcher(tmpl, req.model_cli, {slots.front()}, 0);
@@ -624,7 +625,7 @@ RunOutcome run(const RunRequest& req) {
     progress.line("starting " + std::to_string(slurm ? req.workers : static_cast<int64_t>(slots.size())) + " worker(s)" +
                   (slurm ? " as a Slurm job array" : "") + ": each loads " + req.load.model + " once and serves every trial and gate run");
     // Requests left by an interrupted run were for processes that are gone.
-    for (const char* d : {"queue", "responses", "cancel"}) fs::remove_all(out / d);
+    for (const char* d : {"queue", "responses", "cancel"}) runtime::remove_tree(std::filesystem::path(out / d).string());
     workers::ClientOptions co;
     co.dead_after_s = req.worker_dead_after_s;
     co.no_worker_s = 60;
@@ -653,10 +654,10 @@ RunOutcome run(const RunRequest& req) {
     lock.reset();
     std::error_code ec;
     if (created_out) {
-      fs::remove_all(out, ec);
+      runtime::remove_tree(std::filesystem::path(out).string(), ec);
     } else {
       for (const auto& e : fs::directory_iterator(out, ec))
-        if (!before.count(e.path().filename().string())) fs::remove_all(e.path(), ec);
+        if (!before.count(e.path().filename().string())) runtime::remove_tree(std::filesystem::path(e.path()).string(), ec);
     }
     throw;
   }
@@ -921,7 +922,7 @@ RunOutcome run(const RunRequest& req) {
       v["cache_key"] = bkey;
       gates::write_file_atomic((tmp / "verdict.json").string(), v.dump(2) + "\n");
       std::error_code ec;
-      fs::remove_all(bcache, ec);
+      runtime::remove_tree(std::filesystem::path(bcache).string(), ec);
       fs::rename(tmp, bcache);
     } catch (const std::exception& e) {
       progress.warn(std::string("the baseline could not be cached for later runs: ") + e.what());
