@@ -13,7 +13,7 @@
 # One worker process loads the 5B model once (its load is in the report: workers[].load_s); the executors
 # and the orchestrator hold no model. A hard stop (SIGINT at LIMIT seconds, default 570) still writes the
 # report of what was done, so the call never ends without one. Results in $OUT:
-#   run/report.json|md|html, run/ledger.jsonl, run/workers/*.log, summary.txt (the figures to record), gpu.csv
+#   run-reports.tgz (run/report.json|md|html, ledger.jsonl, logs: no clips), summary.txt (the figures to record), gpu.csv
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -70,3 +70,12 @@ for c in r.get("candidates", []):
 for e in r.get("executors", []):
     print(f"executor {e['family']}: {e['state']} ({e['reason']}), {len(e.get('explored', {}).get('trials', []))} trials")
 PY
+# What comes back must stay small (the device returns a few files of at most 16 MiB; the run folder with
+# its clips was 587 MB on 2026-12-04 and none of it came back): the reports, ledger, executor and worker
+# logs in one archive, the clips left behind.
+if [ -d "$OUT/run" ]; then
+  tar czf "$OUT/run-reports.tgz" -C "$OUT" --exclude='*.mp4' --exclude='*.pt' --exclude='*.npy' --exclude='*.bin' --exclude='*.safetensors' \
+    --exclude='baseline-cache' --exclude='outputs' run 2>/dev/null
+  rm -rf "$OUT/run" "$OUT/baseline-cache"
+  ls -la "$OUT/run-reports.tgz"
+fi

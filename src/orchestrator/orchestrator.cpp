@@ -1106,6 +1106,9 @@ RunOutcome run(const RunRequest& req) {
     std::vector<Candidate> sorted;
     for (const auto& o : order) sorted.push_back(cands[o.second]), first_round += o.first.first == 0;
     cands = std::move(sorted);
+    // At least one candidate per worker in the first round, so that no worker idles while it runs.
+    const auto n_workers = static_cast<size_t>(std::max<int64_t>(1, slurm ? req.workers : static_cast<int64_t>(slots.size())));
+    first_round = std::min(cands.size(), std::max(first_round, n_workers));
   }
   double gate_wall = 0, compose_wall = 0;
   int64_t gate_phase_runs = 0, compose_runs = 0;
