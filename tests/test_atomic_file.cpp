@@ -154,13 +154,13 @@ TEST(RemoveTree, RemovesAFolderWithEverythingUnderItAndFollowsNoLink) {
   autooptim::test::write_bytes((tmp.path() / "outside" / "keep").string(), "z");
   std::filesystem::create_directory_symlink(tmp.path() / "outside", root / "link");
   std::error_code ec;
-  EXPECT_EQ(autooptim::runtime::remove_tree(root.string(), ec), 6u);  // tree, a, b, f, g, link
+  EXPECT_EQ(autooptim::runtime::remove_tree(root, ec), 6u);  // tree, a, b, f, g, link
   EXPECT_FALSE(ec) << ec.message();
   EXPECT_FALSE(std::filesystem::exists(root));
   EXPECT_TRUE(std::filesystem::exists(tmp.path() / "outside" / "keep"));
-  EXPECT_EQ(autooptim::runtime::remove_tree(root.string(), ec), 0u);
+  EXPECT_EQ(autooptim::runtime::remove_tree(root, ec), 0u);
   EXPECT_FALSE(ec);
   // A single file.
   autooptim::test::write_bytes((tmp.path() / "one").string(), "1");
-  EXPECT_EQ(autooptim::runtime::remove_tree((tmp.path() / "one").string()), 1u);
+  EXPECT_EQ(autooptim::runtime::remove_tree(tmp.path() / "one"), 1u);
 }

@@ -25,7 +25,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code ec;
-    autooptim::runtime::remove_tree(std::filesystem::path(path_).string(), ec);
+    autooptim::runtime::remove_tree(path_, ec);
   }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   const std::filesystem::path& path() const { return path_; }

@@ -96,7 +96,7 @@ TrialRunner::~TrialRunner() {
   if (private_worker_) {
     private_worker_->stop(5);
     std::error_code ec;
-    runtime::remove_tree(std::filesystem::path(private_dir_).string(), ec);
+    runtime::remove_tree(private_dir_, ec);
   }
 }
 

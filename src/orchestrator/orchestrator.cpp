@@ -60,6 +60,14 @@ bool same_gate_environment(const json& row, const workers::WorkerInfo& w) {
 
 namespace {
 
+// The tier rule: better quality first, then more speed. Verdicts are ranked by their "psnr" and "speedup"
+// (an ungated candidate's null verdict counts as 0 for both).
+bool ranks_above(const json& a, const json& b) {
+  const auto num = [](const json& v, const char* k) { return v.is_object() ? v.value(k, 0.0) : 0.0; };
+  const double pa = num(a, "psnr"), pb = num(b, "psnr");
+  return pa != pb ? pa > pb : num(a, "speedup") > num(b, "speedup");
+}
+
 struct Buckets {
   static const std::vector<std::pair<std::string, double>>& all() {
     static const std::vector<std::pair<std::string, double>> b = {{"1.5x", 1.5}, {"2x", 2.0}, {"3x", 3.0}, {"4x", 4.0}};
@@ -329,8 +337,7 @@ double heldout_reserve_s(const std::vector<json>& verdicts, const std::set<std::
   for (const auto& [bucket, need] : Buckets::all()) {
     const json* win = nullptr;
     for (const auto& v : verdicts)
-      if (v.value("accepted", false) && v.value("speedup", 0.0) >= need && (!win || v.value("psnr", 0.0) > win->value("psnr", 0.0)))
-        win = &v;
+      if (v.value("accepted", false) && v.value("speedup", 0.0) >= need && (!win || ranks_above(v, *win))) win = &v;
     if (win && !confirmed.count(win->value("manifest_hash", std::string()))) winners.insert(win->value("manifest_hash", std::string()));
   }
   return 1.25 * per_gate_s * std::ceil(static_cast<double>(winners.size()) / static_cast<double>(workers));
@@ -426,7 +433,7 @@ std::string baseline_key(const workers::WorkerInfo& w, const gates::Manifest& ba
 
 void copy_tree(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  runtime::remove_tree(std::filesystem::path(to).string(), ec);
+  runtime::remove_tree(to, ec);
   fs::create_directories(to.parent_path());
   fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
 }
@@ -556,7 +563,7 @@ RunOutcome run(const RunRequest& req) {
       std::string dir;
       ~Cleanup() {
         std::error_code ec;
-        runtime::remove_tree(std::filesystem::path(dir).string(), ec);
+        runtime::remove_tree(dir, ec);
       }
     } cleanup{tmpl};
     LocalWorkers launcher(tmpl, req.model_cli, {slots.front()}, 0);
@@ -625,7 +632,7 @@ RunOutcome run(const RunRequest& req) {
     progress.line("starting " + std::to_string(slurm ? req.workers : static_cast<int64_t>(slots.size())) + " worker(s)" +
                   (slurm ? " as a Slurm job array" : "") + ": each loads " + req.load.model + " once and serves every trial and gate run");
     // Requests left by an interrupted run were for processes that are gone.
-    for (const char* d : {"queue", "responses", "cancel"}) runtime::remove_tree(std::filesystem::path(out / d).string());
+    for (const char* d : {"queue", "responses", "cancel"}) runtime::remove_tree(out / d);
     workers::ClientOptions co;
     co.dead_after_s = req.worker_dead_after_s;
     co.no_worker_s = 60;
@@ -654,10 +661,10 @@ RunOutcome run(const RunRequest& req) {
     lock.reset();
     std::error_code ec;
     if (created_out) {
-      runtime::remove_tree(std::filesystem::path(out).string(), ec);
+      runtime::remove_tree(out, ec);
     } else {
       for (const auto& e : fs::directory_iterator(out, ec))
-        if (!before.count(e.path().filename().string())) runtime::remove_tree(std::filesystem::path(e.path()).string(), ec);
+        if (!before.count(e.path().filename().string())) runtime::remove_tree(e.path(), ec);
     }
     throw;
   }
@@ -922,7 +929,7 @@ RunOutcome run(const RunRequest& req) {
       v["cache_key"] = bkey;
       gates::write_file_atomic((tmp / "verdict.json").string(), v.dump(2) + "\n");
       std::error_code ec;
-      runtime::remove_tree(std::filesystem::path(bcache).string(), ec);
+      runtime::remove_tree(bcache, ec);
       fs::rename(tmp, bcache);
     } catch (const std::exception& e) {
       progress.warn(std::string("the baseline could not be cached for later runs: ") + e.what());
@@ -1176,9 +1183,7 @@ RunOutcome run(const RunRequest& req) {
     std::vector<Candidate*> pool;
     for (auto& c : cands)
       if (c.accepted() && c.speedup() >= need) pool.push_back(&c);
-    std::sort(pool.begin(), pool.end(), [](const Candidate* a, const Candidate* b) {
-      return a->psnr() != b->psnr() ? a->psnr() > b->psnr() : a->speedup() > b->speedup();
-    });
+    std::sort(pool.begin(), pool.end(), [](const Candidate* a, const Candidate* b) { return ranks_above(a->val, b->val); });
     tiers[bucket] = nullptr;
     json notes = json::array();
     for (auto* c : pool) {

@@ -20,7 +20,7 @@ int remove_entry(const char* p, const struct stat*, int, struct FTW*) {
 
 }  // namespace
 
-std::uintmax_t remove_tree(const std::string& path, std::error_code& ec) {
+std::uintmax_t remove_tree(const std::filesystem::path& path, std::error_code& ec) {
   ec.clear();
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
@@ -33,10 +33,10 @@ std::uintmax_t remove_tree(const std::string& path, std::error_code& ec) {
   return removed_count;
 }
 
-std::uintmax_t remove_tree(const std::string& path) {
+std::uintmax_t remove_tree(const std::filesystem::path& path) {
   std::error_code ec;
   const auto n = remove_tree(path, ec);
-  if (ec) throw std::system_error(ec, "cannot remove " + path);
+  if (ec) throw std::system_error(ec, "cannot remove " + path.string());
   return n;
 }
 
