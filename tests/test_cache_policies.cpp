@@ -321,7 +321,15 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
       {"magcache", [](RuntimeOptions& o) { o.magcache.enabled = true; o.magcache.warmup_steps = 1; o.magcache.ratios = {1.0}; }},
       {"first_block_cache", [](RuntimeOptions& o) { o.first_block_cache.enabled = true; o.first_block_cache.threshold = 10; }},
       {"forced_skip", [](RuntimeOptions& o) { o.forced_skip.steps = {2, 3}; }},
+      {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 2; }},
+      {"easycache", [](RuntimeOptions& o) {
+         o.easycache.enabled = true;
+         o.easycache.threshold = 1.0;
+         o.easycache.warmup_steps = 2;
+         o.easycache.order = 1;
+       }},
   };
+  std::vector<at::Tensor> videos;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     RuntimeOptions o;
@@ -333,7 +341,13 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
     EXPECT_LT(r.trace.get("cache.skip_ratio"), 1);
     EXPECT_TRUE(engagement_problems(o, r.trace).empty()) << engagement_problems(o, r.trace).front();
     EXPECT_FALSE(at::equal(r.video, base.video));
+    // Order 1 forecasts every skipped branch forward; order 0 (and every other policy) forecasts none.
+    EXPECT_EQ(r.trace.get("cache.easycache.forecasts"),
+              o.easycache.order == 1 ? r.trace.get("cache.easycache.skipped_forwards") : 0.0);
+    videos.push_back(r.video);
   }
+  // The forecast changes what a skipped step yields: EasyCache order 1 is not order 0 under another name.
+  EXPECT_FALSE(at::equal(videos[videos.size() - 1], videos[videos.size() - 2]));
   // Forced: 2 of 6 steps, both branches.
   RuntimeOptions f;
   f.forced_skip.steps = {2, 3};

@@ -15,6 +15,7 @@
 
 #include "gates/gate.h"
 #include "gates/integrity.h"
+#include "runtime/blas_threads.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
@@ -518,7 +519,7 @@ TEST(Gate, BaselineCacheIsKeyedAndCheckedAgainstAFreshRun) {
   const Manifest m = patch("cached", {{"cross_kv_cache", true}}, true);
   const auto first = f.gate(m, &ledger);
   const json& cache = first.integrity.at("baseline_cache");
-  for (const char* k : {"build", "weights_hash", "device", "device_name", "dtype", "cpu_threads", "baseline_hash"})
+  for (const char* k : {"build", "weights_hash", "device", "device_name", "dtype", "cpu_threads", "blas", "baseline_hash"})
     EXPECT_TRUE(cache.at("key").contains(k)) << k;
   EXPECT_EQ(cache.at("key").at("weights_hash"), worker().weights_hash());
   const fs::path dir = cache.at("dir").get<std::string>();
@@ -546,6 +547,9 @@ TEST(Gate, BaselineCacheIsKeyedAndCheckedAgainstAFreshRun) {
   here["weights_hash"] = worker().weights_hash();
   here["device_name"] = runtime::device_name(worker().device());
   here["dtype"] = ledger.read_all().front().at("dtype");
+  EXPECT_FALSE(same_environment(here, worker()));  // a row without the BLAS setting was timed under another one
+  here["blas"] = ledger.read_all().front().at("blas");
+  EXPECT_EQ(here["blas"], runtime::settle_blas_threads());
   EXPECT_TRUE(same_environment(here, worker()));
 }
 

@@ -288,6 +288,11 @@ TEST(Workers, TwoCpuWorkersShareTheGateRunsAndEachLoadsTheModelOnce) {
     EXPECT_GT(w["peak_rss_kb"].get<long>(), 0);
     EXPECT_GE(w["threads"].get<int>(), 1);
     EXPECT_EQ(w["threads"], rep["workers"][0]["threads"]);  // the cores shared out evenly
+    // What each worker's timings ran under (runtime/blas_threads.h): the CPU BLAS's thread setting.
+    const char* blas_env = std::getenv("OPENBLAS_NUM_THREADS");
+    const std::string set_by_us = blas_env && *blas_env ? std::string("openblas: OPENBLAS_NUM_THREADS=") + blas_env + " kept"
+                                                        : "openblas: 1 thread (libtorch's threads parallelise)";
+    EXPECT_TRUE(w["blas"] == set_by_us || w["blas"] == "no OpenBLAS") << w.dump();
   }
   EXPECT_GT(rep["device_seconds"]["generating_share"].get<double>(), 0.0);
   EXPECT_LE(rep["device_seconds"]["generating_share"].get<double>(), 1.0);

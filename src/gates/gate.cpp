@@ -17,6 +17,7 @@
 #include "gates/integrity.h"
 #include "gates/metrics.h"
 #include "gates/sha256.h"
+#include "runtime/blas_threads.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/flops.h"
@@ -176,7 +177,9 @@ json gate_environment(Worker& w) {
           {"weights_hash", w.weights_hash()},
           {"device", dev.is_cuda() ? "cuda" : "cpu"},
           {"device_name", runtime::device_name(dev)},
-          {"dtype", dtype_name(w.request().precision.compute)}};
+          {"dtype", dtype_name(w.request().precision.compute)},
+          // The CPU BLAS's own threads change every CPU timing (runtime/blas_threads.h): a verdict holds for one setting.
+          {"blas", runtime::settle_blas_threads()}};
 }
 
 bool same_environment(const json& row, Worker& w) {
@@ -261,6 +264,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                {"device", env["device"]},
                {"device_name", env["device_name"]},
                {"dtype", env["dtype"]},
+               {"blas", env["blas"]},
                {"clocks", runtime::gpu_clocks(dev)},
                {"cpu_threads", at::get_num_threads()},
                {"seed", cand.config.seed},
@@ -348,6 +352,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                           {"device_name", env["device_name"]},
                           {"dtype", env["dtype"]},
                           {"cpu_threads", base_threads},
+                          {"blas", env["blas"]},
                           {"baseline_hash", v.baseline_hash}};
   const std::string cache_key_hash = sha256_hex(cache_key.dump()).substr(0, 16);
   const fs::path cdir = cache / cache_key_hash;

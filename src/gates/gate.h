@@ -109,7 +109,7 @@ Manifest find_manifest(const std::string& manifests_dir, const std::string& mode
 // with the same hash (a test checks).
 Manifest pinned_baseline(const std::string& model);
 
-// The environment a verdict holds for: build, weights fingerprint, device, device name, dtype.
+// The environment a verdict holds for: build, weights fingerprint, device, device name, dtype, CPU BLAS threads.
 nlohmann::json gate_environment(Worker& worker);
 // Whether a ledger row was decided in the same environment as this worker's (build, weights, device,
 // dtype): only such a verdict may be reused (resume) or refuse a retry.

@@ -1255,7 +1255,8 @@ RunOutcome run(const RunRequest& req) {
     if (!f.is_object()) f = w.heartbeat.is_object() ? w.heartbeat : json::object();
     const long rss = std::max<long>(f.value("peak_rss_kb", 0L), launcher->exited_max_rss_kb().count(w.id) ? launcher->exited_max_rss_kb().at(w.id) : 0L);
     worker_rows.push_back({{"id", w.id}, {"host", w.host}, {"device", w.device}, {"device_name", w.device_name},
-                           {"threads", w.registration.value("threads", 0)}, {"load_s", w.registration.value("load_s", 0.0)},
+                           {"threads", w.registration.value("threads", 0)},
+                           {"blas", gate_environment_of(w).value("blas", "")}, {"load_s", w.registration.value("load_s", 0.0)},
                            {"held_s", f.value("held_s", 0.0)}, {"busy_s", f.value("busy_s", 0.0)}, {"generating_s", f.value("generating_s", 0.0)},
                            {"generations", f.value("generations", 0)}, {"requests", f.value("requests", 0)}, {"peak_rss_kb", rss},
                            {"peak_device_bytes", f.value("peak_device_bytes", int64_t{0})}, {"state", w.state}});

@@ -252,7 +252,8 @@ std::string render_markdown(const json& r) {
       << num(get(mem, "peak_worker_rss_kb") / 1e6, 2) << " GB, peak device memory " << num(get(mem, "peak_device_bytes") / 1e9, 2)
       << " GB (one worker's); executors (no model) " << num(get(mem, "executors_peak_rss_kb") / 1e6, 2) << " GB.\n\n";
     for (const auto& w : arr(r, "workers"))
-      o << "- worker `" << str(w, "id") << "` on " << str(w, "device_name") << ": load " << num(get(w, "load_s"), 1) << " s, held "
+      o << "- worker `" << str(w, "id") << "` on " << str(w, "device_name") << " (" << w.value("threads", 0) << " threads"
+        << (str(w, "blas").empty() ? "" : ", " + str(w, "blas")) << "): load " << num(get(w, "load_s"), 1) << " s, held "
         << num(get(w, "held_s"), 0) << " s, busy " << num(get(w, "busy_s"), 0) << " s, " << w.value("requests", 0) << " requests\n";
     o << "\nDevice-seconds per candidate (screen + gate):\n\n";
     for (const auto& c : arr(r, "candidates")) {
