@@ -146,6 +146,33 @@ TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   const std::string ledger = slurp(fs::path(out) / "ledger.jsonl");
   const auto rows = std::count(ledger.begin(), ledger.end(), '\n');
   EXPECT_GE(rows, 2);
+  // Each executor lists its proposals in its own order (outbox/<family>/proposals.txt, best first), and a
+  // family's first gate run is its first proposal, not the alphabetically first file.
+  for (const auto& e : fs::directory_iterator(fs::path(out) / "outbox")) {
+    if (!e.is_directory()) continue;
+    std::set<std::string> listed, files;
+    std::string first;
+    {
+      std::ifstream pl(e.path() / "proposals.txt");
+      for (std::string l; std::getline(pl, l);) {
+        if (first.empty()) first = l;
+        listed.insert(l);
+      }
+    }
+    for (const auto& f : fs::directory_iterator(e.path()))
+      if (f.path().extension() == ".json") files.insert(f.path().filename().string());
+    EXPECT_EQ(listed, files) << e.path();
+    if (first.empty()) continue;
+    const std::string family = e.path().filename().string();
+    std::ifstream lin(fs::path(out) / "ledger.jsonl");
+    for (std::string l; std::getline(lin, l);) {
+      const json row = json::parse(l);
+      const std::string id = row.value("manifest", "");
+      if (id.rfind("wan22-tiny/" + family + "/", 0) != 0) continue;
+      EXPECT_EQ(id, "wan22-tiny/" + family + "/" + first.substr(0, first.size() - 5)) << "first gated of " << family;
+      break;
+    }
+  }
 
   // A second run into the same folder must be asked for as a resume; the resume continues (with a
   // fresh budget) and never gates a manifest again that the ledger already holds for that split.

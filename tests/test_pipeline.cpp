@@ -187,7 +187,7 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   auto m = load_model(LoadRequest{});
   const GenerateParams p = small_params();
   const RuntimeOptions defaults;
-  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.cuda_graph ||
+  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.text_trim || defaults.cuda_graph ||
                defaults.easycache.enabled || defaults.sparse.pattern != "none" || defaults.attention_backend != "auto");
   const auto base = m.pipeline->generate(p);
   struct Case {
@@ -199,6 +199,7 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
       {"fused_qkv", [](RuntimeOptions& o) { o.fused_qkv = true; }, "kernel.fused_qkv.launches"},
       {"cross_kv_cache", [](RuntimeOptions& o) { o.cross_kv_cache = true; }, "kernel.cross_kv_cache.hits"},
       {"timestep_dedup", [](RuntimeOptions& o) { o.timestep_dedup = true; }, "kernel.timestep_dedup.rows_saved"},
+      {"text_trim", [](RuntimeOptions& o) { o.text_trim = true; }, "kernel.text_trim.tokens_saved"},
       {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},
       {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 1; o.easycache.dense_last_step = false; },
        "cache.easycache.skipped_forwards"},
@@ -227,6 +228,24 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   const auto problems = engagement_problems(g, eager.trace);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("cuda_graph"), std::string::npos);
+}
+
+// text_trim is lossless in the harness's sense: the clip is the baseline's up to float rounding, and the
+// trace counts the token rows of the prompt and the negative prompt that were not encoded.
+TEST(Pipeline, TextTrimKeepsTheClip) {
+  auto m = load_model(LoadRequest{});
+  const GenerateParams p = small_params();
+  const auto base = m.pipeline->generate(p);
+  RuntimeOptions o;
+  o.text_trim = true;
+  m.pipeline->set_options(o);
+  const auto trimmed = m.pipeline->generate(p);
+  m.pipeline->set_options({});
+  EXPECT_LT((trimmed.video - base.video).abs().max().item<double>(), 1e-3);
+  const double saved = trimmed.trace.get("kernel.text_trim.tokens_saved");
+  EXPECT_GT(saved, 512 - 40);  // the prompt alone is far shorter than 512 tokens
+  EXPECT_LT(saved, 2 * 512);
+  EXPECT_EQ(base.trace.get("kernel.text_trim.tokens_saved"), 0);
 }
 
 // Each VAE conversion alone (channels_last without bf16 keeps the float32 biases as they were loaded): the

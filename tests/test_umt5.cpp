@@ -3,6 +3,8 @@
 // SentencePiece tokenizer (assets/wan22-tiny/spiece.model), padding/truncation and encode_prompts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -310,4 +312,40 @@ TEST(EncodePrompts, ZeroesRowsPastEachPromptExactly) {
   const at::Tensor e16 = encode_prompts(m, tok, prompts, L, at::kBFloat16);
   EXPECT_EQ(e16.scalar_type(), at::kBFloat16);
   EXPECT_TRUE(e16[1].slice(0, t.lengths[1]).eq(0).all().item<bool>());
+}
+
+// text_trim: the encoder runs over the longest prompt's tokens only; the embedding keeps its shape, the
+// same exact zeros past each prompt, and its real rows agree with the full-length encoding up to the order
+// of floating-point sums (the padding is masked with -inf, so it adds nothing).
+TEST(EncodePrompts, TrimmedEncodingMatchesTheFullLength) {
+  auto c = golden_config();
+  const auto tok = Tokenizer::load(tiny_spiece());
+  c.vocab_size = tok.vocab_size();
+  UMT5EncoderModel m(c);
+  fill_random(*m, 5);
+  const std::vector<std::string> prompts = {"A fox explores a frozen lake at dawn.", "a cat", ""};
+  const int64_t L = 40;
+  const auto t = tokenize_prompts(tok, prompts, L);
+  const int64_t longest = *std::max_element(t.lengths.begin(), t.lengths.end());
+  ASSERT_LT(longest, L);
+  const at::Tensor full = encode_prompts(m, tok, prompts, L, at::kFloat);
+  int64_t saved = -1;
+  const at::Tensor trimmed = encode_prompts(m, tok, prompts, L, at::kFloat, true, &saved);
+  ASSERT_EQ(trimmed.sizes(), full.sizes());
+  EXPECT_EQ(saved, 3 * (L - longest));
+  for (int64_t b = 0; b < 3; ++b) {
+    const int64_t n = t.lengths[b];
+    EXPECT_TRUE(trimmed[b].slice(0, n).eq(0).all().item<bool>()) << b;
+    EXPECT_LT((trimmed[b].slice(0, 0, n) - full[b].slice(0, 0, n)).abs().max().item<double>(), 1e-5) << b;
+  }
+  EXPECT_GT(full.abs().max().item<double>(), 0.1);  // not a comparison of zeros
+  // Each prompt alone (as the pipeline encodes them): trimmed to its own length.
+  saved = -1;
+  const at::Tensor one = encode_prompts(m, tok, {prompts[1]}, L, at::kFloat, true, &saved);
+  EXPECT_EQ(saved, L - t.lengths[1]);
+  EXPECT_LT((one[0] - full[1]).abs().max().item<double>(), 1e-5);
+  // Off: nothing saved, the full-length encoding itself.
+  saved = -1;
+  EXPECT_TRUE(at::equal(encode_prompts(m, tok, prompts, L, at::kFloat, false, &saved), full));
+  EXPECT_EQ(saved, 0);
 }

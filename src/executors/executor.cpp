@@ -48,6 +48,9 @@ class Outbox {
     const json j = gates::to_json(gates::parse_manifest(gates::to_json(m), "proposal " + m.id));
     const fs::path dst = fs::path(dir_) / (slug + ".json");
     gates::write_file_atomic(dst.string(), j.dump(2) + "\n");
+    // The order of the proposals, best first as this executor ranks them: the orchestrator gates each
+    // family's first proposal in its first round (alphabetical order put cross_kv_cache before greedy).
+    gates::append_line_durable((fs::path(dir_) / "proposals.txt").string(), slug + ".json");
     ++proposed_;
     return dst.string();
   }
@@ -142,7 +145,7 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
                 std::all_of(on.begin(), on.end(), [&](const auto& s) { return lossless[s.first]; }),
                 "greedy ablation survivors: " + flags_of(on).dump() + "; " + measured(all));
   for (const auto& s : on)
-    if (on.size() > 1) box.propose(s.first + (s.second.is_string() ? "-" + s.second.get<std::string>() : ""), flags_of({s}), true,
+    if (on.size() > 1) box.propose(s.first + (s.second.is_string() ? "-" + s.second.get<std::string>() : ""), flags_of({s}), lossless[s.first],
                                    "single switch from the greedy ablation");
   return box.proposed();
 }

@@ -1049,11 +1049,28 @@ RunOutcome run(const RunRequest& req) {
   std::vector<Candidate> cands;
   std::set<std::string> seen = {gates::manifest_hash(base)};
   std::vector<fs::path> files;
-  for (const auto& fam : req.families)
-    if (fs::is_directory(out / "outbox" / fam))
-      for (const auto& e : fs::directory_iterator(out / "outbox" / fam))
-        if (e.path().extension() == ".json" && e.path().filename().string().rfind(".tmp", 0) != 0) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  for (const auto& fam : req.families) {
+    const fs::path box = out / "outbox" / fam;
+    if (!fs::is_directory(box)) continue;
+    // In the executor's order (outbox/<family>/proposals.txt, best first); files it does not list (an
+    // older outbox) after them, by name.
+    std::map<std::string, size_t> position;
+    {
+      std::ifstream in(box / "proposals.txt");
+      std::string line;
+      while (std::getline(in, line))
+        if (!line.empty()) position.emplace(line, position.size());
+    }
+    std::vector<fs::path> mine;
+    for (const auto& e : fs::directory_iterator(box))
+      if (e.path().extension() == ".json" && e.path().filename().string().rfind(".tmp", 0) != 0) mine.push_back(e.path());
+    auto key = [&](const fs::path& f) {
+      const auto it = position.find(f.filename().string());
+      return std::make_pair(it == position.end() ? position.size() : it->second, f.filename().string());
+    };
+    std::sort(mine.begin(), mine.end(), [&](const fs::path& a, const fs::path& b) { return key(a) < key(b); });
+    files.insert(files.end(), mine.begin(), mine.end());
+  }
   for (const auto& f : files) {
     try {
       gates::Manifest m = gates::load_manifest(f.string());

@@ -162,6 +162,7 @@ struct RuntimeOptions {
   bool fused_qkv = false;         // q/k/v weights merged at load into one GEMM
   bool cross_kv_cache = false;    // cross-attention K/V computed once per prompt, reused across steps
   bool timestep_dedup = false;    // time embedding computed once per distinct timestep value
+  bool text_trim = false;         // the text encoder runs over the prompt's own tokens, not all 512
   bool cuda_graph = false;        // transformer forward captured and replayed (GPU builds)
   bool fused_norm_modulate = false;  // LayerNorm + adaLN shift/scale in one CUDA pass
   bool fused_gate_residual = false;  // gate multiply + residual add in one CUDA pass

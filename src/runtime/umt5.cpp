@@ -1,5 +1,6 @@
 #include "runtime/umt5.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -210,14 +211,21 @@ void load_umt5(UMT5EncoderModel& m, const TensorSource& src) {
 }
 
 at::Tensor encode_prompts(UMT5EncoderModel& m, const Tokenizer& tok, const std::vector<std::string>& prompts,
-                          int64_t max_length, at::ScalarType dtype) {
+                          int64_t max_length, at::ScalarType dtype, bool trim, int64_t* tokens_saved) {
   const TokenizedPrompts t = tokenize_prompts(tok, prompts, max_length);
   at::InferenceMode guard;
   const auto dev = m->precision().device;
-  const at::Tensor mask = t.attention_mask.to(dev);
-  const at::Tensor h = m->forward(t.input_ids.to(dev), mask);  // [B, max_length, D]
+  int64_t len = max_length;
+  if (trim) {
+    len = 1;
+    for (const int64_t l : t.lengths) len = std::max(len, l);
+  }
+  if (tokens_saved) *tokens_saved = static_cast<int64_t>(prompts.size()) * (max_length - len);
+  const at::Tensor mask = t.attention_mask.narrow(1, 0, len).to(dev);
+  const at::Tensor h = m->forward(t.input_ids.narrow(1, 0, len).to(dev), mask);  // [B, len, D]
   // Rows past each prompt's length (EOS included) become exact zeros, whatever the encoder put there.
-  return h.masked_fill(mask.eq(0).unsqueeze(-1), 0).to(dtype);
+  const at::Tensor out = h.masked_fill(mask.eq(0).unsqueeze(-1), 0).to(dtype);
+  return len == max_length ? out : at::constant_pad_nd(out, {0, 0, 0, max_length - len});
 }
 
 // ---------------------------------------------------------------------------------------------------

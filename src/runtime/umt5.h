@@ -101,7 +101,11 @@ void load_umt5(UMT5EncoderModel& m, const TensorSource& src);
 // The pipeline's prompt embedding: cleaned, tokenized, padded/truncated to max_length, encoded with the
 // mask; rows past each prompt's token count (EOS included) are exact zeros; cast to dtype.
 // Returns [B, max_length, d_model] on the model's device.
+// trim (the text_trim switch): the encoder runs over the longest prompt's tokens only, not all max_length,
+// and the rows after them are the same exact zeros. The masked padding adds nothing to a real token's
+// attention (its bias is -inf), so only the order of floating-point sums can differ. *tokens_saved, when
+// given, gets the token rows not encoded (B * (max_length - longest)).
 at::Tensor encode_prompts(UMT5EncoderModel& m, const Tokenizer& tok, const std::vector<std::string>& prompts,
-                          int64_t max_length, at::ScalarType dtype);
+                          int64_t max_length, at::ScalarType dtype, bool trim = false, int64_t* tokens_saved = nullptr);
 
 }  // namespace autooptim::runtime

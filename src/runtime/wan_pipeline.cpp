@@ -212,10 +212,10 @@ at::Tensor WanPipeline::encode_image(const at::Tensor& image) {
   return vae_->normalize(mu.to(at::kFloat));
 }
 
-at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts) {
+at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts, bool trim, int64_t* tokens_saved) {
   if (!text_encoder_ || !tokenizer_) throw Error("this pipeline has no text encoder");
   at::InferenceMode guard;
-  return encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute);
+  return encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute, trim, tokens_saved);
 }
 
 GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback& on_step, at::Tensor* out_video) {
@@ -239,9 +239,11 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
 
   auto t0 = std::chrono::steady_clock::now();
   DenoiseInputs in;
-  in.prompt_embeds = encode_text({p.prompt});
-  if (p.guidance > 1.0) in.negative_embeds = encode_text({p.negative_prompt});
+  int64_t saved = 0, saved_negative = 0;
+  in.prompt_embeds = encode_text({p.prompt}, options.text_trim, &saved);
+  if (p.guidance > 1.0) in.negative_embeds = encode_text({p.negative_prompt}, options.text_trim, &saved_negative);
   r.times.text_encoding = synced_seconds_since(t0, dev);
+  if (options.text_trim) r.trace.add("kernel.text_trim.tokens_saved", static_cast<double>(saved + saved_negative));
 
   if (p.image) {
     t0 = std::chrono::steady_clock::now();

@@ -87,8 +87,9 @@ class WanPipeline {
   AutoencoderKLWan& decoding_vae();
   // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
   at::Tensor encode_image(const at::Tensor& image);
-  // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed).
-  at::Tensor encode_text(const std::vector<std::string>& prompts);
+  // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed). trim: the
+  // text_trim switch (encode_prompts); *tokens_saved gets the token rows it did not encode.
+  at::Tensor encode_text(const std::vector<std::string>& prompts, bool trim = false, int64_t* tokens_saved = nullptr);
 
   // out_video (optional): a [T, 3, H, W] float32 CPU buffer the clip is written into (the gate
   // harness poisons it with NaN first, so a run that does not write its output is caught).

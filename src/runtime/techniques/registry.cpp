@@ -304,6 +304,14 @@ bool works_on_decode(const RuntimeOptions& o) {
   return false;
 }
 
+bool works_on_text_encoding(const RuntimeOptions& o) {
+  for (const auto& t : all())
+    if (t.on(o))
+      for (const auto& h : t.hooks)
+        if (h.rfind("text_encoder.", 0) == 0 || h == "pipeline.encode_text") return true;
+  return false;
+}
+
 const std::vector<FlagSpec>& settings() {
   static const std::vector<FlagSpec> s = always_written({
       choice_flag("dtype", [](RuntimeOptions& o) -> std::string& { return o.dtype; }, {"bf16", "fp32", "fp64"},

@@ -138,6 +138,8 @@ const Technique* find(const std::string& name);
 // Whether a technique that is on under `o` works on the VAE decode (a hook "vae.*" or "pipeline.decode"):
 // the gate then lets the decode be faster than the baseline's.
 bool works_on_decode(const RuntimeOptions& o);
+// Likewise for the text encoding (a hook "text_encoder.*" or "pipeline.encode_text").
+bool works_on_text_encoding(const RuntimeOptions& o);
 // The runtime settings that are flags but not techniques (dtype, cpu_threads, onednn): top-level,
 // always written, kept by the off run.
 const std::vector<FlagSpec>& settings();

@@ -18,9 +18,9 @@ AUTOOPTIM_TECHNIQUE(vae_causal_buffer) {
   t.switch_flag = "vae_causal_buffer";
   t.hooks = {"vae.causal_conv"};
   t.engagement = {{"kernel.vae_causal_buffer.convs", "vae_causal_buffer is on but no causal conv used its buffer"}};
-  t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_causal_buffer", {{"vae_causal_buffer", true}}}} : std::vector<SearchPoint>{};
-  };
+  // On the CPU too: the concatenations it removes are ~15% of the tiny decode there (0.63 s -> 0.54 s with
+  // vae_channels_last).
+  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"vae_causal_buffer", {{"vae_causal_buffer", true}}}}; };
   return t;
 }
 

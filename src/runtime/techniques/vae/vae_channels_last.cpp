@@ -16,9 +16,9 @@ AUTOOPTIM_TECHNIQUE(vae_channels_last) {
   t.switch_flag = "vae_channels_last";
   t.hooks = {"pipeline.decode"};
   t.engagement = {{"kernel.vae_channels_last.decodes", "vae_channels_last is on but no decode ran channels-last"}};
-  t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_channels_last", {{"vae_channels_last", true}}}} : std::vector<SearchPoint>{};
-  };
+  // On the CPU too: oneDNN's NDHWC convs (the tiny decode 0.80 s -> 0.63 s, bit-identical there; with
+  // vae_bf16 0.30 s).
+  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"vae_channels_last", {{"vae_channels_last", true}}}}; };
   return t;
 }
 
