@@ -478,6 +478,35 @@ TEST(EvalTiny, DefaultWeightsMakeWhatHeldOutCaptionsAsk) {
   EXPECT_GE(rep["score"].get<double>(), 0.8) << out;
 }
 
+// eval-tiny --manifest: the held-out check of an accelerated configuration (a report's tier). The switches
+// are applied and recorded; a manifest of another model, or with --truth, is refused before any work.
+TEST(EvalTiny, AManifestsSwitchesAreAppliedAndRecorded) {
+  test::TempDir d;
+  const std::string src = AUTOOPTIM_SOURCE_DIR;
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(src + "/manifests/wan22-tiny/baseline.json"));
+  m["id"] = "wan22-tiny/kernel/eval-probe";
+  m["kind"] = "patch";
+  m["family"] = "kernel";
+  m["base"] = "wan22-tiny/baseline";
+  m["flags"] = {{"cpu_threads", 0}, {"text_trim", true}, {"timestep_dedup", true}};
+  std::ofstream(d.file("m.json")) << m.dump(2);
+  auto [rc, out] = run_in(d.path().string(), "eval-tiny --captions 1 --steps 2 --manifest " + d.file("m.json") + " --out " + d.file("e.json"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto rep = nlohmann::json::parse(std::ifstream(d.file("e.json")));
+  EXPECT_EQ(rep["meta"]["manifest"]["id"], "wan22-tiny/kernel/eval-probe");
+  EXPECT_EQ(rep["meta"]["manifest"]["flags"]["text_trim"], true);
+  const auto& counters = rep["meta"]["manifest"]["first_clip_counters"];
+  EXPECT_GT(counters.value("kernel.text_trim.tokens_saved", 0.0), 0.0) << counters.dump();
+  EXPECT_GT(counters.value("kernel.timestep_dedup.rows_saved", 0.0), 0.0) << counters.dump();
+  EXPECT_NE(out.find("under " + d.file("m.json")), std::string::npos) << out;
+  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 1 --truth --manifest " + d.file("m.json"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--manifest applies to generated clips"), std::string::npos) << out;
+  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 1 --steps 1 --manifest " + src + "/manifests/wan22-ti2v-5b/baseline.json");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("not wan22-tiny"), std::string::npos) << out;
+}
+
 TEST(Scenes, TinyPromptSetIsWhatTheCodeMakesAndNeverTrainedOn) {
   const std::string dir = std::string(AUTOOPTIM_SOURCE_DIR) + "/prompts/wan22-tiny";
   auto slurp = [](const std::string& p) {

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "model_args.h"
+#include "gates/manifest.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -97,6 +98,7 @@ struct EvalArgs {
   std::string clips_dir;
   double min_score = -1;
   std::string write_prompts;
+  std::string manifest;
 };
 
 void run_eval(const EvalArgs& a) {
@@ -136,8 +138,19 @@ void run_eval(const EvalArgs& a) {
     meta["source"] = "renderer clips through the VAE";
     meta["weights"] = loaded.weights_label;
   } else {
-    auto loaded = runtime::load_model(a.model.request());
-    log::info("evaluating " + loaded.weights_label + " on " + std::to_string(scenes.size()) + " held-out captions");
+    auto req = a.model.request();
+    if (!a.manifest.empty()) {
+      // A manifest's switches (a tier from a report): does the accelerated configuration still make what
+      // the captions ask? The clips keep the evaluation's own shape, steps, guidance and seeds.
+      const auto m = gates::load_manifest(a.manifest);
+      if (m.model != "wan22-tiny") throw Error(a.manifest + ": a manifest of " + m.model + ", not wan22-tiny");
+      req.options = gates::to_runtime_options(m);
+      req.precision.compute = runtime::compute_dtype(req.options.dtype, req.precision.device);
+      meta["manifest"] = {{"id", m.id}, {"flags", m.flags}};
+    }
+    auto loaded = runtime::load_model(req);
+    log::info("evaluating " + loaded.weights_label + (a.manifest.empty() ? "" : " under " + a.manifest) + " on " +
+              std::to_string(scenes.size()) + " held-out captions");
     meta["source"] = "generated";
     meta["weights"] = loaded.weights_label;
     meta["steps"] = a.steps;
@@ -152,6 +165,8 @@ void run_eval(const EvalArgs& a) {
       p.seed = a.seed + static_cast<int64_t>(i);
       const auto g = loaded.pipeline->generate(p);
       items.push_back(train::check(scenes[i], g.video));
+      // The first clip's counters: the manifest's switches did work (the gate's engagement counters).
+      if (i == 0 && meta.contains("manifest")) meta["manifest"]["first_clip_counters"] = g.trace.to_json();
       progress.update("eval-tiny", "clip " + std::to_string(i + 1) + "/" + std::to_string(scenes.size()));
       if (!a.clips_dir.empty()) {
         fs::create_directories(a.clips_dir);
@@ -200,6 +215,8 @@ void add_eval_tiny(CLI::App& app) {
   cmd->add_option("--out", a->out, "Write the per-clip results and the score as JSON here");
   cmd->add_option("--clips-dir", a->clips_dir, "Also write the generated clips here (.mp4, or .y4m without OpenCV videoio)");
   cmd->add_option("--min-score", a->min_score, "Exit 1 when the score (0..1) is below this")->check(number_in(0, 1));
+  cmd->add_option("--manifest", a->manifest, "Generate under this manifest's switches (e.g. a report's tiers/2x.json): the score of an accelerated configuration")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--write-prompts", a->write_prompts,
                   "Write wan22-tiny's prompt set (visible.jsonl, heldout.jsonl: held-out captions of the data set) into this folder and exit");
   cmd->callback([a] {
@@ -211,6 +228,8 @@ void add_eval_tiny(CLI::App& app) {
       return;
     }
     if (a->model.model != "wan22-tiny") throw Error("eval-tiny: the held-out captions are wan22-tiny's (--model wan22-tiny)");
+    if (!a->manifest.empty() && (a->truth || a->vae_roundtrip))
+      throw Error("eval-tiny: --manifest applies to generated clips, not to --truth or --vae-roundtrip");
     run_eval(*a);
   });
 }
