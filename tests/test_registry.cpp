@@ -87,6 +87,14 @@ TEST(Registry, WhichTechniquesWorkOnTheDecode) {
     set(v);
     EXPECT_TRUE(works_on_decode(v));
   }
+  // Likewise the text encoding: only text_trim works on it, and it does not work on the decode.
+  EXPECT_FALSE(works_on_text_encoding(o));
+  RuntimeOptions t;
+  t.text_trim = true;
+  EXPECT_TRUE(works_on_text_encoding(t));
+  EXPECT_FALSE(works_on_decode(t));
+  t.vae_bf16 = true;
+  EXPECT_TRUE(works_on_text_encoding(t) && works_on_decode(t));
 }
 
 TEST(Registry, EveryFlagIsBoundToItsOwnField) {
