@@ -296,21 +296,20 @@ const Technique* find(const std::string& name) {
   return nullptr;
 }
 
-bool works_on_decode(const RuntimeOptions& o) {
+namespace {
+// Whether a technique that is on under `o` has a hook under `prefix` or equal to `stage`.
+bool works_on(const RuntimeOptions& o, const std::string& prefix, const std::string& stage) {
   for (const auto& t : all())
     if (t.on(o))
       for (const auto& h : t.hooks)
-        if (h.rfind("vae.", 0) == 0 || h == "pipeline.decode") return true;
+        if (h.rfind(prefix, 0) == 0 || h == stage) return true;
   return false;
 }
+}  // namespace
 
-bool works_on_text_encoding(const RuntimeOptions& o) {
-  for (const auto& t : all())
-    if (t.on(o))
-      for (const auto& h : t.hooks)
-        if (h.rfind("text_encoder.", 0) == 0 || h == "pipeline.encode_text") return true;
-  return false;
-}
+bool works_on_decode(const RuntimeOptions& o) { return works_on(o, "vae.", "pipeline.decode"); }
+
+bool works_on_text_encoding(const RuntimeOptions& o) { return works_on(o, "text_encoder.", "pipeline.encode_text"); }
 
 const std::vector<FlagSpec>& settings() {
   static const std::vector<FlagSpec> s = always_written({
