@@ -122,3 +122,33 @@ TEST(Gpu, CudaGraphReplaysTheForwardAndKeepsOtherCountersTrue) {
     EXPECT_DOUBLE_EQ(both.trace.get(k), eager.trace.get(k)) << k;
   EXPECT_TRUE(engagement_problems(eg, both.trace).empty());
 }
+
+// vae_cudnn_benchmark: cuDNN's autotuner is on for the decode only. The decode counts itself, the
+// process-wide setting is what it was before (off and on), and the tuned decode is the plain one within
+// the float32 VAE's tolerance (another conv algorithm, possibly TF32). Skipped without CUDA.
+TEST(Gpu, VaeCudnnBenchmarkTunesTheDecodeOnlyAndRestoresTheSetting) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  auto m = tiny_bf16_on_gpu();
+  auto gen = at::detail::createCPUGenerator(31);
+  const at::Tensor latents = at::randn({1, m.pipeline->vae()->config().z_dim, 3, 4, 6}, gen, at::kFloat);
+  const bool before = at::globalContext().benchmarkCuDNN();
+  for (const bool initially : {false, true}) {
+    SCOPED_TRACE(initially ? "benchmark on before" : "benchmark off before");
+    at::globalContext().setBenchmarkCuDNN(initially);
+    m.pipeline->set_options({});
+    Trace plain_trace;
+    const at::Tensor plain = m.pipeline->decode(latents, &plain_trace).to(at::kCPU, at::kFloat);
+    EXPECT_EQ(plain_trace.get("kernel.vae_cudnn_benchmark.decodes"), 0);
+    RuntimeOptions o;
+    o.vae_cudnn_benchmark = true;
+    m.pipeline->set_options(o);
+    Trace trace;
+    const at::Tensor tuned = m.pipeline->decode(latents, &trace).to(at::kCPU, at::kFloat);
+    EXPECT_EQ(trace.get("kernel.vae_cudnn_benchmark.decodes"), 1);
+    EXPECT_EQ(at::globalContext().benchmarkCuDNN(), initially);
+    EXPECT_TRUE(engagement_problems(o, trace).empty());
+    EXPECT_LT(rel_l2(tuned, plain), 1e-2);
+  }
+  m.pipeline->set_options({});
+  at::globalContext().setBenchmarkCuDNN(before);
+}
