@@ -49,6 +49,19 @@ void fill_random(torch::nn::Module& m, uint64_t seed) {
   for (auto& p : m.parameters()) p.normal_(0.0, 0.3, gen);
 }
 
+// The golden-config encoder sized to the tiny tokenizer's vocabulary, with seeded random weights: what
+// encode_prompts runs in the tests below.
+struct TinyTextEncoder {
+  Tokenizer tok = Tokenizer::load(tiny_spiece());
+  UMT5Config config = [this] {
+    UMT5Config c = golden_config();
+    c.vocab_size = tok.vocab_size();
+    return c;
+  }();
+  UMT5EncoderModel m{config};
+  explicit TinyTextEncoder(uint64_t seed) { fill_random(*m, seed); }
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
@@ -286,11 +299,8 @@ TEST(Tokenizer, MissingOrCorruptModelIsAnError) {
 }
 
 TEST(EncodePrompts, ZeroesRowsPastEachPromptExactly) {
-  auto c = golden_config();
-  const auto tok = Tokenizer::load(tiny_spiece());
-  c.vocab_size = tok.vocab_size();
-  UMT5EncoderModel m(c);
-  fill_random(*m, 3);
+  TinyTextEncoder enc(3);
+  auto& [tok, c, m] = enc;
   const std::vector<std::string> prompts = {"A fox explores a frozen lake.", "&amp;amp; a   cat", ""};
   const int64_t L = 20;
   const auto t = tokenize_prompts(tok, prompts, L);
@@ -318,11 +328,8 @@ TEST(EncodePrompts, ZeroesRowsPastEachPromptExactly) {
 // same exact zeros past each prompt, and its real rows agree with the full-length encoding up to the order
 // of floating-point sums (the padding is masked with -inf, so it adds nothing).
 TEST(EncodePrompts, TrimmedEncodingMatchesTheFullLength) {
-  auto c = golden_config();
-  const auto tok = Tokenizer::load(tiny_spiece());
-  c.vocab_size = tok.vocab_size();
-  UMT5EncoderModel m(c);
-  fill_random(*m, 5);
+  TinyTextEncoder enc(5);
+  auto& [tok, c, m] = enc;
   const std::vector<std::string> prompts = {"A fox explores a frozen lake at dawn.", "a cat", ""};
   const int64_t L = 40;
   const auto t = tokenize_prompts(tok, prompts, L);

@@ -129,10 +129,7 @@ void run_generate(GenerateArgs& a) {
   }
   auto req = a.model.request();
   log::info("loading " + a.model.model + " ...");
-  if (!a.manifest.empty()) {
-    req.precision.compute = runtime::compute_dtype(opts.dtype, req.precision.device);
-    req.options = opts;
-  }
+  if (!a.manifest.empty()) use_switches(req, opts);
   auto loaded = runtime::load_model(req);
   char line[256];
   std::snprintf(line, sizeof line, "model loaded in %.2f s (%s; weights: %s)", loaded.load_seconds,

@@ -144,8 +144,7 @@ void run_eval(const EvalArgs& a) {
       // the captions ask? The clips keep the evaluation's own shape, steps, guidance and seeds.
       const auto m = gates::load_manifest(a.manifest);
       if (m.model != "wan22-tiny") throw Error(a.manifest + ": a manifest of " + m.model + ", not wan22-tiny");
-      req.options = gates::to_runtime_options(m);
-      req.precision.compute = runtime::compute_dtype(req.options.dtype, req.precision.device);
+      use_switches(req, gates::to_runtime_options(m));
       meta["manifest"] = {{"id", m.id}, {"flags", m.flags}};
     }
     auto loaded = runtime::load_model(req);

@@ -68,6 +68,11 @@ runtime::LoadRequest ModelArgs::request() const {
   return r;
 }
 
+void use_switches(runtime::LoadRequest& req, const runtime::RuntimeOptions& options) {
+  req.options = options;
+  req.precision.compute = runtime::compute_dtype(options.dtype, req.precision.device);
+}
+
 std::string shipped_tiny_weights() {
   std::error_code ec;
   for (const auto& d : data_dir_candidates(kTinyWeightsDir))

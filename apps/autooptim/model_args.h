@@ -29,6 +29,10 @@ struct ModelArgs {
   runtime::LoadRequest request() const;
 };
 
+// A manifest's switches on a load request: its options, and the compute dtype its `dtype` setting means
+// on the request's device (the CPU runs bf16 manifests in fp32).
+void use_switches(runtime::LoadRequest& req, const runtime::RuntimeOptions& options);
+
 // Validators that read an option's text before CLI11 converts it: CLI11 clamps an integer above
 // 2^63-1 to the maximum silently, reads "010" as octal, and lets nan through every range check.
 // A bad value is a parse error (exit 2) naming the option.

@@ -257,14 +257,9 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   };
 
   write_json(out / "manifest.json", to_json(cand));
-  json meta = {{"build", build},
-               {"model", w.model()},
+  json meta = env;  // build, weights hash, device, device name, dtype, BLAS threads
+  meta.update({{"model", w.model()},
                {"weights", w.weights_label()},
-               {"weights_hash", env["weights_hash"]},
-               {"device", env["device"]},
-               {"device_name", env["device_name"]},
-               {"dtype", env["dtype"]},
-               {"blas", env["blas"]},
                {"clocks", runtime::gpu_clocks(dev)},
                {"cpu_threads", at::get_num_threads()},
                {"seed", cand.config.seed},
@@ -273,7 +268,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                {"baseline", base.id},
                {"baseline_hash", v.baseline_hash},
                {"timing_repeats", S.timing_repeats},
-               {"started", utc_timestamp()}};
+               {"started", utc_timestamp()}});
   for (const auto& p : prompts) meta["prompts"].push_back(p.id);
   write_json(out / "metadata.json", meta);
 
@@ -343,17 +338,12 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   window("off", true, [&] { return w.run(off, prompts[0]); });
   const size_t off_i = windows.size() - 1;
 
-  // Baseline outputs of the rest of the split: cached per build, weights, device, dtype, threads and
-  // baseline manifest; made here when missing.
+  // Baseline outputs of the rest of the split: cached per gate environment (build, weights, device, dtype,
+  // BLAS threads), libtorch threads and baseline manifest; made here when missing.
   const fs::path cache = S.cache_dir.empty() ? out.parent_path() / "baseline-cache" : fs::path(S.cache_dir);
-  const json cache_key = {{"build", build},
-                          {"weights_hash", env["weights_hash"]},
-                          {"device", env["device"]},
-                          {"device_name", env["device_name"]},
-                          {"dtype", env["dtype"]},
-                          {"cpu_threads", base_threads},
-                          {"blas", env["blas"]},
-                          {"baseline_hash", v.baseline_hash}};
+  json cache_key = env;  // the gate environment, plus the baseline's threads and manifest
+  cache_key["cpu_threads"] = base_threads;
+  cache_key["baseline_hash"] = v.baseline_hash;
   const std::string cache_key_hash = sha256_hex(cache_key.dump()).substr(0, 16);
   const fs::path cdir = cache / cache_key_hash;
   fs::create_directories(cdir);
