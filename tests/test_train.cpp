@@ -2,6 +2,7 @@
 // training steps, resume, and loading (and refusing) trained checkpoints.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -135,6 +136,38 @@ TEST(Scenes, ManyDistinctScenesAndCaptionsWithEveryKind) {
   }
   EXPECT_GT(captions.size(), 800u);
   EXPECT_EQ(kinds.size(), 6u);
+}
+
+// --vertical-share: a share of the moving and panning scenes goes up or down; unset, the data set is the
+// original one, scene for scene (the shipped weights' command still makes their data).
+TEST(Scenes, VerticalShareSetsTheDirectionsOfMovingAndPanningScenes) {
+  SceneMix all_vertical, none_vertical, unset;
+  all_vertical.vertical_share = 1.0;
+  none_vertical.vertical_share = 0.0;
+  int moving = 0, vertical = 0;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const SceneSpec a = make_scene(1, i), u = make_scene(1, i, unset);
+    EXPECT_EQ(a.truth().dump(), u.truth().dump()) << i;
+    const SceneSpec v = make_scene(1, i, all_vertical), h = make_scene(1, i, none_vertical);
+    EXPECT_EQ(v.kind, a.kind) << i;
+    if (v.kind == SceneKind::kMove || v.kind == SceneKind::kPan) {
+      ++moving;
+      vertical += v.direction >= 2;
+      EXPECT_LT(h.direction, 2) << h.caption;
+      // the motion follows the direction: the travel is along the vertical axis
+      EXPECT_GT(std::fabs(v.y1 - v.y0), std::fabs(v.x1 - v.x0)) << v.caption;
+      EXPECT_FALSE(is_heldout_caption(v.caption)) << v.caption;
+    }
+  }
+  EXPECT_GT(moving, 1200);
+  EXPECT_EQ(vertical, moving);
+  // The original draw is about half vertical.
+  int orig_vertical = 0, orig_moving = 0;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const SceneSpec a = make_scene(1, i);
+    if (a.kind == SceneKind::kMove || a.kind == SceneKind::kPan) ++orig_moving, orig_vertical += a.direction >= 2;
+  }
+  EXPECT_NEAR(static_cast<double>(orig_vertical) / orig_moving, 0.5, 0.05);
 }
 
 TEST(Scenes, HeldOutCaptionsAreNeverTrainedOn) {

@@ -51,6 +51,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--vae-frames", o->vae_frames, "Frames of a VAE training clip (4k+1)")->capture_default_str()->check(frames_count());
   cmd->add_option("--batch", o->dit_batch, "Clips per transformer step")->capture_default_str()->check(int_in(1, 65536));
   cmd->add_option("--scenes", o->scenes, "Scenes in the transformer's data set (rendered and encoded once)")->capture_default_str()->check(int_in(1, 10000000));
+  cmd->add_option("--vertical-share", o->mix.vertical_share,
+                  "Share of the moving-object and camera-pan scenes that move up or down (-1: the original data set's "
+                  "uniform draw over the four directions)")
+      ->capture_default_str()->check(number_in(-1, 1));
   cmd->add_option("--frames", o->frames, "Frames of a transformer training clip (the tiny model's 49)")->capture_default_str()->check(frames_count());
   cmd->add_option("--vae-lr", o->vae_lr, "AdamW learning rate of the VAE")->capture_default_str()->check(number_in(0, 1, true));
   cmd->add_option("--vae-width", o->vae_base_dim, "Base channels of the VAE's encoder (the tiny architecture's 4)")

@@ -226,7 +226,7 @@ nlohmann::json SceneSpec::truth() const {
   return j;
 }
 
-SceneSpec make_scene(uint64_t seed, uint64_t index) {
+SceneSpec make_scene(uint64_t seed, uint64_t index, const SceneMix& scene_mix) {
   Rng r(mix(mix(seed) ^ (index * 0xd1b54a32d192ed03ull)));
   SceneSpec s;
   // Mostly moving objects (what the evaluation asks for), the rest the other kinds of motion.
@@ -241,6 +241,8 @@ SceneSpec make_scene(uint64_t seed, uint64_t index) {
     s.color2 = (s.color + 1 + r.below(nc - 1)) % nc;
     s.shape = r.below(static_cast<int>(shape_names().size()));
     s.direction = r.below(static_cast<int>(direction_names().size()));
+    // (extra draws only when a mix is asked for: the default data set keeps its stream of draws)
+    if (scene_mix.vertical_share >= 0) s.direction = (r.uniform() < scene_mix.vertical_share ? 2 : 0) + r.below(2);
     s.background = r.below(static_cast<int>(background_names().size()));
     s.quick = r.below(2) == 1;
     s.caption = caption_of(s);

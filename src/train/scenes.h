@@ -50,8 +50,17 @@ struct SceneSpec {
   nlohmann::json truth() const;  // kind, caption, color, direction, shape, background, ...
 };
 
+// How a data set's scenes are drawn beyond the seed. The defaults are the data set every shipped model
+// was trained on; a different mix is a different data set (train_info.json records it).
+struct SceneMix {
+  // Share of the moving-object and camera-pan scenes whose direction is up or down (the rest left or
+  // right, each half and half); < 0: the seed's uniform draw over the four directions (a share of 0.5,
+  // with the draws of the original data set).
+  double vertical_share = -1;
+};
+
 // Scene `index` of the data set made with `seed`. Training scenes never carry a held-out caption.
-SceneSpec make_scene(uint64_t seed, uint64_t index);
+SceneSpec make_scene(uint64_t seed, uint64_t index, const SceneMix& mix = {});
 
 // The 40 held-out moving-object scenes of the evaluation: captions that make_scene never produces
 // (two per colour x direction), with fixed seeds for their parameters.

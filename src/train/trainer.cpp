@@ -349,7 +349,7 @@ TrainResult train_tiny(const TrainOptions& o) {
       std::vector<int64_t> starts;
       for (int64_t i = 0; i < o.vae_batch; ++i) {
         const auto index = static_cast<uint64_t>(st.vae_step * o.vae_batch + i);
-        scenes.push_back(make_scene(o.seed ^ 0x76616531ull, index));
+        scenes.push_back(make_scene(o.seed ^ 0x76616531ull, index, o.mix));
         starts.push_back(static_cast<int64_t>(mix(o.seed ^ 0x77696e64ull ^ (index * 0x100000001b3ull)) % static_cast<uint64_t>(o.frames - o.vae_frames + 1)));
       }
       // A window of vae_frames of the transformer's clip (o.frames), at its motion per frame: rendering
@@ -431,7 +431,7 @@ TrainResult train_tiny(const TrainOptions& o) {
   at::Tensor scene_caption = at::empty({o.scenes}, at::kLong);
   std::vector<SceneSpec> all;
   for (int64_t i = 0; i < o.scenes; ++i) {
-    all.push_back(make_scene(o.seed, static_cast<uint64_t>(i)));
+    all.push_back(make_scene(o.seed, static_cast<uint64_t>(i), o.mix));
     auto [it, fresh] = caption_index.emplace(all.back().caption, static_cast<int64_t>(captions.size()));
     if (fresh) captions.push_back(all.back().caption);
     scene_caption[i] = it->second;
@@ -616,7 +616,7 @@ TrainResult train_tiny(const TrainOptions& o) {
                  {"dit_batch", o.dit_batch}, {"scenes", o.scenes}, {"frames", o.frames}, {"height", o.height},
                  {"width", o.width}, {"vae_base_dim", o.vae_base_dim}, {"vae_decoder_base_dim", o.vae_decoder_base_dim}, {"vae_lr", o.vae_lr}, {"dit_lr", o.dit_lr}, {"kl_weight", o.kl_weight},
                  {"object_weight", o.object_weight}, {"ema_decay", o.ema_decay}, {"cfg_dropout", o.cfg_dropout},
-                 {"flow_shift", shift}}}};
+                 {"flow_shift", shift}, {"vertical_share", o.mix.vertical_share}}}};
   write_json(out / "train_info.json", info);
   log::info(fmt("training done: %.1f device-minutes in all (VAE %.1f, data %.1f, transformer %.1f)", total / 60,
                 st.vae_seconds / 60, st.prep_seconds / 60, st.dit_seconds / 60));

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "train/scenes.h"
+
 namespace autooptim::train {
 
 struct TrainOptions {
@@ -39,6 +41,7 @@ struct TrainOptions {
   int64_t vae_frames = 17;     // 4k+1: clips of stage 1
   int64_t dit_batch = 128;
   int64_t scenes = 4096;       // stage 2 data set: scenes rendered and encoded once
+  SceneMix mix;                // how both stages' scenes are drawn (default: the original data set)
   int64_t frames = 49, height = 96, width = 160;  // the tiny model's clip (stage 2)
   double vae_lr = 1e-3, dit_lr = 5e-4;
   // Channel widths of the trained VAE's encoder and decoder (the tiny architecture's are 4 and 4; the
