@@ -3,6 +3,8 @@
 // through the pipeline, engaged as the harness checks it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -12,6 +14,7 @@
 #include "runtime/techniques/cache/first_block_cache.h"
 #include "runtime/techniques/cache/forced_skip.h"
 #include "runtime/techniques/cache/magcache.h"
+#include "runtime/techniques/cache/taylorseer.h"
 #include "runtime/techniques/cache/teacache.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/registry.h"
@@ -291,6 +294,137 @@ TEST(CachePolicies, EasyCacheOrderOneForecastsTheResidualLinearly) {
   }
 }
 
+// TaylorSeer's schedule: the warm-up, then every `interval` steps counted from the warm-up's end, and the
+// last step; the same steps for both branches, whatever the inputs; a branch with no residual computes.
+TEST(CachePolicies, TaylorSeerComputesOnAFixedSchedule) {
+  struct Case {
+    int64_t steps, interval, warmup;
+    bool dense_last;
+    std::set<int64_t> skipped;
+  };
+  const std::vector<Case> cases = {
+      {11, 3, 2, true, {3, 4, 6, 7, 9}},       // computed 0 1 | 2 5 8 | 10 (the last)
+      {11, 3, 2, false, {3, 4, 6, 7, 9, 10}},  // the last step forecast too
+      {12, 3, 2, false, {3, 4, 6, 7, 9, 10}},  // 11 = 2 + 3 * 3 is on the schedule anyway
+      {8, 2, 0, true, {1, 3, 5}},              // no warm-up: step 0 is the schedule's first
+      {6, 4, 5, true, {}},                     // the warm-up covers all but the last
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.steps << " steps, interval " << c.interval << ", warm-up " << c.warmup
+                                      << (c.dense_last ? ", dense last" : ""));
+    TaylorSeerOptions o;
+    o.enabled = true;
+    o.interval = c.interval;
+    o.warmup_steps = c.warmup;
+    o.dense_last_step = c.dense_last;
+    Trace trace;
+    TaylorSeer ts(o, c.steps, &trace);
+    int calls = 0;
+    for (int64_t step = 0; step < c.steps; ++step)
+      for (int branch : {0, 1}) {
+        // Inputs and outputs that change a lot from step to step: the schedule ignores them.
+        const at::Tensor x = filled(std::pow(-3.0, static_cast<double>(step)) + branch);
+        ts.forward(step, branch, x, [&] {
+          ++calls;
+          return x * (step + 2);
+        });
+        EXPECT_EQ(ts.scheduled(step), !c.skipped.count(step)) << step;
+      }
+    EXPECT_EQ(skipped(ts, 0), c.skipped);
+    EXPECT_EQ(skipped(ts, 1), c.skipped);
+    const auto n_skipped = static_cast<double>(2 * c.skipped.size());
+    EXPECT_EQ(calls, 2 * c.steps - static_cast<int64_t>(n_skipped));
+    EXPECT_EQ(trace.get("cache.taylorseer.skipped_forwards"), n_skipped);
+    EXPECT_EQ(trace.get("cache.taylorseer.computed_forwards"), static_cast<double>(calls));
+    EXPECT_DOUBLE_EQ(trace.get("cache.skip_ratio"), n_skipped / static_cast<double>(2 * c.steps));
+  }
+  // A branch seen first at a step the schedule skips has nothing to forecast from: it computes.
+  TaylorSeerOptions o;
+  o.enabled = true;
+  o.interval = 2;
+  o.warmup_steps = 0;
+  TaylorSeer late(o, 8, nullptr);
+  for (int64_t step = 0; step < 8; ++step)
+    for (int branch : {0, 1})
+      if (branch == 0 || step >= 1) late.forward(step, branch, filled(1.0), [] { return filled(2.0); });
+  EXPECT_EQ(skipped(late, 0), (std::set<int64_t>{1, 3, 5}));
+  EXPECT_EQ(skipped(late, 1), (std::set<int64_t>{3, 5}));
+}
+
+// TaylorSeer's forecasts on a residual (output - input) that is an exact polynomial in the step index:
+// order 2 follows a quadratic exactly, order 1 a line (and misses the quadratic), order 0 reuses the residual
+// of the last full computation.
+TEST(CachePolicies, TaylorSeerForecastsTheResidualByATaylorSeries) {
+  at::manual_seed(3);
+  const at::Tensor a = at::randn({1, 2, 4}), b = at::randn({1, 2, 4}), c = at::randn({1, 2, 4});
+  auto residual = [&](int64_t s, bool quadratic) {
+    const double t = static_cast<double>(s);
+    return quadratic ? a + b * t + c * (t * t) : a + b * t;
+  };
+  // warm-up 3, interval 3, 10 steps: computed 0 1 2 3 6 9, forecast 4 5 7 8.
+  const std::set<int64_t> want_skipped{4, 5, 7, 8};
+  for (const bool quadratic : {false, true})
+    for (const int64_t order : {0, 1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "order " << order << (quadratic ? ", quadratic" : ", linear"));
+      TaylorSeerOptions o;
+      o.enabled = true;
+      o.interval = 3;
+      o.warmup_steps = 3;
+      o.order = order;
+      Trace trace;
+      TaylorSeer ts(o, 10, &trace);
+      int64_t last_full = -1;
+      double worst = 0;  // the largest forecast error over the skipped steps
+      for (int64_t step = 0; step < 10; ++step)
+        for (int branch : {0, 1}) {
+          const at::Tensor x = at::full({1, 2, 4}, 0.1 * static_cast<double>(step * step) - branch);
+          const at::Tensor want = residual(step, quadratic) * (branch + 1);
+          const at::Tensor out = ts.forward(step, branch, x, [&] { return x + want; });
+          if (!want_skipped.count(step)) {
+            last_full = step;
+            continue;
+          }
+          const at::Tensor got = out - x;
+          if (order == 0) {
+            EXPECT_TRUE(at::allclose(got, residual(last_full, quadratic) * (branch + 1), 1e-5, 1e-4)) << step;
+          }
+          worst = std::max(worst, (got - want).abs().max().item<double>());
+        }
+      EXPECT_EQ(skipped(ts, 0), want_skipped);
+      const bool exact = order == 2 || (order == 1 && !quadratic);
+      if (exact) {
+        EXPECT_LT(worst, 1e-3);
+      } else {
+        EXPECT_GT(worst, 0.1);
+      }
+      EXPECT_EQ(trace.get("cache.taylorseer.forecasts"), order >= 1 ? 2.0 * static_cast<double>(want_skipped.size()) : 0.0);
+    }
+
+  // Fewer full computations than the order asks for: a lower order. No warm-up, interval 2, order 2 on the
+  // quadratic: step 1 reuses step 0's residual, step 3 follows the line through steps 0 and 2, step 5 the
+  // parabola through 0, 2 and 4 (exact).
+  TaylorSeerOptions o;
+  o.enabled = true;
+  o.interval = 2;
+  o.warmup_steps = 0;
+  o.order = 2;
+  o.dense_last_step = false;
+  Trace trace;
+  TaylorSeer ts(o, 6, &trace);
+  std::map<int64_t, at::Tensor> got;
+  for (int64_t step = 0; step < 6; ++step) {
+    const at::Tensor x = filled(static_cast<double>(step));
+    got[step] = ts.forward(step, 0, x, [&] { return x + residual(step, true); }) - x;
+  }
+  EXPECT_EQ(skipped(ts, 0), (std::set<int64_t>{1, 3, 5}));
+  EXPECT_TRUE(at::allclose(got[1], residual(0, true), 1e-5, 1e-5));
+  const at::Tensor line = residual(2, true) + (residual(2, true) - residual(0, true)) / 2.0;
+  EXPECT_TRUE(at::allclose(got[3], line, 1e-5, 1e-4));
+  EXPECT_FALSE(at::allclose(got[3], residual(3, true), 1e-5, 1e-2));
+  EXPECT_TRUE(at::allclose(got[5], residual(5, true), 1e-5, 1e-3));
+  EXPECT_EQ(trace.get("cache.taylorseer.forecasts"), 2.0);
+}
+
 TEST(CachePolicies, OnlyOnePolicyIsMadeAndNoneByDefault) {
   EXPECT_EQ(make_cache_policy(RuntimeOptions{}, 10, nullptr), nullptr);
   RuntimeOptions o;
@@ -299,6 +433,11 @@ TEST(CachePolicies, OnlyOnePolicyIsMadeAndNoneByDefault) {
   ASSERT_NE(p, nullptr);
   EXPECT_NE(dynamic_cast<FirstBlockCache*>(p.get()), nullptr);
   EXPECT_TRUE(p->hooks_blocks());
+  RuntimeOptions t;
+  t.taylorseer.enabled = true;
+  auto ts = make_cache_policy(t, 10, nullptr);
+  EXPECT_NE(dynamic_cast<TaylorSeer*>(ts.get()), nullptr);
+  EXPECT_FALSE(ts->hooks_blocks());
 }
 
 // Each policy on the tiny model through the pipeline's loop: it skips, the harness's engagement check
@@ -321,6 +460,15 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
       {"magcache", [](RuntimeOptions& o) { o.magcache.enabled = true; o.magcache.warmup_steps = 1; o.magcache.ratios = {1.0}; }},
       {"first_block_cache", [](RuntimeOptions& o) { o.first_block_cache.enabled = true; o.first_block_cache.threshold = 10; }},
       {"forced_skip", [](RuntimeOptions& o) { o.forced_skip.steps = {2, 3}; }},
+      // computed 0 1 | 2 4 | 5 (the last): step 3 forecast linearly
+      {"taylorseer", [](RuntimeOptions& o) { o.taylorseer.enabled = true; o.taylorseer.interval = 2; o.taylorseer.warmup_steps = 2; }},
+      // computed 0 1 2 | 5: steps 3 and 4 forecast on the parabola through steps 0, 1 and 2
+      {"taylorseer", [](RuntimeOptions& o) {
+         o.taylorseer.enabled = true;
+         o.taylorseer.interval = 3;
+         o.taylorseer.warmup_steps = 2;
+         o.taylorseer.order = 2;
+       }},
       {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 2; }},
       {"easycache", [](RuntimeOptions& o) {
          o.easycache.enabled = true;
@@ -344,6 +492,10 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
     // Order 1 forecasts every skipped branch forward; order 0 (and every other policy) forecasts none.
     EXPECT_EQ(r.trace.get("cache.easycache.forecasts"),
               o.easycache.order == 1 ? r.trace.get("cache.easycache.skipped_forwards") : 0.0);
+    EXPECT_EQ(r.trace.get("cache.taylorseer.forecasts"), o.taylorseer.enabled ? r.trace.get("cache.taylorseer.skipped_forwards") : 0.0);
+    if (o.taylorseer.enabled) {  // its schedule, whatever the model: step 3 (interval 2), steps 3 and 4 (interval 3)
+      EXPECT_DOUBLE_EQ(r.trace.get("cache.skip_ratio"), o.taylorseer.interval == 2 ? 1.0 / 6.0 : 2.0 / 6.0);
+    }
     videos.push_back(r.video);
   }
   // The forecast changes what a skipped step yields: EasyCache order 1 is not order 0 under another name.

@@ -1,8 +1,13 @@
 // Composition of candidates across families: a part's flags count only where they differ from the
 // baseline's resolved flags (a proposal's manifest spells every flag out), conflicts are refused.
+// Also the executors' search decisions that need no model: the cache order and the closest miss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "executors/executor.h"
+#include "executors/search.h"
 #include "gates/manifest.h"
 #include "orchestrator/orchestrator.h"
 
@@ -96,6 +101,105 @@ TEST(Executors, CachePointsAreTriedMiddleFirst) {
   EXPECT_EQ(middle_out(3), (std::vector<size_t>{1, 2, 0}));
   EXPECT_EQ(middle_out(6), (std::vector<size_t>{2, 3, 1, 4, 0, 5}));  // EasyCache's six: 0.08 first, then 0.12, 0.05
   EXPECT_EQ(middle_out(7), (std::vector<size_t>{3, 4, 2, 5, 1, 6, 0}));
+}
+
+namespace {
+
+using executors::Candidate;
+using executors::Trial;
+
+// The cache executor's order for a run of 50 steps, from the registry.
+std::vector<Candidate> cache_order_of_registry() {
+  std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>> space;
+  for (const auto& t : runtime::techniques::all())
+    if (t.family == "cache" && t.search)
+      for (auto& p : t.search({50, false})) space.push_back({&t, std::move(p)});
+  return executors::cache_order(space);
+}
+
+std::vector<std::string> labels(const std::vector<Candidate>& order) {
+  std::vector<std::string> out;
+  for (const auto& c : order) out.push_back(c.label);
+  return out;
+}
+
+Trial trial(double speedup, double psnr, bool engaged) {
+  Trial t;
+  t.speedup = speedup;
+  t.psnr_min = psnr;
+  if (!engaged) t.not_engaged = {"x is on but no forward was skipped"};
+  return t;
+}
+
+}  // namespace
+
+// Round robin across the cache policies, each one's middle point first: TaylorSeer's interval 3 is its first.
+TEST(Executors, CacheOrderIsRoundRobinMiddleFirst) {
+  const auto order = cache_order_of_registry();
+  std::vector<std::string> first_round, taylorseer;
+  std::set<const runtime::techniques::Technique*> seen;
+  for (const auto& c : order) {
+    if (seen.insert(c.tech).second) first_round.push_back(c.label);
+    if (c.tech->name == "taylorseer") taylorseer.push_back(c.label);
+  }
+  const auto all_labels = labels(order);
+  ASSERT_GE(all_labels.size(), first_round.size());
+  EXPECT_EQ(std::vector<std::string>(all_labels.begin(), all_labels.begin() + static_cast<long>(first_round.size())), first_round);
+  EXPECT_EQ(taylorseer, (std::vector<std::string>{"taylorseer-o1-n3", "taylorseer-o1-n4", "taylorseer-o1-n2"}));
+  EXPECT_EQ(order.front().label, "easycache-o1-t0.15");
+}
+
+// An adaptive policy's trial that skipped nothing brings the next fixed-schedule point forward; an engaged one,
+// or a fixed-schedule one, changes nothing.
+TEST(Executors, AnAdaptivePolicyThatSkippedNothingBringsTheFixedScheduleForward) {
+  const auto original = cache_order_of_registry();
+  ASSERT_FALSE(original.front().tech->fixed_schedule);
+  auto order = original;
+  order[0].trial = trial(1.0, 100, true);
+  EXPECT_FALSE(executors::fixed_schedule_next(order, 1, order[0]));  // engaged: the order holds
+  EXPECT_EQ(labels(order), labels(original));
+
+  order[0].trial = trial(1.0, 100, false);
+  ASSERT_TRUE(executors::fixed_schedule_next(order, 1, order[0]));
+  EXPECT_EQ(order[1].label, "taylorseer-o1-n3");
+  // The others keep their order behind it.
+  auto rest = labels(original);
+  rest.erase(std::find(rest.begin(), rest.end(), "taylorseer-o1-n3"));
+  auto moved = labels(order);
+  moved.erase(moved.begin() + 1);
+  EXPECT_EQ(moved, rest);
+
+  // The fixed schedule's own trial never reorders; the next adaptive miss brings its next point.
+  order[1].trial = trial(0.9, 20, false);
+  EXPECT_FALSE(executors::fixed_schedule_next(order, 2, order[1]));
+  ASSERT_FALSE(order[2].tech->fixed_schedule);
+  order[2].trial = trial(1.0, 100, false);
+  ASSERT_TRUE(executors::fixed_schedule_next(order, 3, order[2]));
+  EXPECT_EQ(order[3].label, "taylorseer-o1-n4");
+  // Nothing left to bring forward once every fixed-schedule point is behind.
+  const size_t end = order.size();
+  EXPECT_FALSE(executors::fixed_schedule_next(order, end, order[2]));
+  std::vector<Candidate> adaptive_only;
+  for (const auto& c : original)
+    if (!c.tech->fixed_schedule) adaptive_only.push_back(c);
+  EXPECT_FALSE(executors::fixed_schedule_next(adaptive_only, 1, order[2]));
+}
+
+// A family with no proposal offers its closest miss: the engaged, faster trial with the best PSNR.
+TEST(Executors, TheClosestMissIsTheEngagedFasterTrialWithTheBestPsnr) {
+  const auto* ts = runtime::techniques::find("taylorseer");
+  std::vector<Candidate> tried = {
+      {ts, "slow-but-good", {}, trial(0.95, 40, true)},   // not faster
+      {ts, "idle", {}, trial(1.5, 100, false)},           // not engaged
+      {ts, "fast-poor", {}, trial(2.0, 14, true)},
+      {ts, "closest", {}, trial(1.3, 21.5, true)},
+      {ts, "fast-poorer", {}, trial(2.5, 11, true)},
+  };
+  const Candidate* c = executors::closest_miss(tried);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->label, "closest");
+  EXPECT_EQ(executors::closest_miss({tried[0], tried[1]}), nullptr);
+  EXPECT_EQ(executors::closest_miss({}), nullptr);
 }
 
 // While candidates are still gated, the run keeps one gate run's worth of its budget per tier winner that

@@ -188,7 +188,8 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   const GenerateParams p = small_params();
   const RuntimeOptions defaults;
   EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.text_trim || defaults.cuda_graph ||
-               defaults.easycache.enabled || defaults.sparse.pattern != "none" || defaults.attention_backend != "auto");
+               defaults.easycache.enabled || defaults.taylorseer.enabled || defaults.sparse.pattern != "none" ||
+               defaults.attention_backend != "auto");
   const auto base = m.pipeline->generate(p);
   struct Case {
     const char* name;
@@ -203,6 +204,14 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
       {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},
       {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 1; o.easycache.dense_last_step = false; },
        "cache.easycache.skipped_forwards"},
+      {"taylorseer",
+       [](RuntimeOptions& o) {
+         o.taylorseer.enabled = true;
+         o.taylorseer.warmup_steps = 1;
+         o.taylorseer.interval = 2;
+         o.taylorseer.dense_last_step = false;  // of 3 steps: 0 warm-up, 1 scheduled, 2 forecast
+       },
+       "cache.taylorseer.skipped_forwards"},
       {"sparse", [](RuntimeOptions& o) { o.sparse.pattern = "spatial_temporal"; o.sparse.dense_steps = 0; o.sparse.dense_layers = 0; },
        "sparse.attention.calls"},
   };

@@ -52,7 +52,7 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
       {"attention_backend", {"kernel", true}}, {"cross_kv_cache", {"kernel", true}}, {"cuda_graph", {"kernel", true}},
       {"fused_qkv", {"kernel", true}},         {"text_trim", {"kernel", true}}, {"timestep_dedup", {"kernel", true}}, {"easycache", {"cache", false}},
       {"teacache", {"cache", false}},          {"magcache", {"cache", false}},       {"first_block_cache", {"cache", false}},
-      {"forced_skip", {"cache", false}},       {"sparse", {"sparse", false}},
+      {"forced_skip", {"cache", false}},       {"taylorseer", {"cache", false}},     {"sparse", {"sparse", false}},
       // The fused block kernels round differently from libtorch's separate kernels: lossy (measured).
       {"fused_norm_modulate", {"kernel", false}}, {"fused_gate_residual", {"kernel", false}},
       {"fused_qk_norm_rope", {"kernel", false}},  {"gelu_epilogue", {"kernel", false}},
@@ -134,6 +134,62 @@ TEST(Registry, AManifestWithAFlagOfAnUnregisteredTechniqueIsRefusedByKey) {
   EXPECT_EQ(parse_error({{"easycache", {{"enabled", true}}}, {"teacache", {{"enabled", true}}}}),
             "m.json: flags: easycache and teacache cannot both be on (one step_cache technique at a time)");
   EXPECT_EQ(parse_error({{"first_block_cache", {{"enabled", true}, {"threshold", 0.1}}}}), "");
+}
+
+// TaylorSeer: its flags parse into its options, their ranges are checked, it excludes the other step
+// caches, and it is the only technique on a fixed schedule.
+TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
+  const json on = {{"taylorseer", {{"enabled", true}, {"interval", 4}, {"order", 2}, {"warmup_steps", 0}, {"dense_last_step", false}}}};
+  ASSERT_EQ(parse_error(on), "");
+  const auto m = gates::parse_manifest(patch_with(on), "m");
+  const RuntimeOptions o = gates::to_runtime_options(m);
+  EXPECT_TRUE(o.taylorseer.enabled);
+  EXPECT_EQ(o.taylorseer.interval, 4);
+  EXPECT_EQ(o.taylorseer.order, 2);
+  EXPECT_EQ(o.taylorseer.warmup_steps, 0);
+  EXPECT_FALSE(o.taylorseer.dense_last_step);
+  EXPECT_EQ(techniques_on(o), std::vector<std::string>{"taylorseer"});
+  // A later group: absent from manifests that leave it off, written whole when set.
+  const json flags = gates::to_json(m)["flags"];
+  EXPECT_EQ(keys_of(flags["taylorseer"]), (std::set<std::string>{"enabled", "interval", "order", "warmup_steps", "dense_last_step"}));
+  EXPECT_FALSE(gates::to_json(gates::parse_manifest(patch_with(json::object()), "m"))["flags"].contains("taylorseer"));
+  const TaylorSeerOptions defaults;
+  EXPECT_FALSE(defaults.enabled);
+  EXPECT_EQ(defaults.interval, 3);
+  EXPECT_EQ(defaults.order, 1);
+  EXPECT_EQ(defaults.warmup_steps, 5);
+  EXPECT_TRUE(defaults.dense_last_step);
+  EXPECT_EQ(parse_error({{"taylorseer", {{"enabled", true}, {"interval", 1}}}}),
+            "m.json: flags.taylorseer.interval: 1 is out of range [2, 50]");
+  EXPECT_EQ(parse_error({{"taylorseer", {{"enabled", true}, {"order", 3}}}}),
+            "m.json: flags.taylorseer.order: 3 is out of range [0, 2]");
+  EXPECT_EQ(parse_error({{"easycache", {{"enabled", true}}}, {"taylorseer", {{"enabled", true}}}}),
+            "m.json: flags: easycache and taylorseer cannot both be on (one step_cache technique at a time)");
+  for (const auto& t : all()) EXPECT_EQ(t.fixed_schedule, t.name == "taylorseer") << t.name;
+  // Engaged when it skipped, its computed forwards the transformer's.
+  RuntimeOptions ts;
+  ts.taylorseer.enabled = true;
+  Trace tr;
+  tr.add("transformer.forwards", 4);
+  tr.add("cache.taylorseer.computed_forwards", 4);
+  auto problems = engagement_problems(ts, tr);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "taylorseer is on but no forward was skipped (cache.taylorseer.skipped_forwards = 0)");
+  tr.add("cache.taylorseer.skipped_forwards", 2);
+  EXPECT_TRUE(engagement_problems(ts, tr).empty());
+  tr.add("cache.taylorseer.computed_forwards", 1);
+  problems = engagement_problems(ts, tr);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("taylorseer: computed forwards in its counters disagree"), std::string::npos);
+  // Its search: first-order forecasts, a tenth of the steps dense, intervals 2, 3, 4 (n3 measured first).
+  const auto points = find("taylorseer")->search(SearchContext{30, false});
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[1].label, "taylorseer-o1-n3");
+  EXPECT_EQ(points[1].flags, (json{{"taylorseer", {{"enabled", true}, {"interval", 3}, {"order", 1}, {"warmup_steps", 3},
+                                                   {"dense_last_step", true}}}}));
+  EXPECT_EQ(points[0].label, "taylorseer-o1-n2");
+  EXPECT_EQ(points[2].label, "taylorseer-o1-n4");
+  EXPECT_EQ(find("taylorseer")->search(SearchContext{4, false})[0].flags["taylorseer"]["warmup_steps"], 1);
 }
 
 TEST(Registry, CanonicalFormOfTheTechniquesBeforeTheRegistryIsUnchanged) {

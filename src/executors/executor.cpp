@@ -9,6 +9,7 @@
 #include <map>
 #include <unistd.h>
 
+#include "executors/search.h"
 #include "executors/trial_runner.h"
 #include "gates/atomic_file.h"
 #include "runtime/error.h"
@@ -89,6 +90,27 @@ std::string measured(const Trial& t) {
   return out;
 }
 
+// The PSNR the cache, sparse and quant families' proposals must reach on the visible prompts: within 5 dB
+// of the gate's quality floor (the gates pick the tiers; a setting far below the floor would only spend
+// gate runs the composition and the held-out checks need).
+double proposal_floor(const ExecutorRequest& r) { return r.min_psnr - 5.0; }
+
+// When a family that filters its proposals by the quality floor ends with none, it proposes its closest miss
+// (see closest_miss) once: the orchestrator gates it like any proposal, so the report records why the family
+// has nothing rather than an empty family. `tried`: one entry per search point, its latest trial.
+void propose_best_effort(const ExecutorRequest& r, Outbox& box, const std::vector<Candidate>& tried) {
+  if (box.proposed() > 0) return;
+  const Candidate* c = closest_miss(tried);
+  if (!c) {
+    std::fprintf(stderr, "[%s] no proposal: no trial was engaged and faster than 1.0x\n", r.family.c_str());
+    return;
+  }
+  std::fprintf(stderr, "[%s] no trial met the quality floor (%s dB): proposing the closest miss, %s (PSNR %.2f dB)\n",
+               r.family.c_str(), fmt(proposal_floor(r)).c_str(), c->label.c_str(), c->trial.psnr_min);
+  box.propose(c->label, c->flags, c->tech ? c->tech->lossless : false,
+              "best effort: no trial met the quality floor (" + fmt(proposal_floor(r)) + " dB); " + measured(c->trial));
+}
+
 // kernel: greedy ablation. Start with every switch the registry's kernel techniques offer for this run
 // on; drop each switch whose removal does not make the run slower; propose the surviving set and each
 // surviving switch alone.
@@ -153,38 +175,25 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
 // cache: every cache policy's search points, calibrated first where the policy needs it (on the first
 // visible prompt), then successive halving: the points on one prompt (interleaved across policies, so a
 // short budget still tries each), the better half on the smoke prompts, the better half of those on more
-// visible prompts.
+// visible prompts. An adaptive policy that skipped nothing brings a fixed-schedule policy's next point
+// forward (fixed_schedule_next): on a model whose outputs change too much for the adaptive rules to fire,
+// the fixed schedule is what the gate can judge.
 int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  struct Candidate {
-    const runtime::techniques::Technique* tech;
-    std::string label;
-    json flags;
-    Trial trial;
-  };
-  std::vector<std::vector<Candidate>> per_technique;
-  for (const auto& [tech, point] : search_space("cache", run)) {
-    if (per_technique.empty() || per_technique.back().front().tech != tech) per_technique.emplace_back();
-    per_technique.back().push_back({tech, point.label, point.flags, {}});
-  }
-  for (auto& points : per_technique) {  // middle first: see middle_out
-    std::vector<Candidate> ordered;
-    for (size_t i : middle_out(points.size())) ordered.push_back(points[i]);
-    points = std::move(ordered);
-  }
-  std::vector<Candidate> order;  // round robin across the policies
-  for (size_t k = 0;; ++k) {
-    bool any = false;
-    for (const auto& c : per_technique)
-      if (k < c.size()) order.push_back(c[k]), any = true;
-    if (!any) break;
-  }
+  std::vector<Candidate> order = cache_order(search_space("cache", run));
   // A policy that needs a calibration gets it just before its first measurement, so a short budget
   // does not spend itself on calibrations (they are not candidate trials: one run, no baseline).
   std::map<const runtime::techniques::Technique*, json> calibrated;
   std::vector<Candidate> pool;
+  std::vector<Candidate> tried;  // each measured point with its latest trial, for the best effort
+  auto remember = [&tried](const Candidate& c) {
+    const auto it = std::find_if(tried.begin(), tried.end(), [&](const Candidate& t) { return t.label == c.label; });
+    if (it == tried.end()) tried.push_back(c);
+    else *it = c;
+  };
   int64_t n = 1;
-  for (auto& c : order) {
+  for (size_t i = 0; i < order.size(); ++i) {
     if (!run.can_measure(r.budget_trials)) break;
+    Candidate& c = order[i];
     if (c.tech->calibration && !calibrated.count(c.tech)) {
       calibrated[c.tech] = c.tech->calibration->fit(run.traces(c.tech->calibration->flags, "calibrate " + c.tech->name, 1));
       std::fprintf(stderr, "[cache] %s calibrated on the first visible prompt: %s\n", c.tech->name.c_str(),
@@ -194,9 +203,13 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     c.trial = run.measure(c.flags, c.label, n);
     box.log(c.trial);
     pool.push_back(c);
+    remember(c);
+    if (fixed_schedule_next(order, i + 1, c))
+      std::fprintf(stderr, "[cache] %s skipped nothing: the fixed schedule %s next\n", c.label.c_str(),
+                   order[i + 1].label.c_str());
   }
   // Score: speed when the quality floor holds, else nothing.
-  auto score = [&r](const Trial& t) { return t.psnr_min >= r.min_psnr - 5.0 ? t.speedup : 0.0; };
+  auto score = [&r](const Trial& t) { return t.psnr_min >= proposal_floor(r) ? t.speedup : 0.0; };
   while (pool.size() > 1 && run.can_measure(r.budget_trials)) {
     std::sort(pool.begin(), pool.end(), [&](const auto& a, const auto& b) { return score(a.trial) > score(b.trial); });
     pool.resize((pool.size() + 1) / 2);
@@ -205,46 +218,48 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
       if (!run.can_measure(r.budget_trials)) break;
       c.trial = run.measure(c.flags, c.label, n);
       box.log(c.trial);
+      remember(c);
     }
     if (n >= static_cast<int64_t>(run.prompts().size())) break;
   }
-  // Proposed: the survivors that were faster, engaged, and within 5 dB of the gate's quality floor on
-  // the visible prompts (the gates pick the tiers; a threshold far below the floor would only spend
-  // gate runs the composition and the held-out checks need).
+  // Proposed: the survivors that were faster, engaged, and at the proposal floor on the visible prompts.
   for (const auto& c : pool)
-    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= r.min_psnr - 5.0)
+    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= proposal_floor(r))
       box.propose(c.label, c.flags, c.tech->lossless, c.label + " (successive halving survivor); " + measured(c.trial));
+  propose_best_effort(r, box, tried);
   return box.proposed();
 }
 
 // sparse: the registry's sparse search points (patterns, densities, dense steps).
 int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<std::pair<runtime::techniques::SearchPoint, Trial>> results;
+  std::vector<Candidate> results;
   for (const auto& [tech, point] : search_space("sparse", run)) {
     if (!run.can_measure(r.budget_trials)) break;
     Trial t = run.measure(point.flags, point.label, 2);
     box.log(t);
-    results.push_back({point, t});
+    results.push_back({tech, point.label, point.flags, t});
   }
-  for (const auto& [point, t] : results)
-    if (t.speedup > 1.0 && t.engaged() && t.psnr_min >= r.min_psnr - 5.0)
-      box.propose(point.label, point.flags, false, "sparse attention sweep survivor; " + measured(t));
+  for (const auto& c : results)
+    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= proposal_floor(r))
+      box.propose(c.label, c.flags, false, "sparse attention sweep survivor; " + measured(c.trial));
+  propose_best_effort(r, box, results);
   return box.proposed();
 }
 
 // quant: each quantisation the registry offers for this run (FP8 GEMMs on GPUs), measured and proposed
 // when faster and near the quality floor; lossy, so the gate's quality check decides.
 int explore_quant(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<std::pair<runtime::techniques::SearchPoint, Trial>> results;
+  std::vector<Candidate> results;
   for (const auto& [tech, point] : search_space("quant", run)) {
     if (!run.can_measure(r.budget_trials)) break;
     Trial t = run.measure(point.flags, point.label, 2);
     box.log(t);
-    results.push_back({point, t});
+    results.push_back({tech, point.label, point.flags, t});
   }
-  for (const auto& [point, t] : results)
-    if (t.speedup > 1.0 && t.engaged() && t.psnr_min >= r.min_psnr - 5.0)
-      box.propose(point.label, point.flags, false, "quantisation survivor; " + measured(t));
+  for (const auto& c : results)
+    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= proposal_floor(r))
+      box.propose(c.label, c.flags, false, "quantisation survivor; " + measured(c.trial));
+  propose_best_effort(r, box, results);
   return box.proposed();
 }
 

@@ -1031,7 +1031,8 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
           {"teacache", opts.teacache.enabled && !opts.teacache.calibrate, opts.teacache.warmup_steps, opts.teacache.dense_last_step},
           {"magcache", opts.magcache.enabled && !opts.magcache.calibrate, opts.magcache.warmup_steps, opts.magcache.dense_last_step},
           {"first_block_cache", opts.first_block_cache.enabled, opts.first_block_cache.warmup_steps,
-           opts.first_block_cache.dense_last_step}};
+           opts.first_block_cache.dense_last_step},
+          {"taylorseer", opts.taylorseer.enabled, opts.taylorseer.warmup_steps, opts.taylorseer.dense_last_step}};
       const auto n_steps = static_cast<int64_t>(sf.size());
       auto full = [&](int64_t s) { return sf[static_cast<size_t>(s)] >= branches && sb[static_cast<size_t>(s)] >= full_step; };
       auto ran_text = [&](int64_t s) {

@@ -56,6 +56,17 @@ struct FirstBlockCacheOptions {
   bool dense_last_step = true;
 };
 
+// TaylorSeer-style fixed schedule: after the warm-up a full forward every `interval` steps, and in between
+// each CFG branch forecasts its residual (output - input) from its last full computations by a Taylor
+// series in the step index (Liu et al., ICCV 2025). It skips the same steps on any model.
+struct TaylorSeerOptions {
+  bool enabled = false;
+  int64_t interval = 3;       // a full computation every `interval` steps after the warm-up
+  int64_t order = 1;          // 0: reuse the last residual; 1: linear from the last two; 2: quadratic from three
+  int64_t warmup_steps = 5;   // first steps always computed in full
+  bool dense_last_step = true;
+};
+
 // A forced skip schedule, for benchmarking the speed of a cache at a given skip ratio: at the listed
 // steps every branch reuses its last residual instead of running the transformer.
 struct ForcedSkipOptions {
@@ -184,6 +195,7 @@ struct RuntimeOptions {
   TeaCacheOptions teacache;
   MagCacheOptions magcache;
   FirstBlockCacheOptions first_block_cache;
+  TaylorSeerOptions taylorseer;
   ForcedSkipOptions forced_skip;
   // sparse-attention family
   SparseAttentionOptions sparse;

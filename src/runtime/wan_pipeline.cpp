@@ -96,7 +96,8 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   RuntimeOptions cache_options = options;
   if (options.redteam.skip_warmup && redteam_allowed()) {  // red team: a cache that skips its declared warm-up
     for (int64_t* w : {&cache_options.easycache.warmup_steps, &cache_options.teacache.warmup_steps,
-                       &cache_options.magcache.warmup_steps, &cache_options.first_block_cache.warmup_steps})
+                       &cache_options.magcache.warmup_steps, &cache_options.first_block_cache.warmup_steps,
+                       &cache_options.taylorseer.warmup_steps})
       *w = std::min<int64_t>(*w, 1);
   }
   const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);

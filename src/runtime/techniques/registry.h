@@ -122,6 +122,9 @@ struct Technique {
   // Rules across its own flags, beyond each flag's range (e.g. a calibration it needs); may be empty.
   std::function<std::optional<FlagProblem>(const RuntimeOptions&)> check_flags;
   std::function<std::vector<SearchPoint>(const SearchContext&)> search;  // may be empty: never proposed
+  // The policy skips the same steps on every model (a schedule, not a rule on the model's outputs), so a
+  // trial of it always engages: the cache executor tries it next when an adaptive policy skipped nothing.
+  bool fixed_schedule = false;
   std::optional<Calibration> calibration;
 
   // The flag's path in a manifest: "fused_qkv", "easycache.threshold".

@@ -6,6 +6,7 @@
 #include "runtime/techniques/cache/first_block_cache.h"
 #include "runtime/techniques/cache/forced_skip.h"
 #include "runtime/techniques/cache/magcache.h"
+#include "runtime/techniques/cache/taylorseer.h"
 #include "runtime/techniques/cache/teacache.h"
 
 namespace autooptim::runtime::techniques {
@@ -51,6 +52,7 @@ std::unique_ptr<CachePolicy> make_cache_policy(const RuntimeOptions& o, int64_t 
   if (o.teacache.enabled || o.teacache.calibrate) return std::make_unique<TeaCache>(o.teacache, steps, trace);
   if (o.magcache.enabled || o.magcache.calibrate) return std::make_unique<MagCache>(o.magcache, steps, trace);
   if (o.first_block_cache.enabled) return std::make_unique<FirstBlockCache>(o.first_block_cache, steps, trace);
+  if (o.taylorseer.enabled) return std::make_unique<TaylorSeer>(o.taylorseer, steps, trace);
   if (!o.forced_skip.steps.empty()) return std::make_unique<ForcedSkip>(o.forced_skip, steps, trace);
   return nullptr;
 }

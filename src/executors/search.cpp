@@ -1,0 +1,44 @@
+#include "executors/search.h"
+
+#include <algorithm>
+
+namespace autooptim::executors {
+
+std::vector<Candidate> cache_order(
+    const std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>>& space) {
+  std::vector<std::vector<Candidate>> per_technique;
+  for (const auto& [tech, point] : space) {
+    if (per_technique.empty() || per_technique.back().front().tech != tech) per_technique.emplace_back();
+    per_technique.back().push_back({tech, point.label, point.flags, {}});
+  }
+  for (auto& points : per_technique) {
+    std::vector<Candidate> ordered;
+    for (size_t i : middle_out(points.size())) ordered.push_back(points[i]);
+    points = std::move(ordered);
+  }
+  std::vector<Candidate> order;
+  for (size_t k = 0;; ++k) {
+    bool any = false;
+    for (const auto& c : per_technique)
+      if (k < c.size()) order.push_back(c[k]), any = true;
+    if (!any) return order;
+  }
+}
+
+bool fixed_schedule_next(std::vector<Candidate>& order, size_t next, const Candidate& measured) {
+  if (!measured.tech || measured.tech->fixed_schedule || measured.trial.engaged() || next >= order.size()) return false;
+  const auto it = std::find_if(order.begin() + static_cast<long>(next), order.end(),
+                               [](const Candidate& c) { return c.tech && c.tech->fixed_schedule; });
+  if (it == order.end()) return false;
+  std::rotate(order.begin() + static_cast<long>(next), it, it + 1);
+  return true;
+}
+
+const Candidate* closest_miss(const std::vector<Candidate>& measured) {
+  const Candidate* best = nullptr;
+  for (const auto& c : measured)
+    if (c.trial.engaged() && c.trial.speedup > 1.0 && (!best || c.trial.psnr_min > best->trial.psnr_min)) best = &c;
+  return best;
+}
+
+}  // namespace autooptim::executors
