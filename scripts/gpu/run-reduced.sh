@@ -74,8 +74,11 @@ PY
 # its clips was 587 MB on 2026-12-04 and none of it came back): the reports, ledger, executor and worker
 # logs in one archive, the clips left behind.
 if [ -d "$OUT/run" ]; then
-  tar czf "$OUT/run-reports.tgz" -C "$OUT" --exclude='*.mp4' --exclude='*.pt' --exclude='*.npy' --exclude='*.bin' --exclude='*.safetensors' \
-    --exclude='baseline-cache' --exclude='outputs' run 2>/dev/null
+  # Text files only, each under 4 MB: excluding the clip formats by name still left 366 MB on 2026-12-04
+  # (evening), so what goes in is listed instead.
+  (cd "$OUT" && find run -type f -size -4M \( -name '*.json' -o -name '*.jsonl' -o -name '*.log' -o -name '*.md' \
+     -o -name '*.html' -o -name '*.txt' -o -name '*.xml' \) -print0 | tar czf run-reports.tgz --null -T -)
+  (cd "$OUT" && find run -type f -size +4M -printf '%s %p\n' | sort -rn | head -5 > run-large-files.txt)
   rm -rf "$OUT/run" "$OUT/baseline-cache"
   ls -la "$OUT/run-reports.tgz"
 fi
