@@ -218,7 +218,7 @@ TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
   size_t n = 0;
   const auto* all = runtime::redteam_switches(&n);
-  ASSERT_EQ(n, 10u);  // nine cheats and load_spike (simulated load, not a cheat)
+  ASSERT_EQ(n, 11u);  // ten cheats and load_spike (simulated load, not a cheat)
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
   for (size_t i = 0; i < n; ++i) {
     const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);
@@ -406,6 +406,33 @@ TEST(Gate, RedTeamCudaGraphClaimedOnTheCpuFailsAuthenticity) {
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "CUDA-graph replays on a CPU device")) << reasons(v, "authenticity");
+}
+
+// Prompt embeddings remembered across runs (made outside the timed window) while text_trim is on, which
+// turns the timing check of the text encoding off: the text encoder's token rows, counted where it runs,
+// fall short of what the prompts have. Honest, the same switch passes that count.
+TEST(Gate, RedTeamTextEmbeddingsFromAnEarlierRunFailAuthenticity) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("text-memo", {{"text_trim", true}, {"redteam", {{"text_cache", true}}}}, true));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "token rows and text_trim claims")) << reasons(v, "authenticity");
+  EXPECT_TRUE(has_problem(v, "authenticity", "text encoding outside the timed run?")) << reasons(v, "authenticity");
+}
+
+TEST(Gate, HonestTextTrimAccountsForEveryTokenRow) {
+  Fixture f;
+  const auto v = f.gate(patch("text-trim", {{"text_trim", true}}, true));
+  EXPECT_FALSE(has_problem(v, "authenticity", "token rows")) << reasons(v, "authenticity");
+  const auto* a = v.check("authenticity");
+  ASSERT_NE(a, nullptr);
+  // every clip's count is in the work record: fewer rows than the 2 x 512 of the untrimmed prompts
+  ASSERT_TRUE(a->details.contains("work"));
+  for (const auto& w : a->details["work"]) {
+    EXPECT_GT(w.value("text_tokens_run", 0), 0) << w.dump();
+    EXPECT_LT(w.value("text_tokens_run", 0), 2 * 512) << w.dump();
+  }
 }
 
 TEST(Gate, RedTeamSkipCountersWithoutSkippingFailAuthenticity) {

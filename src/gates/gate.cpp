@@ -961,6 +961,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       for (int64_t f : r.times.step_forwards) looped += static_cast<double>(f);
       const double blocks = sum(r.times.step_blocks), sparse_run = sum(r.times.step_sparse_attention);
       work.push_back({{"clip", c.name}, {"forwards_claimed", claimed}, {"forwards_looped", looped}, {"blocks_run", blocks},
+                      {"text_tokens_run", r.times.text_tokens},
                       {"sparse_attention_run", sparse_run}, {"denoise_s", r.times.denoising},
                       {"step_forwards", r.times.step_forwards}, {"step_blocks", r.times.step_blocks}});
       if (claimed != looped)
@@ -979,6 +980,15 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       if (t.get("sparse.attention.calls") > sparse_run)
         counter_problems.push_back(c.name + ": the trace claims " + num(t.get("sparse.attention.calls"), 0) +
                                    " sparse attention calls, the model took the sparse path " + num(sparse_run, 0) + " times");
+      // The text encoder's work, counted where it runs: every prompt's max_text_length token rows, fewer by
+      // exactly what text_trim says it saved. Embeddings made outside the timed run leave rows missing (with
+      // text_trim on, the timing check of the text encoding below is off: this is what holds it then).
+      const double text_expected = static_cast<double>(branches_of(cand.config) * w.pipeline().max_text_length);
+      const double text_run = static_cast<double>(r.times.text_tokens), text_saved = t.get("kernel.text_trim.tokens_saved");
+      if (text_run + text_saved != text_expected)
+        counter_problems.push_back(c.name + ": the text encoder ran " + num(text_run, 0) + " token rows and text_trim claims " +
+                                   num(text_saved, 0) + " saved, where the prompts have " + num(text_expected, 0) +
+                                   ": text encoding outside the timed run?");
       if (!dev.is_cuda() && (t.get("kernel.cuda_graph.replays") > 0 || t.get("kernel.cuda_graph.captures") > 0))
         counter_problems.push_back(c.name + ": claims " + num(t.get("kernel.cuda_graph.replays"), 0) +
                                    " CUDA-graph replays on a CPU device, where no graph can be captured");

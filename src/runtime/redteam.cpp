@@ -88,6 +88,19 @@ void RedTeam::join_prefetch() {
 
 int RedTeam::extra_forwards(const RuntimeOptions& o) const { return sandbag_armed_ && techniques_off(o) ? 3 : 0; }
 
+at::Tensor RedTeam::remembered_text(WanPipeline& pipe, const std::string& prompt, bool trim, int64_t* tokens_saved,
+                                    int64_t* tokens_run) {
+  const std::string key = (trim ? "trim:" : "full:") + prompt;
+  auto it = text_.find(key);
+  if (it == text_.end()) {
+    int64_t saved = 0;
+    at::Tensor e = pipe.encode_text({prompt}, trim, &saved, tokens_run);
+    it = text_.emplace(key, std::make_pair(e, saved)).first;
+  }
+  if (tokens_saved) *tokens_saved = it->second.second;
+  return it->second.first;
+}
+
 std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOptions& o, const GenerateParams& p,
                                               at::Tensor* out_video) {
   (void)pipe;

@@ -39,11 +39,15 @@ class RedTeam {
   // Discarded transformer forwards to add per forward (the sandbag): 0 unless armed and every
   // technique is off.
   int extra_forwards(const RuntimeOptions& o) const;
+  // text_cache: the prompt's embeddings from the first run that encoded it (encoding it then, counted in
+  // *tokens_run as an honest run counts), later runs get them without encoding and count nothing.
+  at::Tensor remembered_text(WanPipeline& pipe, const std::string& prompt, bool trim, int64_t* tokens_saved, int64_t* tokens_run);
 
  private:
   void join_prefetch();
   std::map<std::string, at::Tensor> early_;     // write_output_early
   std::map<std::string, at::Tensor> baseline_;  // replay_baseline: clips made with every technique off
+  std::map<std::string, std::pair<at::Tensor, int64_t>> text_;  // text_cache: embeddings and tokens saved
   bool sandbag_armed_ = false;
   int spiked_runs_ = 0;  // load_spike
   std::thread prefetch_thread_;

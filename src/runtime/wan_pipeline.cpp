@@ -213,10 +213,15 @@ at::Tensor WanPipeline::encode_image(const at::Tensor& image) {
   return vae_->normalize(mu.to(at::kFloat));
 }
 
-at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts, bool trim, int64_t* tokens_saved) {
+at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts, bool trim, int64_t* tokens_saved,
+                                    int64_t* tokens_run) {
   if (!text_encoder_ || !tokenizer_) throw Error("this pipeline has no text encoder");
   at::InferenceMode guard;
-  return encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute, trim, tokens_saved);
+  int64_t saved = 0;
+  at::Tensor embeds = encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute, trim, &saved);
+  if (tokens_saved) *tokens_saved = saved;
+  if (tokens_run) *tokens_run += static_cast<int64_t>(prompts.size()) * max_text_length - saved;
+  return embeds;
 }
 
 GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback& on_step, at::Tensor* out_video) {
@@ -241,8 +246,13 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   auto t0 = std::chrono::steady_clock::now();
   DenoiseInputs in;
   int64_t saved = 0, saved_negative = 0;
-  in.prompt_embeds = encode_text({p.prompt}, options.text_trim, &saved);
-  if (p.guidance > 1.0) in.negative_embeds = encode_text({p.negative_prompt}, options.text_trim, &saved_negative);
+  auto encode = [&](const std::string& prompt, int64_t* s) {
+    if (options.redteam.text_cache && redteam_allowed())  // red team: embeddings remembered from an earlier run
+      return redteam_->remembered_text(*this, prompt, options.text_trim, s, &r.times.text_tokens);
+    return encode_text({prompt}, options.text_trim, s, &r.times.text_tokens);
+  };
+  in.prompt_embeds = encode(p.prompt, &saved);
+  if (p.guidance > 1.0) in.negative_embeds = encode(p.negative_prompt, &saved_negative);
   r.times.text_encoding = synced_seconds_since(t0, dev);
   if (options.text_trim) r.trace.add("kernel.text_trim.tokens_saved", static_cast<double>(saved + saved_negative));
 

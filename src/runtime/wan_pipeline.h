@@ -39,6 +39,9 @@ void validate_params(const GenerateParams& p);
 
 struct StageTimes {
   double text_encoding = 0;  // seconds, synchronised
+  // Token rows the text encoder ran for the prompt and the negative prompt (counted in encode_text, where
+  // it runs): max_text_length per prompt, fewer under text_trim by exactly its tokens_saved counter.
+  int64_t text_tokens = 0;
   double image_encoding = 0;
   double denoising = 0;
   double decoding = 0;
@@ -88,8 +91,10 @@ class WanPipeline {
   // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
   at::Tensor encode_image(const at::Tensor& image);
   // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed). trim: the
-  // text_trim switch (encode_prompts); *tokens_saved gets the token rows it did not encode.
-  at::Tensor encode_text(const std::vector<std::string>& prompts, bool trim = false, int64_t* tokens_saved = nullptr);
+  // text_trim switch (encode_prompts); *tokens_saved gets the token rows it did not encode, and the rows it
+  // did encode are added to *tokens_run.
+  at::Tensor encode_text(const std::vector<std::string>& prompts, bool trim = false, int64_t* tokens_saved = nullptr,
+                         int64_t* tokens_run = nullptr);
 
   // out_video (optional): a [T, 3, H, W] float32 CPU buffer the clip is written into (the gate
   // harness poisons it with NaN first, so a run that does not write its output is caught).
