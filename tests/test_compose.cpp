@@ -133,7 +133,7 @@ Trial trial(double speedup, double psnr, bool engaged) {
 
 }  // namespace
 
-// Round robin across the cache policies, each one's middle point first: TaylorSeer's interval 3 is its first.
+// Round robin across the cache policies, each one's middle point first: TaylorSeer's interval 4 is its first.
 TEST(Executors, CacheOrderIsRoundRobinMiddleFirst) {
   const auto order = cache_order_of_registry();
   std::vector<std::string> first_round, taylorseer;
@@ -145,7 +145,8 @@ TEST(Executors, CacheOrderIsRoundRobinMiddleFirst) {
   const auto all_labels = labels(order);
   ASSERT_GE(all_labels.size(), first_round.size());
   EXPECT_EQ(std::vector<std::string>(all_labels.begin(), all_labels.begin() + static_cast<long>(first_round.size())), first_round);
-  EXPECT_EQ(taylorseer, (std::vector<std::string>{"taylorseer-o1-n3", "taylorseer-o1-n4", "taylorseer-o1-n2"}));
+  EXPECT_EQ(taylorseer, (std::vector<std::string>{"taylorseer-o1-n4", "taylorseer-o1-n6", "taylorseer-o1-n3", "taylorseer-o1-n8",
+                                                  "taylorseer-o1-n2"}));
   EXPECT_EQ(order.front().label, "easycache-o1-t0.15");
 }
 
@@ -161,10 +162,10 @@ TEST(Executors, AnAdaptivePolicyThatSkippedNothingBringsTheFixedScheduleForward)
 
   order[0].trial = trial(1.0, 100, false);
   ASSERT_TRUE(executors::fixed_schedule_next(order, 1, order[0]));
-  EXPECT_EQ(order[1].label, "taylorseer-o1-n3");
+  EXPECT_EQ(order[1].label, "taylorseer-o1-n4");
   // The others keep their order behind it.
   auto rest = labels(original);
-  rest.erase(std::find(rest.begin(), rest.end(), "taylorseer-o1-n3"));
+  rest.erase(std::find(rest.begin(), rest.end(), "taylorseer-o1-n4"));
   auto moved = labels(order);
   moved.erase(moved.begin() + 1);
   EXPECT_EQ(moved, rest);
@@ -175,7 +176,7 @@ TEST(Executors, AnAdaptivePolicyThatSkippedNothingBringsTheFixedScheduleForward)
   ASSERT_FALSE(order[2].tech->fixed_schedule);
   order[2].trial = trial(1.0, 100, false);
   ASSERT_TRUE(executors::fixed_schedule_next(order, 3, order[2]));
-  EXPECT_EQ(order[3].label, "taylorseer-o1-n4");
+  EXPECT_EQ(order[3].label, "taylorseer-o1-n6");
   // Nothing left to bring forward once every fixed-schedule point is behind.
   const size_t end = order.size();
   EXPECT_FALSE(executors::fixed_schedule_next(order, end, order[2]));

@@ -181,14 +181,16 @@ TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
   problems = engagement_problems(ts, tr);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("taylorseer: computed forwards in its counters disagree"), std::string::npos);
-  // Its search: first-order forecasts, a tenth of the steps dense, intervals 2, 3, 4 (n3 measured first).
+  // Its search: first-order forecasts, a tenth of the steps dense, intervals 2, 3, 4, 6, 8 (n4 measured first).
   const auto points = find("taylorseer")->search(SearchContext{30, false});
-  ASSERT_EQ(points.size(), 3u);
-  EXPECT_EQ(points[1].label, "taylorseer-o1-n3");
-  EXPECT_EQ(points[1].flags, (json{{"taylorseer", {{"enabled", true}, {"interval", 3}, {"order", 1}, {"warmup_steps", 3},
-                                                   {"dense_last_step", true}}}}));
-  EXPECT_EQ(points[0].label, "taylorseer-o1-n2");
+  ASSERT_EQ(points.size(), 5u);
   EXPECT_EQ(points[2].label, "taylorseer-o1-n4");
+  EXPECT_EQ(points[2].flags, (json{{"taylorseer", {{"enabled", true}, {"interval", 4}, {"order", 1}, {"warmup_steps", 3},
+                                                   {"dense_last_step", true}}}}));
+  std::vector<std::string> labels;
+  for (const auto& p : points) labels.push_back(p.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"taylorseer-o1-n2", "taylorseer-o1-n3", "taylorseer-o1-n4", "taylorseer-o1-n6",
+                                              "taylorseer-o1-n8"}));
   EXPECT_EQ(find("taylorseer")->search(SearchContext{4, false})[0].flags["taylorseer"]["warmup_steps"], 1);
 }
 
