@@ -95,9 +95,12 @@ std::string measured(const Trial& t) {
 // gate runs the composition and the held-out checks need).
 double proposal_floor(const ExecutorRequest& r) { return r.min_psnr - 5.0; }
 
+// A measured point worth a proposal: faster, engaged, and at the proposal floor on the visible prompts.
+bool proposable(const ExecutorRequest& r, const Trial& t) { return t.speedup > 1.0 && t.engaged() && t.psnr_min >= proposal_floor(r); }
+
 // When a family that filters its proposals by the quality floor ends with none, it proposes its closest miss
 // (see closest_miss) once: the orchestrator gates it like any proposal, so the report records why the family
-// has nothing rather than an empty family. `tried`: one entry per search point, its latest trial.
+// has nothing rather than an empty family. `tried`: one entry per measured search point, its latest trial.
 void propose_best_effort(const ExecutorRequest& r, Outbox& box, const std::vector<Candidate>& tried) {
   if (box.proposed() > 0) return;
   const Candidate* c = closest_miss(tried);
@@ -183,13 +186,10 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   // A policy that needs a calibration gets it just before its first measurement, so a short budget
   // does not spend itself on calibrations (they are not candidate trials: one run, no baseline).
   std::map<const runtime::techniques::Technique*, json> calibrated;
-  std::vector<Candidate> pool;
-  std::vector<Candidate> tried;  // each measured point with its latest trial, for the best effort
-  auto remember = [&tried](const Candidate& c) {
-    const auto it = std::find_if(tried.begin(), tried.end(), [&](const Candidate& t) { return t.label == c.label; });
-    if (it == tried.end()) tried.push_back(c);
-    else *it = c;
-  };
+  // order[0, measured) are the points measured so far, each with its latest trial (fixed_schedule_next only
+  // moves points not yet measured); pool holds the survivors' positions in it.
+  std::vector<size_t> pool;
+  size_t measured_points = 0;
   int64_t n = 1;
   for (size_t i = 0; i < order.size(); ++i) {
     if (!run.can_measure(r.budget_trials)) break;
@@ -202,63 +202,50 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     if (c.tech->calibration) c.flags.merge_patch(calibrated[c.tech]);
     c.trial = run.measure(c.flags, c.label, n);
     box.log(c.trial);
-    pool.push_back(c);
-    remember(c);
+    pool.push_back(i);
+    measured_points = i + 1;
     if (fixed_schedule_next(order, i + 1, c))
       std::fprintf(stderr, "[cache] %s skipped nothing: the fixed schedule %s next\n", c.label.c_str(),
                    order[i + 1].label.c_str());
   }
   // Score: speed when the quality floor holds, else nothing.
-  auto score = [&r](const Trial& t) { return t.psnr_min >= proposal_floor(r) ? t.speedup : 0.0; };
+  auto score = [&](size_t k) { return order[k].trial.psnr_min >= proposal_floor(r) ? order[k].trial.speedup : 0.0; };
   while (pool.size() > 1 && run.can_measure(r.budget_trials)) {
-    std::sort(pool.begin(), pool.end(), [&](const auto& a, const auto& b) { return score(a.trial) > score(b.trial); });
+    std::sort(pool.begin(), pool.end(), [&](size_t a, size_t b) { return score(a) > score(b); });
     pool.resize((pool.size() + 1) / 2);
     n = std::min<int64_t>(n * 3, static_cast<int64_t>(run.prompts().size()));
-    for (auto& c : pool) {
+    for (size_t k : pool) {
       if (!run.can_measure(r.budget_trials)) break;
+      Candidate& c = order[k];
       c.trial = run.measure(c.flags, c.label, n);
       box.log(c.trial);
-      remember(c);
     }
     if (n >= static_cast<int64_t>(run.prompts().size())) break;
   }
   // Proposed: the survivors that were faster, engaged, and at the proposal floor on the visible prompts.
-  for (const auto& c : pool)
-    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= proposal_floor(r))
+  for (size_t k : pool) {
+    const Candidate& c = order[k];
+    if (proposable(r, c.trial))
       box.propose(c.label, c.flags, c.tech->lossless, c.label + " (successive halving survivor); " + measured(c.trial));
-  propose_best_effort(r, box, tried);
+  }
+  order.resize(measured_points);  // the points never measured are not candidates for the best effort
+  propose_best_effort(r, box, order);
   return box.proposed();
 }
 
-// sparse: the registry's sparse search points (patterns, densities, dense steps).
-int explore_sparse(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
+// sparse and quant: every search point the registry's techniques of the family declare (sparse attention's
+// patterns, densities and dense steps; the quantisations of this run, FP8 GEMMs on GPUs), each measured on two
+// visible prompts and proposed when faster and near the quality floor; lossy, so the gate's quality check decides.
+int explore_sweep(const ExecutorRequest& r, TrialRunner& run, Outbox& box, const std::string& what) {
   std::vector<Candidate> results;
-  for (const auto& [tech, point] : search_space("sparse", run)) {
+  for (const auto& [tech, point] : search_space(r.family, run)) {
     if (!run.can_measure(r.budget_trials)) break;
     Trial t = run.measure(point.flags, point.label, 2);
     box.log(t);
     results.push_back({tech, point.label, point.flags, t});
   }
   for (const auto& c : results)
-    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= proposal_floor(r))
-      box.propose(c.label, c.flags, false, "sparse attention sweep survivor; " + measured(c.trial));
-  propose_best_effort(r, box, results);
-  return box.proposed();
-}
-
-// quant: each quantisation the registry offers for this run (FP8 GEMMs on GPUs), measured and proposed
-// when faster and near the quality floor; lossy, so the gate's quality check decides.
-int explore_quant(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<Candidate> results;
-  for (const auto& [tech, point] : search_space("quant", run)) {
-    if (!run.can_measure(r.budget_trials)) break;
-    Trial t = run.measure(point.flags, point.label, 2);
-    box.log(t);
-    results.push_back({tech, point.label, point.flags, t});
-  }
-  for (const auto& c : results)
-    if (c.trial.speedup > 1.0 && c.trial.engaged() && c.trial.psnr_min >= proposal_floor(r))
-      box.propose(c.label, c.flags, false, "quantisation survivor; " + measured(c.trial));
+    if (proposable(r, c.trial)) box.propose(c.label, c.flags, false, what + " survivor; " + measured(c.trial));
   propose_best_effort(r, box, results);
   return box.proposed();
 }
@@ -309,8 +296,8 @@ int run_executor(const ExecutorRequest& req) {
   int n = 0;
   if (req.family == "kernel") n = explore_kernel(req, run, box);
   else if (req.family == "cache") n = explore_cache(req, run, box);
-  else if (req.family == "sparse") n = explore_sparse(req, run, box);
-  else if (req.family == "quant") n = explore_quant(req, run, box);
+  else if (req.family == "sparse") n = explore_sweep(req, run, box, "sparse attention sweep");
+  else if (req.family == "quant") n = explore_sweep(req, run, box, "quantisation");
   else throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse, quant)");
   // Written last and only after every proposal is on disk: --resume skips a family that has it.
   gates::write_file_atomic((fs::path(req.outbox) / "done").string(), std::to_string(n) + "\n");
