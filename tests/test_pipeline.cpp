@@ -187,7 +187,8 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   auto m = load_model(LoadRequest{});
   const GenerateParams p = small_params();
   const RuntimeOptions defaults;
-  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.text_trim || defaults.cuda_graph ||
+  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.rope_cache || defaults.text_trim ||
+               defaults.cuda_graph ||
                defaults.easycache.enabled || defaults.taylorseer.enabled || defaults.sparse.pattern != "none" ||
                defaults.attention_backend != "auto");
   const auto base = m.pipeline->generate(p);
@@ -200,6 +201,7 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
       {"fused_qkv", [](RuntimeOptions& o) { o.fused_qkv = true; }, "kernel.fused_qkv.launches"},
       {"cross_kv_cache", [](RuntimeOptions& o) { o.cross_kv_cache = true; }, "kernel.cross_kv_cache.hits"},
       {"timestep_dedup", [](RuntimeOptions& o) { o.timestep_dedup = true; }, "kernel.timestep_dedup.rows_saved"},
+      {"rope_cache", [](RuntimeOptions& o) { o.rope_cache = true; }, "kernel.rope_cache.hits"},
       {"text_trim", [](RuntimeOptions& o) { o.text_trim = true; }, "kernel.text_trim.tokens_saved"},
       {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},
       {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 1; o.easycache.dense_last_step = false; },
@@ -221,6 +223,8 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
     m.pipeline->set_options(o);
     const auto on = m.pipeline->generate(p);
     EXPECT_GT(on.trace.get(c.counter), 0) << c.name;
+    if (std::string(c.name) == "rope_cache")  // the same tables, kept: the same clip, bit for bit
+      EXPECT_TRUE(at::equal(on.video, base.video)) << "rope_cache changes the clip";
     m.pipeline->set_options({});
     const auto off = m.pipeline->generate(p);
     EXPECT_TRUE(at::equal(off.video, base.video)) << c.name << ": off does not reproduce the baseline";

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "commands.h"
 #include "gates/manifest.h"
@@ -40,6 +41,7 @@ struct BenchArgs {
   std::vector<std::string> vae_manifests;
   bool full_generation = false;
   bool profile = false;
+  bool profile_detail = false;
   int64_t at_step = 0;
   int64_t generation_steps = 50;
   std::string json;
@@ -75,7 +77,28 @@ nlohmann::json profile_report(const runtime::Profiler& p, const char* what) {
   for (const auto& [ms, k] : order)
     std::fprintf(stderr, "  %-22s %10.2f ms %6.1f%%\n", k.c_str(), ms / n, total > 0 ? 100 * ms / total : 0.0);
   std::fprintf(stderr, "  %-22s %10.2f ms\n", "total", total / n);
-  return {{"categories", cats}, {"total_ms", total / n}, {"regions", p.regions()}};
+  nlohmann::json res = {{"categories", cats}, {"total_ms", total / n}, {"regions", p.regions()}};
+  if (p.detailed()) {
+    // Per operation shape: calls and milliseconds per region, and the rate where FLOPs are known.
+    std::vector<std::pair<double, std::string>> dorder;
+    nlohmann::json det = nlohmann::json::object();
+    for (const auto& [k, d] : p.detail_totals()) {
+      dorder.push_back({d.ms, k});
+      det[k] = {{"ms", d.ms / n}, {"calls", static_cast<double>(d.calls) / n}, {"share", total > 0 ? d.ms / total : 0.0}};
+      if (d.flops > 0 && d.ms > 0) det[k]["tflops"] = d.flops / (d.ms * 1e-3) / 1e12;
+    }
+    std::sort(dorder.rbegin(), dorder.rend());
+    std::fprintf(stderr, "  by operation (calls, ms, share, TFLOP/s):\n");
+    for (const auto& [ms, k] : dorder) {
+      const auto& d = p.detail_totals().at(k);
+      std::fprintf(stderr, "    %-64s %6.1f %9.2f ms %5.1f%%", k.c_str(), static_cast<double>(d.calls) / n, ms / n,
+                   total > 0 ? 100 * ms / total : 0.0);
+      if (d.flops > 0 && ms > 0) std::fprintf(stderr, " %7.1f", d.flops / (ms * 1e-3) / 1e12);
+      std::fprintf(stderr, "\n");
+    }
+    res["operations"] = det;
+  }
+  return res;
 }
 
 template <typename F>
@@ -216,9 +239,36 @@ void run_bench(const BenchArgs& a) {
                  req.options.sparse.pattern.c_str(), 1e3 * sparse.median, atrace.get("sparse.attention.density"),
                  dense.median / sparse.median);
   }
+  if (a.profile_detail) {
+    // Self-attention alone on the manifest's backend, with q/k/v in three layouts of the same values:
+    // [B, H, L, d] contiguous, [B, L, H, d] storage seen as [B, H, L, d] (what separate projections
+    // leave), and slices of one [B, L, 3, H, d] tensor (what the fused QKV projection leaves).
+    const int64_t Hn = tc.num_attention_heads, hd = tc.attention_head_dim;
+    const auto qo = at::TensorOptions().device(dev).dtype(req.precision.compute);
+    const at::Tensor qkv = at::randn({1, L, 3, Hn, hd}, qo);
+    const at::Tensor fq = qkv.select(2, 0).transpose(1, 2), fk = qkv.select(2, 1).transpose(1, 2), fv = qkv.select(2, 2).transpose(1, 2);
+    const at::Tensor sq = fq.transpose(1, 2).contiguous().transpose(1, 2), sk = fk.transpose(1, 2).contiguous().transpose(1, 2),
+                     sv = fv.transpose(1, 2).contiguous().transpose(1, 2);
+    const at::Tensor cq = fq.contiguous(), ck = fk.contiguous(), cv = fv.contiguous();
+    runtime::ForwardContext afc;
+    afc.options = &pipe.options();
+    const double aflops = 4.0 * Hn * static_cast<double>(L) * L * hd;
+    nlohmann::json aj = nlohmann::json::object();
+    std::fprintf(stderr, "self-attention alone (%s backend):", req.options.attention_backend.c_str());
+    for (const auto& [label, q, k, v] : {std::tuple{"bhld_contiguous", cq, ck, cv}, std::tuple{"blhd_strided", sq, sk, sv},
+                                         std::tuple{"fused_qkv_slices", fq, fk, fv}}) {
+      auto st = time_region(dev, 2, a.repeat * 3, [&] { runtime::techniques::attention(q, k, v, &afc); });
+      aj[label] = st.to_json();
+      aj[label]["tflops"] = aflops / st.median / 1e12;
+      std::fprintf(stderr, " %s %.2f ms (%.0f TFLOP/s);", label, 1e3 * st.median, aflops / st.median / 1e12);
+    }
+    std::fprintf(stderr, "\n");
+    out["attention_layouts"] = aj;
+  }
   if (a.profile) {
     // Eager forwards (a CUDA graph cannot hold the profiler's events), each with a fresh context.
     runtime::Profiler prof(dev);
+    prof.set_detailed(a.profile_detail);
     runtime::Trace ptrace;
     for (int64_t i = 0; i < a.repeat; ++i) {
       runtime::CrossKVCache kv;
@@ -275,6 +325,7 @@ void run_bench(const BenchArgs& a) {
       out[name] = vj;
       if (a.profile) {
         runtime::Profiler prof(dev);
+        prof.set_detailed(a.profile_detail);
         prof.start();
         vae->decode(z);
         prof.stop();
@@ -318,6 +369,7 @@ void run_bench(const BenchArgs& a) {
       out["vae_decode_switches"][label] = vj;
       if (a.profile) {
         runtime::Profiler prof(dev);
+        prof.set_detailed(a.profile_detail);
         prof.start();
         pipe.decode(lat);
         prof.stop();
@@ -327,9 +379,7 @@ void run_bench(const BenchArgs& a) {
                    label.c_str(), st.median, vj["peak_memory_gb"].get<double>(), vj["psnr_vs_fp32_db"].get<double>(),
                    vj["rel_l2_vs_fp32"].get<double>());
     };
-    auto has_switches = [](const runtime::RuntimeOptions& o) {
-      return o.vae_bf16 || o.vae_channels_last || o.vae_fused_norm_silu || o.vae_causal_buffer || o.vae_subpixel_upsample;
-    };
+    auto has_switches = [](const runtime::RuntimeOptions& o) { return runtime::techniques::works_on_decode(o); };
     const runtime::RuntimeOptions own = pipe.options();
     if (has_switches(own)) time_switches("manifest", own);
     for (const auto& path : a.vae_manifests) {
@@ -397,6 +447,9 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--profile", a->profile,
                 "Also print where the forward's and the VAE decode's time goes, by category (GEMMs, attention, "
                 "norms/elementwise, RoPE, layout copies, other)");
+  cmd->add_flag("--profile-detail", a->profile_detail,
+                "With --profile: also by operation (each GEMM and convolution shape, self and cross attention, "
+                "time/text/rope embedding) with calls, milliseconds and TFLOP/s");
   cmd->add_option("--at-step", a->at_step,
                   "Denoising step the timed forwards stand for (step-dependent techniques, e.g. sparse dense_steps)")
       ->capture_default_str();
@@ -409,6 +462,7 @@ void add_bench(CLI::App& app) {
       if (cmd->count("--width") == 0) a->width = 160;
       if (cmd->count("--frames") == 0) a->frames = 49;
     }
+    if (a->profile_detail) a->profile = true;
     if (a->vae_only && a->skip_vae) throw CLI::ValidationError("--vae-only", "cannot be combined with --skip-vae");
     run_bench(*a);
   });

@@ -2,8 +2,8 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [bench] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache]
-#   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches)
+#   scripts/gpu/kernels.sh [build] [tests] [bench] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -16,9 +16,9 @@ M=manifests/wan22-ti2v-5b
 bench() {  # name manifest extra-args...
   local name=$1 man=$2; shift 2
   local margs=(); [ "$man" != none ] && margs=(--manifest "$man")
-  $bin bench --model wan22-ti2v-5b --synthetic-weights "${margs[@]}" --steps "${STEPS:-2}" --repeat "${REPEAT:-3}" --profile "$@" \
+  $bin bench --model wan22-ti2v-5b --synthetic-weights "${margs[@]}" --steps "${STEPS:-2}" --repeat "${REPEAT:-3}" --profile ${PROFILE_DETAIL:+--profile-detail} "$@" \
     --json "$OUT/bench-$name.json" > /dev/null 2> "$OUT/bench-$name.log"
-  echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms|error|Error" "$OUT/bench-$name.log" | head -${HEAD:-40}
+  echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms|^    [a-z_]+: |error|Error" "$OUT/bench-$name.log" | head -${HEAD:-40}
 }
 for s in "${steps[@]}"; do
   # DEADLINE (seconds since the start): later steps are skipped so that what ran still comes back.
@@ -49,6 +49,39 @@ for s in "${steps[@]}"; do
         python3 -c "import json; m=json.load(open('$M/sparse-frame-window-50.json')); m['flags']['sparse'].update({'query_frames': $c, 'window_frames': $w}); json.dump(m, open('$d/c$c-w$w.json','w'))"
         bench "sparse-c$c-w$w" "$d/c$c-w$w.json" --skip-vae --at-step 20
       done ;;
+    detail)
+      # Where the time goes by operation (each GEMM and conv shape, self vs cross attention, the
+      # embeddings): the baseline, the lossless kernel set with the rotary/time-embedding switches, the
+      # FP8 set with them, and the VAE's best switch set.
+      d=$(mktemp -d)
+      python3 - "$M" "$d" <<'PY'
+import json, sys
+M, d = sys.argv[1], sys.argv[2]
+for src, name in (("kernel-fused-all", "fused-all-rt"), ("quant-fp8-fused", "fp8-fused-rt")):
+    m = json.load(open(f"{M}/{src}.json"))
+    m["id"] = "wan22-ti2v-5b/" + name
+    m["flags"].update({"rope_cache": True, "timestep_dedup": True})
+    json.dump(m, open(f"{d}/{name}.json", "w"))
+PY
+      HEAD=200 bench detail-baseline none --skip-vae --profile-detail
+      HEAD=200 bench detail-fused-all-rt "$d/fused-all-rt.json" --skip-vae --profile-detail
+      HEAD=200 bench detail-fp8-fused-rt "$d/fp8-fused-rt.json" --skip-vae --profile-detail
+      HEAD=200 REPEAT=1 bench detail-vae none --vae-only --profile-detail --vae-manifest $M/kernel-vae.json ;;
+    forward-sets)
+      # The lossless kernel set with the rotary/time-embedding switches, with and without the two
+      # switches the profile showed no gain from (the GELU epilogue, the fused QKV GEMM).
+      d=$(mktemp -d)
+      python3 - "$M" "$d" <<'PY'
+import json, sys
+M, d = sys.argv[1], sys.argv[2]
+m = json.load(open(f"{M}/kernel-fused-all.json"))
+m["flags"].update({"rope_cache": True, "timestep_dedup": True})
+m["id"] = "wan22-ti2v-5b/fused-all-rt"; json.dump(m, open(f"{d}/all.json", "w"))
+for k in ("gelu_epilogue", "fused_qkv"): del m["flags"][k]
+m["id"] = "wan22-ti2v-5b/fused-lean-rt"; json.dump(m, open(f"{d}/lean.json", "w"))
+PY
+      bench fused-all-rt "$d/all.json" --skip-vae
+      bench fused-lean-rt "$d/lean.json" --skip-vae ;;
     sparse)
       bench sparse-50 $M/sparse-frame-window-50.json --skip-vae --at-step 20
       bench sparse-25 $M/sparse-frame-window-25.json --skip-vae --at-step 20 ;;
@@ -60,7 +93,8 @@ for s in "${steps[@]}"; do
         python3 - "$M/kernel-vae.json" "$d/vae-${set//,/-}.json" "$set" <<'PY'
 import json, sys
 names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_buffer", "fused": "vae_fused_norm_silu",
-         "subpixel": "vae_subpixel_upsample", "short": "vae_fused_shortcut", "tune": "vae_cudnn_benchmark"}
+         "subpixel": "vae_subpixel_upsample", "short": "vae_fused_shortcut", "tune": "vae_cudnn_benchmark",
+         "frames": "vae_frame_convs"}
 m = json.load(open(sys.argv[1]))
 m["id"] = "wan22-ti2v-5b/vae-" + sys.argv[3].replace(",", "-")
 # chunkN: vae_chunk_frames N

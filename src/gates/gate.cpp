@@ -951,7 +951,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     };
     const Bound bounds[] = {{"kernel.fused_qkv.launches", 2 * layers},       {"kernel.cross_kv_cache.hits", 2 * layers},
                             {"kernel.cuda_graph.replays", layers + 1},   {"kernel.timestep_dedup.rows_saved", tokens},
-                            {"sparse.attention.calls", 2 * layers}};
+                            {"kernel.rope_cache.hits", 1},               {"sparse.attention.calls", 2 * layers}};
     std::vector<std::string> counter_problems, floor_problems;
     for (const auto& c : clips) {
       const auto& r = *c.cand;

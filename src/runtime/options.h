@@ -178,6 +178,7 @@ struct RuntimeOptions {
   bool fused_qkv = false;         // q/k/v weights merged at load into one GEMM
   bool cross_kv_cache = false;    // cross-attention K/V computed once per prompt, reused across steps
   bool timestep_dedup = false;    // time embedding computed once per distinct timestep value
+  bool rope_cache = false;        // rotary tables kept on the device per latent grid
   bool text_trim = false;         // the text encoder runs over the prompt's own tokens, not all 512
   bool cuda_graph = false;        // transformer forward captured and replayed (GPU builds)
   bool fused_norm_modulate = false;  // LayerNorm + adaLN shift/scale in one CUDA pass
@@ -192,6 +193,7 @@ struct RuntimeOptions {
   bool vae_subpixel_upsample = false;  // nearest 2x + 3x3 conv as four 2x2 convs on the small frame
   bool vae_fused_shortcut = false;     // the up blocks' DupUp3D shortcut added in place in one CUDA pass
   bool vae_cudnn_benchmark = false;    // cuDNN times its conv algorithms per shape during the decode
+  bool vae_frame_convs = false;        // one-frame convs as 2D convs over the frames (channels-last view)
   int64_t vae_chunk_frames = 1;        // latent frames per decoder chunk after the first (the reference: 1)
   // quantisation family
   QuantOptions quant;

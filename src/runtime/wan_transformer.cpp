@@ -123,14 +123,14 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   const auto B = x.size(0), L = x.size(1), S = src.size(1);
   const RuntimeOptions* o = fc ? fc->options : nullptr;
   auto linear = [fc](const Linear& lin, const at::Tensor& in) {
-    ProfileScope ps("gemm");
+    ProfileScope ps("gemm", [&] { return gemm_detail(in, lin->weight.size(0)); });
     return techniques::fp8_applies(fc, in, lin) ? techniques::fp8_linear(lin, in, fc) : lin->forward(in);
   };
   at::Tensor q, k, v;
   bool normed_and_rotated = false;
   if (!cross && o && o->fused_qkv) {
     {
-      ProfileScope ps("gemm");
+      ProfileScope ps("gemm", [&] { return gemm_detail(x, 3 * to_q->weight.size(0)); });
       std::tie(q, k, v) = techniques::fused_qkv(x, to_q, to_k, to_v, fused, fc);  // one GEMM [B, L, 3D]
     }
     if (rope_cos.defined() && techniques::fused_qk_norm_rope_applies(fc, q, k)) {
@@ -192,7 +192,9 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   v = v.transpose(1, 2);
   at::Tensor out;
   {
-    ProfileScope ps("attention");
+    ProfileScope ps("attention", [&] {
+      return ProfileDetail{cross ? "cross" : "self", 4.0 * static_cast<double>(q.size(0)) * q.size(1) * q.size(2) * k.size(2) * q.size(3)};
+    });
     if (!cross && techniques::sparse_engaged(fc)) {
       if (fc->work) ++fc->work->sparse_self_attention;
       out = techniques::sparse_self_attention(q, k, v, *fc);
@@ -287,17 +289,17 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
   } else {
     at::Tensor hidden;
     if (techniques::gelu_epilogue_applies(fc, h)) {
-      ProfileScope ps("gemm");
+      ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
       hidden = techniques::gelu_epilogue_linear(ffn_in, h, fc);
     } else {
       {
-        ProfileScope ps("gemm");
+        ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
         hidden = ffn_in->forward(h);
       }
       ProfileScope ps("norm_elementwise");
       hidden = gelu_tanh(hidden);
     }
-    ProfileScope ps("gemm");
+    ProfileScope ps("gemm", [&] { return gemm_detail(hidden, ffn_out->weight.size(0)); });
     ff = ffn_out->forward(hidden);
   }
   return gate_residual(out, ff, 5);
@@ -392,7 +394,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   fc_local.grid_w = W;
   const RuntimeOptions* opts = fc ? fc->options : nullptr;
   const bool dedup = opts && opts->timestep_dedup;
-  std::optional<ProfileScope> embed_scope(std::in_place, "time_text_embedding");
+  std::optional<ProfileScope> embed_scope(std::in_place, "time_text_embedding", [] { return ProfileDetail{"time"}; });
   auto [temb, tproj] = dedup ? techniques::dedup_time_embedding(
                                    t.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
                              : time_embedding(t.reshape({-1}));
@@ -405,11 +407,15 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
   // The projected text depends only on the prompt; with the K/V cache it is computed once too.
   const void* ctx_key = ctx.data_ptr();
+  embed_scope.reset();
+  embed_scope.emplace("time_text_embedding", [] { return ProfileDetail{"text"}; });
   const at::Tensor text = techniques::projected_text(fc, ctx_key, [&] {
     return text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
   });
   record("condition_embedder.out2", text);
-  const auto [cos, sin] = rope(F, H, W);
+  embed_scope.reset();
+  embed_scope.emplace("time_text_embedding", [] { return ProfileDetail{"rope tables"}; });
+  const auto [cos, sin] = techniques::rope_tables(fc, rope_tables_, F, H, W, [&] { return rope(F, H, W); });
   embed_scope.reset();
 
   // The body: everything from here on runs on the GPU without the CPU deciding anything, so the

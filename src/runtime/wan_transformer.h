@@ -13,6 +13,7 @@
 #include "runtime/forward_context.h"
 #include "runtime/nn.h"
 #include "runtime/techniques/kernel/fused_qkv.h"
+#include "runtime/techniques/kernel/rope_cache.h"
 
 namespace autooptim::runtime {
 
@@ -116,6 +117,7 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
   WanTransformerConfig config_;
   Precision precision_;
   at::Tensor rope_freqs_;  // [max_seq_len, d/2] float64 angles of all three axes' tables, see rope()
+  mutable RopeTables rope_tables_;  // rope() per grid on the device (the rope_cache switch)
 };
 TORCH_MODULE(WanTransformer3DModel);
 

@@ -1,0 +1,44 @@
+// Kernel technique: the rotary tables kept on the device per latent grid (see rope_cache.h).
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(rope_cache) {
+  Technique t;
+  t.name = "rope_cache";
+  t.family = "kernel";
+  t.lossless = true;
+  t.summary = "the rotary cos/sin tables kept on the device per latent grid instead of rebuilt on the host each forward";
+  t.flags = {bool_flag("rope_cache", [](RuntimeOptions& o) -> bool& { return o.rope_cache; }, "rotary tables kept on the device per grid")};
+  t.switch_flag = "rope_cache";
+  t.hooks = {"transformer.rope_tables"};
+  t.engagement = {{"kernel.rope_cache.hits", "rope_cache is on but no forward reused the kept rotary tables"}};
+  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"rope_cache", {{"rope_cache", true}}}}; };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/forward_context.h"
+#include "runtime/techniques/kernel/rope_cache.h"
+
+namespace autooptim::runtime::techniques {
+
+std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTables& store, int64_t f, int64_t h, int64_t w,
+                                              const std::function<std::pair<at::Tensor, at::Tensor>()>& compute) {
+  if (!fc || !fc->options || !fc->options->rope_cache) return compute();
+  const std::array<int64_t, 3> key{f, h, w};
+  if (auto hit = store.find(key); hit != store.end()) {
+    fc->count("kernel.rope_cache.hits");
+    return hit->second;
+  }
+  if (store.size() >= 8) store.clear();  // a handful of grids at most; a new one evicts them all
+  auto tables = compute();
+  store[key] = tables;
+  fc->count("kernel.rope_cache.misses");
+  return tables;
+}
+
+}  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS
