@@ -50,7 +50,7 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
   for (const auto& t : all()) got[t.name] = {t.family, t.lossless};
   const std::map<std::string, std::pair<std::string, bool>> want = {
       {"attention_backend", {"kernel", true}}, {"cross_kv_cache", {"kernel", true}}, {"cuda_graph", {"kernel", true}},
-      {"fused_qkv", {"kernel", true}},         {"text_trim", {"kernel", true}}, {"timestep_dedup", {"kernel", true}}, {"easycache", {"cache", false}},
+      {"fused_qkv", {"kernel", true}},         {"text_trim", {"kernel", true}}, {"timestep_dedup", {"kernel", true}}, {"rope_cache", {"kernel", true}}, {"easycache", {"cache", false}},
       {"teacache", {"cache", false}},          {"magcache", {"cache", false}},       {"first_block_cache", {"cache", false}},
       {"forced_skip", {"cache", false}},       {"taylorseer", {"cache", false}},     {"sparse", {"sparse", false}},
       // The fused block kernels round differently from libtorch's separate kernels: lossy (measured).
@@ -61,7 +61,7 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
       {"vae_bf16", {"kernel", false}}, {"vae_channels_last", {"kernel", false}}, {"vae_fused_norm_silu", {"kernel", false}},
       {"vae_subpixel_upsample", {"kernel", false}}, {"vae_causal_buffer", {"kernel", true}},
       {"vae_fused_shortcut", {"kernel", true}},     {"vae_cudnn_benchmark", {"kernel", false}},
-      {"vae_chunk_frames", {"kernel", false}}};
+      {"vae_chunk_frames", {"kernel", false}},      {"vae_frame_convs", {"kernel", false}}};
   EXPECT_EQ(got, want);
   for (const auto& t : all()) {
     SCOPED_TRACE(t.name);

@@ -366,3 +366,73 @@ TEST(VAE, ChannelsLastAndEveryCpuSwitchTogether) {
   techniques::VaeRun run{&o, nullptr};
   EXPECT_THROW(cl->decode(io.tensor("z"), &inter, &run), Error);
 }
+
+// vae_frame_convs: a conv whose kernel spans one frame, on a channels_last_3d input, runs as a 2D conv
+// over the frames' view: the same values as the 3D conv (1x1, 1x3x3 padded, 1x2x2, strided; odd sizes,
+// batch 2), a channels-last result, one count per conv; channels-first inputs and temporal kernels are
+// not taken.
+TEST(VAE, FrameConvsEqualTheThreeDConv) {
+  at::InferenceMode guard;
+  auto gen = at::detail::createCPUGenerator(7);
+  RuntimeOptions o;
+  o.vae_frame_convs = true;
+  Trace trace;
+  const techniques::VaeRun run{&o, &trace};
+  struct Case {
+    int64_t ci, co, kh, kw, sh, ph;
+  };
+  int n = 0;
+  for (const Case c : {Case{5, 7, 1, 1, 1, 0}, Case{6, 4, 3, 3, 1, 1}, Case{3, 12, 2, 2, 1, 0}, Case{4, 4, 3, 3, 2, 0}}) {
+    SCOPED_TRACE("kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " + std::to_string(c.sh));
+    const at::Tensor x = at::randn({2, c.ci, 3, 9, 11}, gen).contiguous(at::MemoryFormat::ChannelsLast3d);
+    const at::Tensor w = at::randn({c.co, c.ci, 1, c.kh, c.kw}, gen), b = at::randn({c.co}, gen);
+    const std::vector<int64_t> stride{1, c.sh, c.sh}, pad{0, c.ph, c.ph};
+    ASSERT_TRUE(techniques::vae_frame_conv_applies(&run, x, w, stride, pad));
+    const at::Tensor want = at::conv3d(x.contiguous(), w, b, stride, pad);
+    const at::Tensor got = techniques::vae_frame_conv(run, x, w, b, stride, pad);
+    ++n;
+    EXPECT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+    EXPECT_LE(rel_l2(got, want), 1e-6);
+    EXPECT_FALSE(techniques::vae_frame_conv_applies(&run, x.contiguous(), w, stride, pad));  // channels first
+  }
+  EXPECT_EQ(trace.get("kernel.vae_frame_convs.convs"), n);
+  const at::Tensor x = at::randn({1, 4, 3, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast3d);
+  EXPECT_FALSE(techniques::vae_frame_conv_applies(&run, x, at::randn({4, 4, 3, 1, 1}), {1, 1, 1}, {0, 0, 0}));  // temporal
+  RuntimeOptions off;
+  const techniques::VaeRun plain{&off, nullptr};
+  EXPECT_FALSE(techniques::vae_frame_conv_applies(&plain, x, at::randn({4, 4, 1, 3, 3}), {1, 1, 1}, {0, 1, 1}));
+  EXPECT_FALSE(techniques::vae_frame_conv_applies(nullptr, x, at::randn({4, 4, 1, 3, 3}), {1, 1, 1}, {0, 1, 1}));
+}
+
+// vae_causal_buffer under vae_channels_last: the conv's [context, chunk] buffer is channels-last (it was
+// channels-first whatever the format asked, at::zeros drops it, and cuDNN converted it on every conv),
+// over a one-frame chunk then a four-frame one, with the same output as the concatenating path.
+TEST(VAE, CausalBufferIsChannelsLastInAChannelsLastDecode) {
+  at::InferenceMode guard;
+  auto gen = at::detail::createCPUGenerator(3);
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  WanCausalConv3d conv(int64_t{4}, int64_t{6}, std::vector<int64_t>{3, 3, 3}, std::vector<int64_t>{1, 1, 1},
+                       std::vector<int64_t>{1, 1, 1}, opts);
+  WanRMSNorm norm(int64_t{4}, false, opts);
+  for (auto& p : conv->parameters()) p.copy_(at::randn(p.sizes(), gen));
+  for (auto& p : norm->parameters()) p.copy_(at::rand(p.sizes(), gen) + 0.5);
+  RuntimeOptions buffered, plain;
+  buffered.vae_channels_last = plain.vae_channels_last = true;
+  buffered.vae_causal_buffer = true;
+  const techniques::VaeRun brun{&buffered, nullptr}, prun{&plain, nullptr};
+  WanCausalCache bc, pc;
+  bc.run = &brun;
+  pc.run = &prun;
+  for (const int64_t T : {1, 4, 4}) {
+    const at::Tensor x = at::randn({1, 4, T, 5, 7}, gen).contiguous(at::MemoryFormat::ChannelsLast3d);
+    bc.begin_chunk();
+    pc.begin_chunk();
+    const at::Tensor got = conv->forward_cached_norm_silu(x, *norm, bc);
+    const at::Tensor want = conv->forward_cached_norm_silu(x, *norm, pc);
+    ASSERT_EQ(bc.slots.size(), 1u);
+    EXPECT_TRUE(bc.slots[0].frames.is_contiguous(at::MemoryFormat::ChannelsLast3d)) << "chunk of " << T;
+    EXPECT_EQ(bc.slots[0].frames.size(2), T + 2);
+    EXPECT_LE(rel_l2(got, want), 1e-6) << "chunk of " << T;
+  }
+}

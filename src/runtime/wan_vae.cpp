@@ -43,8 +43,11 @@ at::Tensor last_frames(const at::Tensor& x, int64_t n) {
 
 // Conv2d applied to every frame of x [B, C, T, H, W] as a (1, kh, kw) Conv3d.
 at::Tensor conv2d_per_frame(const Conv2d& conv, const at::Tensor& x, std::vector<int64_t> stride,
-                            std::vector<int64_t> padding) {
-  return at::conv3d(x.to(conv->weight.scalar_type()), conv->weight.unsqueeze(2), conv->bias, stride, padding);
+                            std::vector<int64_t> padding, const techniques::VaeRun* run = nullptr) {
+  const at::Tensor in = x.to(conv->weight.scalar_type()), w = conv->weight.unsqueeze(2);
+  if (techniques::vae_frame_conv_applies(run, in, w, stride, padding)) return techniques::vae_frame_conv(*run, in, w, conv->bias, stride, padding);
+  ProfileScope ps("conv", [&] { return conv_detail(in, w, stride, padding); });
+  return at::conv3d(in, w, conv->bias, stride, padding);
 }
 
 // AvgDown3D: x [B, in, T, H, W] -> [B, out, ceil(T/ft), H/fs, W/fs]; T is front-padded with zeros to a
@@ -208,10 +211,10 @@ WanCausalConv3dImpl::WanCausalConv3dImpl(int64_t in, int64_t out, std::vector<in
   bias = add_param(*this, "bias", {out}, opts);
 }
 
-at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& cache) const {
+at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& cache, const techniques::VaeRun* run) const {
   at::Tensor in;
   {
-    ProfileScope ps("layout");
+    ProfileScope ps("layout", [] { return ProfileDetail{"causal context (cat, pad)"}; });
     in = x.to(weight.scalar_type());
     int64_t front = front_pad;
     if (cache.defined() && front_pad > 0) {
@@ -219,8 +222,14 @@ at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& c
       front -= cache.size(2);
     }
     if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
+    // The concatenation and the pad may fall back to channels-first (a one- or two-frame part is both
+    // layouts at once); cuDNN would convert such an input to the weights' layout itself, once per call.
+    if (run && run->options && run->options->vae_channels_last && in.dim() == 5 && !in.is_contiguous(at::MemoryFormat::ChannelsLast3d))
+      in = in.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
-  ProfileScope ps("conv");
+  if (front_pad == 0 && techniques::vae_frame_conv_applies(run, in, weight, stride, spatial_pad))
+    return techniques::vae_frame_conv(*run, in, weight, bias, stride, spatial_pad);
+  ProfileScope ps("conv", [&] { return conv_detail(in, weight, stride, spatial_pad); });
   return at::conv3d(in, weight, bias, stride, spatial_pad);
 }
 
@@ -229,7 +238,8 @@ at::Tensor WanCausalConv3dImpl::forward_cached(const at::Tensor& x, WanCausalCac
   at::Tensor keep = last_frames(x, 2);
   if (keep.size(2) < 2 && slot.frames.defined())
     keep = at::cat({last_frames(slot.frames, 1), keep}, 2);  // previous chunk's last frame + this one
-  at::Tensor out = forward(x, slot.frames);
+  at::Tensor out = forward(x, slot.frames, cache.run);
+  ProfileScope ps("layout", [] { return ProfileDetail{"causal context kept"}; });
   slot.frames = keep.clone();  // a copy, so the chunk's activation x can be freed
   return out;
 }
@@ -259,7 +269,11 @@ at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, co
   at::Tensor buf = slot.frames;
   if (!buf.defined() || buf.size(0) != B || buf.size(1) != C || buf.size(2) != T + 2 || buf.size(3) != H || buf.size(4) != W) {
     ProfileScope ps("layout");
-    at::Tensor nb = at::zeros({B, C, T + 2, H, W}, x.options().memory_format(x.suggest_memory_format()));
+    // Channels-last decodes keep the buffer channels-last whatever x looks like (a one-frame x is both
+    // layouts at once, and a channels-first buffer makes cuDNN convert it on every conv).
+    const auto fmt = run->options->vae_channels_last ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
+    // at::empty honours the memory format; at::zeros drops it (a channels-first buffer, whatever fmt says).
+    at::Tensor nb = at::empty({B, C, T + 2, H, W}, x.options().memory_format(fmt)).zero_();
     if (buf.defined()) nb.narrow(2, 0, 2).copy_(buf.narrow(2, 0, 2));
     buf = nb;
   }
@@ -273,7 +287,7 @@ at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, co
   }
   at::Tensor out;
   {
-    ProfileScope ps("conv");
+    ProfileScope ps("conv", [&] { return conv_detail(buf, weight, stride, spatial_pad); });
     out = at::conv3d(buf, weight, bias, stride, spatial_pad);
   }
   {
@@ -315,7 +329,7 @@ WanResidualBlockImpl::WanResidualBlockImpl(int64_t in, int64_t out, const at::Te
 }
 
 at::Tensor WanResidualBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache) const {
-  const at::Tensor shortcut = conv_shortcut ? conv_shortcut->forward(x) : x;  // [B, Cout, T, H, W]
+  const at::Tensor shortcut = conv_shortcut ? conv_shortcut->forward(x, {}, cache.run) : x;  // [B, Cout, T, H, W]
   auto silu = [](const at::Tensor& t) {
     ProfileScope ps("norm_elementwise");
     return at::silu(t);
@@ -348,7 +362,7 @@ at::Tensor WanAttentionBlockImpl::forward(const at::Tensor& x) const {
   at::Tensor o = compat::sdpa(parts[0].contiguous(), parts[1].contiguous(), parts[2].contiguous());
   o = o.squeeze(1).permute({0, 2, 1}).reshape({B * T, C, H, W});
   o = proj->forward(o).view({B, T, C, H, W}).permute({0, 2, 1, 3, 4});      // [B, C, T, H, W]
-  return o + x;
+  return x + o;  // x first: the sum takes x's layout (channels-last in such a decode), not o's permuted one
 }
 
 WanMidBlockImpl::WanMidBlockImpl(int64_t dim, const at::TensorOptions& opts) {
@@ -386,12 +400,23 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       if (keep.size(2) < 2)
         keep = at::cat({slot.rep ? at::zeros_like(keep) : last_frames(slot.frames, 1), keep}, 2);
       // After "Rep" the second chunk pads with zeros, not with the first chunk's frame.
-      at::Tensor y = slot.rep ? time_conv->forward(x) : time_conv->forward(x, slot.frames);  // [B, 2C, T, H, W]
+      at::Tensor y = slot.rep ? time_conv->forward(x, {}, cache.run) : time_conv->forward(x, slot.frames, cache.run);  // [B, 2C, T, H, W]
       slot.frames = keep.clone();
       slot.rep = false;
       const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
       // Channel halves [0, C) and [C, 2C) become frames 2t and 2t+1.
-      x = y.view({B, 2, C, T, H, W}).permute({0, 2, 3, 1, 4, 5}).reshape({B, C, 2 * T, H, W});
+      ProfileScope ps("layout", [] { return ProfileDetail{"upsample3d frame interleave"}; });
+      if (cache.run && cache.run->options->vae_channels_last) {
+        // Channels-last in, channels-last out (the next convs keep their layout): memory [B, T, H, W, 2, C]
+        // -> [B, T, 2, H, W, C], one copy as below.
+        x = y.permute({0, 2, 3, 4, 1})
+                .reshape({B, T, H, W, 2, C})
+                .permute({0, 1, 4, 2, 3, 5})
+                .reshape({B, 2 * T, H, W, C})
+                .permute({0, 4, 1, 2, 3});
+      } else {
+        x = y.view({B, 2, C, T, H, W}).permute({0, 2, 3, 1, 4, 5}).reshape({B, C, 2 * T, H, W});
+      }
     }
   }
   if ((mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) && cache.run && cache.run->options->vae_subpixel_upsample)
@@ -402,8 +427,7 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       ProfileScope ps("layout");
       up = upsample_nearest_2x(x);
     }
-    ProfileScope ps("conv");
-    return conv2d_per_frame(resample, up, {1, 1, 1}, {0, 1, 1});  // [B, C, T, 2H, 2W]
+    return conv2d_per_frame(resample, up, {1, 1, 1}, {0, 1, 1}, cache.run);  // [B, C, T, 2H, 2W]
   }
 
   // ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 conv per frame: [B, C, T, H/2, W/2].
@@ -463,6 +487,7 @@ at::Tensor WanResidualUpBlockImpl::forward(const at::Tensor& x, WanCausalCache& 
     techniques::vae_dup_up_add_(*cache.run, h, x, factor_t, first_chunk);  // h is the upsampler's own output
     return h;
   }
+  ProfileScope ps("norm_elementwise", [] { return ProfileDetail{"DupUp3D shortcut add"}; });
   return h + dup_up_3d(x, out_dim, factor_t, 2, first_chunk);
 }
 
@@ -591,6 +616,7 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
     if (n > 1) run->count("kernel.vae_chunk_frames.chunks");
     const at::Tensor out = decoder->forward(x.narrow(2, i, n), cache, i == 0, record);
     i += n;
+    ProfileScope ps("layout", [] { return ProfileDetail{"unpatchify, clamp, sink"}; });
     const at::Tensor px = wan_vae_unpatchify(out, c.patch_size);  // [B, 3, 1 or 4, H, W]
     sink(clamp ? px.clamp(-1.0, 1.0) : px);
   }

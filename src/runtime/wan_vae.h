@@ -73,7 +73,8 @@ class WanCausalConv3dImpl : public torch::nn::Module {
   WanCausalConv3dImpl(int64_t in, int64_t out, std::vector<int64_t> kernel, std::vector<int64_t> padding,
                       std::vector<int64_t> stride, const at::TensorOptions& opts);
   // x [B, Cin, T, H, W]; cache [B, Cin, n<=2, H, W] or undefined -> [B, Cout, T', H, W].
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cache = {}) const;
+  // run: the decode's kernel switches, where the caller has them (vae_frame_convs for a 1x1x1 conv).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cache = {}, const techniques::VaeRun* run = nullptr) const;
   // The cached form: takes the next slot of `cache`, uses its frames as front context and keeps the
   // last two frames of x (with the slot's last frame ahead of a single-frame x) for the next chunk.
   at::Tensor forward_cached(const at::Tensor& x, WanCausalCache& cache) const;

@@ -34,4 +34,12 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
 bool vae_dup_up_add_applies(const VaeRun* run, const at::Tensor& h, const at::Tensor& x);
 void vae_dup_up_add_(const VaeRun& run, at::Tensor& h, const at::Tensor& x, int64_t ft, bool first_chunk);
 
+// vae_frame_convs.cpp: whether a conv of x by weight [Co, C, 1, kh, kw] can run as a 2D conv over the
+// frames (the switch on, x in channels_last_3d, no temporal stride or padding), and that conv: the
+// result is [B, Co, T, H', W'] in channels_last_3d.
+bool vae_frame_conv_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+                            at::IntArrayRef padding);
+at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          at::IntArrayRef stride, at::IntArrayRef padding);
+
 }  // namespace autooptim::runtime::techniques

@@ -45,7 +45,8 @@ at::Tensor fold_taps(const at::Tensor& w, int64_t dim, int a) {
 at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight,
                                       const at::Tensor& bias, at::Tensor& folded) {
   const int64_t B = x.size(0), T = x.size(2), H = x.size(3), W = x.size(4), Co = weight.size(0);
-  const auto fmt = x.suggest_memory_format();
+  // A one-frame x is both layouts at once: a channels-last decode says which it is.
+  const auto fmt = run.options && run.options->vae_channels_last ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
   if (!folded.defined() || folded.scalar_type() != weight.scalar_type() || folded.device() != weight.device()) {
     const at::Tensor wf = weight.to(at::kFloat);  // [Co, C, 3, 3]
     std::vector<at::Tensor> phases;
@@ -55,11 +56,19 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
   }
   at::Tensor out;
   {
-    ProfileScope ps("conv");
-    const at::Tensor xp = at::constant_pad_nd(x.to(weight.scalar_type()), {1, 1, 1, 1}).contiguous(fmt);
-    out = at::conv3d(xp, folded, bias.repeat({4}), {1, 1, 1}, {0, 0, 0});  // [B, 4 Co, T, H+1, W+1]
+    at::Tensor xp;
+    {
+      ProfileScope ps("layout");
+      xp = at::constant_pad_nd(x.to(weight.scalar_type()), {1, 1, 1, 1}).contiguous(fmt);
+    }
+    if (vae_frame_conv_applies(&run, xp, folded, {1, 1, 1}, {0, 0, 0})) {
+      out = vae_frame_conv(run, xp, folded, bias.repeat({4}), {1, 1, 1}, {0, 0, 0});
+    } else {
+      ProfileScope ps("conv", [&] { return conv_detail(xp, folded, {1, 1, 1}, {0, 0, 0}); });
+      out = at::conv3d(xp, folded, bias.repeat({4}), {1, 1, 1}, {0, 0, 0});  // [B, 4 Co, T, H+1, W+1]
+    }
   }
-  ProfileScope ps("layout");
+  ProfileScope ps("layout", [] { return ProfileDetail{"sub-pixel phase interleave"}; });
   at::Tensor y = at::empty({B, Co, T, 2 * H, 2 * W}, out.options().memory_format(fmt));
   // y as [B, Co, T, H, 2, W, 2]: phase (a, b) of pixel (i, j) is y[..., i, a, j, b].
   const at::Tensor y7 = y.as_strided({B, Co, T, H, 2, W, 2},
