@@ -322,6 +322,30 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   EXPECT_LE(e, 3e-2);
   EXPECT_LE(e, 2 * e16 + 1e-3);  // the switches add no more than bf16's own error
   EXPECT_TRUE(at::equal(fast->decode(z).to(at::kFloat), plain16));  // off: the reference path again
+  // Channels-last (weights converted as WanPipeline::decoding_vae does) with every switch, the one-frame
+  // convs as 2D convs and the causal buffer among them: as close to float32 as bf16 alone.
+  AutoencoderKLWan fastcl(cfg, Precision{at::kBFloat16, gpu()});
+  load_strict(*fastcl, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
+  {
+    at::NoGradGuard g;
+    for (auto& p : fastcl->parameters()) {
+      if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  RuntimeOptions c = o;
+  c.vae_channels_last = true;
+  c.vae_fused_shortcut = true;
+  c.vae_frame_convs = true;
+  Trace ctrace;
+  techniques::VaeRun crun{&c, &ctrace};
+  const at::Tensor cgot = fastcl->decode(z, nullptr, &crun).to(at::kFloat);
+  EXPECT_GT(ctrace.get("kernel.vae_frame_convs.convs"), 0);
+  EXPECT_GT(ctrace.get("kernel.vae_causal_buffer.convs"), 0);
+  EXPECT_GT(ctrace.get("kernel.vae_fused_norm_silu.launches"), 0);
+  const double ec = rel_l2(cgot, ref);
+  std::cout << "  channels-last with every switch " << ec << "\n";
+  EXPECT_LE(ec, 2 * e16 + 1e-3);
 }
 
 // vae_fused_shortcut: an up block (resnets, upsampler, DupUp3D shortcut) over two chunks (the first drops

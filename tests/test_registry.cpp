@@ -358,7 +358,8 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
   for (const auto& t : cpu_listing["techniques"])
     if (!t["search_space"].empty()) searched_on_cpu.insert(t["name"].get<std::string>());
   // The CUDA-only switches are not proposed on a CPU; the VAE switches oneDNN runs are (measured there).
-  for (const char* gpu_only : {"cuda_graph", "vae_cudnn_benchmark", "vae_fused_norm_silu", "vae_fused_shortcut", "fused_norm_modulate"})
+  for (const char* gpu_only : {"cuda_graph", "vae_cudnn_benchmark", "vae_fused_norm_silu", "vae_fused_shortcut", "fused_norm_modulate",
+                               "vae_frame_convs", "rope_cache"})
     EXPECT_FALSE(searched_on_cpu.count(gpu_only)) << gpu_only;
   for (const char* cpu_too : {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache"})
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;

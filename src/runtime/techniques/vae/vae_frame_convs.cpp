@@ -19,8 +19,11 @@ AUTOOPTIM_TECHNIQUE(vae_frame_convs) {
   t.switch_flag = "vae_frame_convs";
   t.hooks = {"vae.conv"};
   t.engagement = {{"kernel.vae_frame_convs.convs", "vae_frame_convs is on but no conv ran as 2D (it needs vae_channels_last)"}};
-  t.search = [](const SearchContext&) {
-    return std::vector<SearchPoint>{{"vae_frame_convs", {{"vae_frame_convs", true}, {"vae_channels_last", true}}}};
+  // GPU only: libtorch's CPU convs return channels-first, so on the CPU no one-frame conv sees a
+  // channels-last input and the switch never engages.
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"vae_frame_convs", {{"vae_frame_convs", true}, {"vae_channels_last", true}}}}
+                 : std::vector<SearchPoint>{};
   };
   return t;
 }
