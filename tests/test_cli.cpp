@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -347,6 +348,82 @@ TEST(Cli, AFullDiskEndsTheRunWithTheReasonAndNoEmptyFiles) {
     EXPECT_GT(fs::file_size(f.path()), 0u) << f.path() << " was left empty";
   }
   EXPECT_FALSE(fs::exists(disk / "run" / "report.json"));
+}
+
+// The best-effort proposal end to end: an executor whose quality floor no trial can meet (--min-psnr 200)
+// proposes exactly its closest miss as the trials it logged define it (engaged, faster than 1.0x, highest
+// PSNR; the latest trial of each point), marked "best effort", with that trial's flags; or nothing when no
+// trial qualifies. The cache family also brings a fixed-schedule point forward after an adaptive point
+// that engaged nothing. Checked against the executor's own trials.jsonl, so the timings' noise decides
+// which point wins but never whether the test passes.
+TEST(Cli, ExecutorWithAnUnreachableFloorProposesItsClosestMissOnce) {
+  autooptim::test::TempDir tmp;
+  json base = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  base["config"]["frames"] = 5;
+  base["config"]["steps"] = 8;  // past the caches' one-step warm-up
+  base["config"]["height"] = 64;
+  base["config"]["width"] = 96;
+  std::ofstream(tmp.file("base.json")) << base.dump();
+  for (const char* family : {"cache", "sparse"}) {
+    SCOPED_TRACE(family);
+    const fs::path box = tmp.file(std::string("outbox-") + family);
+    const auto r = sh(std::string("executor --model wan22-tiny --synthetic-weights --family ") + family + " --base " +
+                      tmp.file("base.json") + " --prompts prompts/visible.jsonl --outbox " + box.string() +
+                      " --budget-trials 3 --min-psnr 200");
+    ASSERT_EQ(r.code, 0) << r.output;
+    std::vector<json> trials;
+    {
+      std::ifstream in(box / "trials.jsonl");
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) trials.push_back(json::parse(line));
+    }
+    ASSERT_FALSE(trials.empty());
+    // The latest trial of each point, in first-measured order; the closest miss among them.
+    std::vector<std::string> labels;
+    std::map<std::string, json> latest;
+    for (const auto& t : trials) {
+      if (!latest.count(t["label"])) labels.push_back(t["label"]);
+      latest[t["label"]] = t;
+    }
+    const json* best = nullptr;
+    for (const auto& l : labels) {
+      const json& t = latest[l];
+      EXPECT_LT(t["psnr_min"].get<double>(), 195.0);
+      if (t["not_engaged"].empty() && t["speedup"].get<double>() > 1.0 &&
+          (!best || t["psnr_min"].get<double>() > (*best)["psnr_min"].get<double>()))
+        best = &t;
+    }
+    const std::string listed = slurp(box / "proposals.txt");
+    if (!best) {
+      EXPECT_EQ(listed, "");
+      EXPECT_EQ(slurp(box / "done"), "0\n");
+      EXPECT_NE(r.output.find("no proposal: no trial was engaged and faster than 1.0x"), std::string::npos) << r.output;
+      continue;
+    }
+    const std::string label = (*best)["label"];
+    EXPECT_EQ(listed, label + ".json\n");
+    EXPECT_EQ(slurp(box / "done"), "1\n");
+    const json m = json::parse(slurp(box / (label + ".json")));
+    EXPECT_EQ(m["id"], std::string("wan22-tiny/") + family + "/" + label);
+    EXPECT_EQ(m["family"], family);
+    EXPECT_EQ(m["description"].get<std::string>().rfind("best effort: no trial met the quality floor (195 dB)", 0), 0u)
+        << m["description"];
+    // The trial's flags, as the proposal's (canonical: defaults added, nothing changed).
+    for (const auto& [k, v] : (*best)["flags"].items()) {
+      ASSERT_TRUE(m["flags"].contains(k)) << k;
+      if (v.is_object())
+        for (const auto& [kk, vv] : v.items()) EXPECT_EQ(m["flags"][k][kk], vv) << k << "." << kk;
+      else
+        EXPECT_EQ(m["flags"][k], v) << k;
+    }
+    if (std::string(family) == "cache")
+      for (size_t i = 0; i + 1 < trials.size(); ++i) {
+        const std::string l = trials[i]["label"];
+        if (!trials[i]["not_engaged"].empty() && l.rfind("taylorseer", 0) != 0)
+          EXPECT_EQ(trials[i + 1]["label"].get<std::string>().rfind("taylorseer", 0), 0u)
+              << l << " engaged nothing, yet " << trials[i + 1]["label"] << " came next";
+      }
+  }
 }
 
 TEST(Cli, DeeplyNestedJsonIsExitTwoNamingFileAndKey) {

@@ -73,6 +73,31 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
   EXPECT_EQ(find("radial_attention"), nullptr);
 }
 
+TEST(Registry, EveryProposedCachePolicyDeclaresItsWarmUpAndLastStep) {
+  // The gate's work floor and the red team's skip_warmup both read these declarations: a policy that
+  // forgot one would be neither checked nor attacked. Each accessor reaches its own policy's fields.
+  std::set<std::string> declared;
+  for (const auto& t : all()) {
+    if (t.family != "cache" || !t.search) continue;
+    SCOPED_TRACE(t.name);
+    ASSERT_TRUE(t.warmup_steps) << "no warm-up declared";
+    ASSERT_TRUE(t.dense_last_step) << "no last-step declaration";
+    RuntimeOptions o;
+    const int64_t before = t.warmup_steps(o);
+    t.warmup_steps(o) = before + 7;
+    int changed = 0;  // exactly one policy's warm-up field moved
+    for (const auto& u : all())
+      if (u.warmup_steps) {
+        RuntimeOptions fresh;
+        changed += u.warmup_steps(o) != u.warmup_steps(fresh);
+      }
+    EXPECT_EQ(changed, 1);
+    EXPECT_TRUE(t.dense_last_step(RuntimeOptions{}));  // every policy computes the last step by default
+    declared.insert(t.name);
+  }
+  EXPECT_EQ(declared, (std::set<std::string>{"easycache", "teacache", "magcache", "first_block_cache", "taylorseer"}));
+}
+
 TEST(Registry, WhichTechniquesWorkOnTheDecode) {
   // The gate lets the decode be faster than the baseline's only when one of these is on.
   RuntimeOptions o;

@@ -1030,19 +1030,18 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
         floor_problems.push_back(c.name + ": ran " + num(looped, 0) + " of " + std::to_string(cand_N) + " forwards and " + num(blocks, 0) +
                                  " of " + std::to_string(cand_N * L) + " blocks (" + num(100 * share, 1) + "%), below the work floor of " +
                                  num(100 * S.min_forward_share, 1) + "%");
+      // Each cache policy's declared dense work, from the registry (the policies' own declarations).
       struct CacheFloor {
-        const char* name;
-        bool on;
+        std::string name;
         int64_t warmup;
         bool dense_last;
       };
-      const CacheFloor caches[] = {
-          {"easycache", opts.easycache.enabled, opts.easycache.warmup_steps, opts.easycache.dense_last_step},
-          {"teacache", opts.teacache.enabled && !opts.teacache.calibrate, opts.teacache.warmup_steps, opts.teacache.dense_last_step},
-          {"magcache", opts.magcache.enabled && !opts.magcache.calibrate, opts.magcache.warmup_steps, opts.magcache.dense_last_step},
-          {"first_block_cache", opts.first_block_cache.enabled, opts.first_block_cache.warmup_steps,
-           opts.first_block_cache.dense_last_step},
-          {"taylorseer", opts.taylorseer.enabled, opts.taylorseer.warmup_steps, opts.taylorseer.dense_last_step}};
+      std::vector<CacheFloor> caches;
+      for (const auto& t : runtime::techniques::all())
+        if (t.warmup_steps && t.on(opts)) {
+          runtime::RuntimeOptions copy = opts;
+          caches.push_back({t.name, t.warmup_steps(copy), t.dense_last_step && t.dense_last_step(opts)});
+        }
       const auto n_steps = static_cast<int64_t>(sf.size());
       auto full = [&](int64_t s) { return sf[static_cast<size_t>(s)] >= branches && sb[static_cast<size_t>(s)] >= full_step; };
       auto ran_text = [&](int64_t s) {
@@ -1050,7 +1049,6 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                std::to_string(sb[static_cast<size_t>(s)]) + " of " + std::to_string(full_step) + " blocks";
       };
       for (const auto& cf : caches) {
-        if (!cf.on) continue;
         for (int64_t s = 0; s < std::min(cf.warmup, n_steps); ++s)
           if (!full(s)) {
             floor_problems.push_back(c.name + ": " + cf.name + " declares " + std::to_string(cf.warmup) +

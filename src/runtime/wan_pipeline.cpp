@@ -95,10 +95,11 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   // The cache family's policy sees every transformer call (and, through fc, the block stack).
   RuntimeOptions cache_options = options;
   if (options.redteam.skip_warmup && redteam_allowed()) {  // red team: a cache that skips its declared warm-up
-    for (int64_t* w : {&cache_options.easycache.warmup_steps, &cache_options.teacache.warmup_steps,
-                       &cache_options.magcache.warmup_steps, &cache_options.first_block_cache.warmup_steps,
-                       &cache_options.taylorseer.warmup_steps})
-      *w = std::min<int64_t>(*w, 1);
+    for (const auto& t : techniques::all())
+      if (t.warmup_steps) {
+        int64_t& w = t.warmup_steps(cache_options);
+        w = std::min<int64_t>(w, 1);
+      }
   }
   const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);
   fc.cache = cache.get();

@@ -126,6 +126,11 @@ struct Technique {
   // trial of it always engages: the cache executor tries it next when an adaptive policy skipped nothing.
   bool fixed_schedule = false;
   std::optional<Calibration> calibration;
+  // A cache policy's declared dense work, where it has one: its warm-up steps (the first steps computed in
+  // full) and whether the last step is computed in full. The gate's work floor checks both against the
+  // steps the loop ran, and the red team's skip_warmup cuts the warm-up of every policy that declares one.
+  std::function<int64_t&(RuntimeOptions&)> warmup_steps;
+  std::function<bool(const RuntimeOptions&)> dense_last_step;
 
   // The flag's path in a manifest: "fused_qkv", "easycache.threshold".
   std::string path_of(const FlagSpec& f) const { return group.empty() ? f.key : group + "." + f.key; }

@@ -37,6 +37,8 @@ AUTOOPTIM_TECHNIQUE(easycache) {
         tr.get("cache.easycache.computed_forwards") != forwards)
       out.push_back("easycache: computed forwards in its counters disagree with the transformer's");
   };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.easycache.warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.easycache.dense_last_step; };
   t.search = [](const SearchContext& c) {
     // First-order forecasts (order 1) with a dense warm-up of the first 10% of the steps (5 of 50): on the
     // trained wan22-tiny they keep 4-10 dB more PSNR than reuse at the same threshold and skip more

@@ -33,6 +33,8 @@ AUTOOPTIM_TECHNIQUE(first_block_cache) {
     if (decided != tr.get("transformer.forwards"))
       out.push_back("first_block_cache: its computed and skipped forwards disagree with the transformer's forwards");
   };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.first_block_cache.warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.first_block_cache.dense_last_step; };
   t.search = [](const SearchContext& c) {
     const int64_t warmup = std::max<int64_t>(1, c.steps / 10);
     std::vector<SearchPoint> p;

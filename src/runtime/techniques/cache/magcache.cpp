@@ -73,6 +73,8 @@ AUTOOPTIM_TECHNIQUE(magcache) {
         }
         return nlohmann::json{{"magcache", {{"ratios", ratios[0]}, {"ratios_uncond", ratios[1]}}}};
       }};
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.magcache.warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.magcache.dense_last_step; };
   t.search = [](const SearchContext& c) {
     // MagCache keeps the first 20% of the steps dense.
     const int64_t warmup = std::max<int64_t>(1, c.steps / 5);

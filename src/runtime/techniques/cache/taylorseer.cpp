@@ -34,6 +34,8 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
       out.push_back("taylorseer: computed forwards in its counters disagree with the transformer's");
   };
   t.fixed_schedule = true;
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.taylorseer.dense_last_step; };
   t.search = [](const SearchContext& c) {
     // First-order forecasts after a dense warm-up of a tenth of the steps, as EasyCache's search; the interval
     // sets the forward-skip ratio (about 1 - 1/n after the warm-up). On the trained wan22-tiny (docs/benchmarks.md,

@@ -89,6 +89,8 @@ AUTOOPTIM_TECHNIQUE(teacache) {
             }
         return nlohmann::json{{"teacache", {{"coefficients", fit_polynomial(x, y, 2)}}}};
       }};
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.teacache.warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.teacache.dense_last_step; };
   t.search = [](const SearchContext& c) {
     const int64_t warmup = std::max<int64_t>(1, c.steps / 10);
     std::vector<SearchPoint> p;
