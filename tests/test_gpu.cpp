@@ -75,6 +75,16 @@ TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
   const auto c = m.pipeline->generate(p);
   EXPECT_TRUE(at::equal(a.video, c.video));
   EXPECT_LT(rel_l2(b.video, a.video), 1e-2);
+  // rope_cache on the device: the same tables kept, so the same clip bit for bit, every forward but
+  // the first served from the cache.
+  RuntimeOptions rc;
+  rc.rope_cache = true;
+  m.pipeline->set_options(rc);
+  const auto r = m.pipeline->generate(p);
+  m.pipeline->set_options({});
+  EXPECT_TRUE(at::equal(r.video, a.video)) << "rope_cache changes the clip on the GPU";
+  EXPECT_EQ(r.trace.get("kernel.rope_cache.hits") + r.trace.get("kernel.rope_cache.misses"), r.trace.get("transformer.forwards"));
+  EXPECT_LE(r.trace.get("kernel.rope_cache.misses"), 1);
 }
 
 // CUDA-graph capture: off reproduces the baseline bit-exactly; on, the clip matches the eager run of the
