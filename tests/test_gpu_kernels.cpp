@@ -298,10 +298,21 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   const auto wj = read_json_file(test::golden_dir() + "/vae_tiny_weights.json");
   const auto cfg = WanVAEConfig::from_json(wj["config"]);
-  AutoencoderKLWan f32vae(cfg, Precision{at::kFloat, gpu()});
-  load_strict(*f32vae, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
-  AutoencoderKLWan fast(cfg, Precision{at::kBFloat16, gpu()});
-  load_strict(*fast, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
+  auto load = [&](at::ScalarType dt) {
+    AutoencoderKLWan v(cfg, Precision{dt, gpu()});
+    load_strict(*v, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
+    return v;
+  };
+  AutoencoderKLWan f32vae = load(at::kFloat), fast = load(at::kBFloat16);
+  // A channels-last copy of the bf16 weights, converted as WanPipeline::decoding_vae does.
+  AutoencoderKLWan fastcl = load(at::kBFloat16);
+  {
+    at::NoGradGuard g;
+    for (auto& p : fastcl->parameters()) {
+      if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
   at::InferenceMode guard;
   const auto io = TensorSource::open(test::golden_dir() + "/vae_tiny_io.safetensors");
   const at::Tensor z = io.tensor("z").to(gpu());
@@ -322,17 +333,8 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   EXPECT_LE(e, 3e-2);
   EXPECT_LE(e, 2 * e16 + 1e-3);  // the switches add no more than bf16's own error
   EXPECT_TRUE(at::equal(fast->decode(z).to(at::kFloat), plain16));  // off: the reference path again
-  // Channels-last (weights converted as WanPipeline::decoding_vae does) with every switch, the one-frame
-  // convs as 2D convs and the causal buffer among them: as close to float32 as bf16 alone.
-  AutoencoderKLWan fastcl(cfg, Precision{at::kBFloat16, gpu()});
-  load_strict(*fastcl, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
-  {
-    at::NoGradGuard g;
-    for (auto& p : fastcl->parameters()) {
-      if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
-      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-    }
-  }
+  // Channels-last with every switch, the one-frame convs as 2D convs and the causal buffer among them:
+  // as close to float32 as bf16 alone.
   RuntimeOptions c = o;
   c.vae_channels_last = true;
   c.vae_fused_shortcut = true;
