@@ -379,13 +379,12 @@ void run_bench(const BenchArgs& a) {
                    label.c_str(), st.median, vj["peak_memory_gb"].get<double>(), vj["psnr_vs_fp32_db"].get<double>(),
                    vj["rel_l2_vs_fp32"].get<double>());
     };
-    auto has_switches = [](const runtime::RuntimeOptions& o) { return runtime::techniques::works_on_decode(o); };
     const runtime::RuntimeOptions own = pipe.options();
-    if (has_switches(own)) time_switches("manifest", own);
+    if (runtime::techniques::works_on_decode(own)) time_switches("manifest", own);
     for (const auto& path : a.vae_manifests) {
       const auto m = gates::load_manifest(path);
       const auto o = gates::to_runtime_options(m);
-      if (!has_switches(o)) throw Error(path + ": --vae-manifest has no VAE switch on (vae_bf16, vae_channels_last, ...)");
+      if (!runtime::techniques::works_on_decode(o)) throw Error(path + ": --vae-manifest has no VAE switch on (vae_bf16, vae_channels_last, ...)");
       std::string label = m.id;
       for (auto& ch : label)
         if (ch == '/') ch = '_';

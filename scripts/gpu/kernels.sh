@@ -51,37 +51,18 @@ for s in "${steps[@]}"; do
       done ;;
     detail)
       # Where the time goes by operation (each GEMM and conv shape, self vs cross attention, the
-      # embeddings): the baseline, the lossless kernel set with the rotary/time-embedding switches, the
-      # FP8 set with them, and the VAE's best switch set.
-      d=$(mktemp -d)
-      python3 - "$M" "$d" <<'PY'
-import json, sys
-M, d = sys.argv[1], sys.argv[2]
-for src, name in (("kernel-fused-all", "fused-all-rt"), ("quant-fp8-fused", "fp8-fused-rt")):
-    m = json.load(open(f"{M}/{src}.json"))
-    m["id"] = "wan22-ti2v-5b/" + name
-    m["flags"].update({"rope_cache": True, "timestep_dedup": True})
-    json.dump(m, open(f"{d}/{name}.json", "w"))
-PY
+      # embeddings): the baseline, the lossless kernel set, the FP8 set and the VAE's best switch set.
       HEAD=200 bench detail-baseline none --skip-vae --profile-detail
-      HEAD=200 bench detail-fused-all-rt "$d/fused-all-rt.json" --skip-vae --profile-detail
-      HEAD=200 bench detail-fp8-fused-rt "$d/fp8-fused-rt.json" --skip-vae --profile-detail
+      HEAD=200 bench detail-fused-all $M/kernel-fused-all.json --skip-vae --profile-detail
+      HEAD=200 bench detail-fp8-fused $M/quant-fp8-fused.json --skip-vae --profile-detail
       HEAD=200 REPEAT=1 bench detail-vae none --vae-only --profile-detail --vae-manifest $M/kernel-vae.json ;;
     forward-sets)
-      # The lossless kernel set with the rotary/time-embedding switches, with and without the two
-      # switches the profile showed no gain from (the GELU epilogue, the fused QKV GEMM).
+      # The lossless kernel set with and without the two switches the profile showed no gain from (the
+      # GELU epilogue, the fused QKV GEMM).
       d=$(mktemp -d)
-      python3 - "$M" "$d" <<'PY'
-import json, sys
-M, d = sys.argv[1], sys.argv[2]
-m = json.load(open(f"{M}/kernel-fused-all.json"))
-m["flags"].update({"rope_cache": True, "timestep_dedup": True})
-m["id"] = "wan22-ti2v-5b/fused-all-rt"; json.dump(m, open(f"{d}/all.json", "w"))
-for k in ("gelu_epilogue", "fused_qkv"): del m["flags"][k]
-m["id"] = "wan22-ti2v-5b/fused-lean-rt"; json.dump(m, open(f"{d}/lean.json", "w"))
-PY
-      bench fused-all-rt "$d/all.json" --skip-vae
-      bench fused-lean-rt "$d/lean.json" --skip-vae ;;
+      python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-lean'; [m['flags'].pop(k) for k in ('gelu_epilogue', 'fused_qkv')]; json.dump(m, open('$d/lean.json','w'))"
+      bench fused-all $M/kernel-fused-all.json --skip-vae
+      bench fused-lean "$d/lean.json" --skip-vae ;;
     sparse)
       bench sparse-50 $M/sparse-frame-window-50.json --skip-vae --at-step 20
       bench sparse-25 $M/sparse-frame-window-25.json --skip-vae --at-step 20 ;;

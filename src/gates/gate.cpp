@@ -952,6 +952,17 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     const Bound bounds[] = {{"kernel.fused_qkv.launches", 2 * layers},       {"kernel.cross_kv_cache.hits", 2 * layers},
                             {"kernel.cuda_graph.replays", layers + 1},   {"kernel.timestep_dedup.rows_saved", tokens},
                             {"kernel.rope_cache.hits", 1},               {"sparse.attention.calls", 2 * layers}};
+    // Each cache policy's declared dense work, from the registry (the policies' own declarations); the
+    // same for every clip.
+    struct CacheFloor {
+      std::string name;
+      int64_t warmup;
+      bool dense_last;
+    };
+    std::vector<CacheFloor> caches;
+    runtime::RuntimeOptions declared = opts;  // the accessor hands out a reference to its field
+    for (const auto& t : runtime::techniques::all())
+      if (t.warmup_steps && t.on(opts)) caches.push_back({t.name, t.warmup_steps(declared), t.dense_last_step && t.dense_last_step(opts)});
     std::vector<std::string> counter_problems, floor_problems;
     for (const auto& c : clips) {
       const auto& r = *c.cand;
@@ -1030,18 +1041,6 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
         floor_problems.push_back(c.name + ": ran " + num(looped, 0) + " of " + std::to_string(cand_N) + " forwards and " + num(blocks, 0) +
                                  " of " + std::to_string(cand_N * L) + " blocks (" + num(100 * share, 1) + "%), below the work floor of " +
                                  num(100 * S.min_forward_share, 1) + "%");
-      // Each cache policy's declared dense work, from the registry (the policies' own declarations).
-      struct CacheFloor {
-        std::string name;
-        int64_t warmup;
-        bool dense_last;
-      };
-      std::vector<CacheFloor> caches;
-      for (const auto& t : runtime::techniques::all())
-        if (t.warmup_steps && t.on(opts)) {
-          runtime::RuntimeOptions copy = opts;
-          caches.push_back({t.name, t.warmup_steps(copy), t.dense_last_step && t.dense_last_step(opts)});
-        }
       const auto n_steps = static_cast<int64_t>(sf.size());
       auto full = [&](int64_t s) { return sf[static_cast<size_t>(s)] >= branches && sb[static_cast<size_t>(s)] >= full_step; };
       auto ran_text = [&](int64_t s) {

@@ -224,7 +224,7 @@ at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& c
     if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
     // The concatenation and the pad may fall back to channels-first (a one- or two-frame part is both
     // layouts at once); cuDNN would convert such an input to the weights' layout itself, once per call.
-    if (run && run->options && run->options->vae_channels_last && in.dim() == 5 && !in.is_contiguous(at::MemoryFormat::ChannelsLast3d))
+    if (techniques::vae_channels_last(run) && in.dim() == 5 && !in.is_contiguous(at::MemoryFormat::ChannelsLast3d))
       in = in.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
   if (front_pad == 0 && techniques::vae_frame_conv_applies(run, in, weight, stride, spatial_pad))
@@ -271,7 +271,7 @@ at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, co
     ProfileScope ps("layout");
     // Channels-last decodes keep the buffer channels-last whatever x looks like (a one-frame x is both
     // layouts at once, and a channels-first buffer makes cuDNN convert it on every conv).
-    const auto fmt = run->options->vae_channels_last ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
+    const auto fmt = techniques::vae_channels_last(run) ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
     // at::empty honours the memory format; at::zeros drops it (a channels-first buffer, whatever fmt says).
     at::Tensor nb = at::empty({B, C, T + 2, H, W}, x.options().memory_format(fmt)).zero_();
     if (buf.defined()) nb.narrow(2, 0, 2).copy_(buf.narrow(2, 0, 2));
@@ -406,7 +406,7 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
       // Channel halves [0, C) and [C, 2C) become frames 2t and 2t+1.
       ProfileScope ps("layout", [] { return ProfileDetail{"upsample3d frame interleave"}; });
-      if (cache.run && cache.run->options->vae_channels_last) {
+      if (techniques::vae_channels_last(cache.run)) {
         // Channels-last in, channels-last out (the next convs keep their layout): memory [B, T, H, W, 2, C]
         // -> [B, T, 2, H, W, C], one copy as below.
         x = y.permute({0, 2, 3, 4, 1})
@@ -598,7 +598,7 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   // No NoGradGuard: the parameters of a loaded model never require grad, so inference builds no graph
   // (callers run under InferenceMode), and training (src/train) needs the graph.
   at::Tensor zc = z.to(precision_.compute_opts());
-  if (run && run->options->vae_channels_last) zc = zc.contiguous(at::MemoryFormat::ChannelsLast3d);
+  if (techniques::vae_channels_last(run)) zc = zc.contiguous(at::MemoryFormat::ChannelsLast3d);
   const at::Tensor x = post_quant_conv->forward(zc);  // [B, z, T, h, w]
   std::map<std::string, std::vector<at::Tensor>> parts;
   std::function<void(const std::string&, const at::Tensor&)> record = [&](const std::string& n, const at::Tensor& t) {

@@ -17,6 +17,11 @@ struct VaeRun {
   }
 };
 
+// Whether this decode runs channels-last (vae_channels_last). Where a tensor is made or reshaped, the
+// decoder says so explicitly: a one-frame tensor is both layouts at once, and libtorch then falls back to
+// channels-first.
+inline bool vae_channels_last(const VaeRun* run) { return run && run->options && run->options->vae_channels_last; }
+
 // vae_fused_norm_silu.cpp: whether the fused kernel can take x (bf16 on the GPU, a CUDA build).
 bool vae_norm_silu_applies(const VaeRun* run, const at::Tensor& x);
 // silu(rms_norm(x) * gamma) written into dst (same shape as x; any strides, e.g. a frame range of a

@@ -46,7 +46,7 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
                                       const at::Tensor& bias, at::Tensor& folded) {
   const int64_t B = x.size(0), T = x.size(2), H = x.size(3), W = x.size(4), Co = weight.size(0);
   // A one-frame x is both layouts at once: a channels-last decode says which it is.
-  const auto fmt = run.options && run.options->vae_channels_last ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
+  const auto fmt = vae_channels_last(&run) ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
   if (!folded.defined() || folded.scalar_type() != weight.scalar_type() || folded.device() != weight.device()) {
     const at::Tensor wf = weight.to(at::kFloat);  // [Co, C, 3, 3]
     std::vector<at::Tensor> phases;
