@@ -203,6 +203,48 @@ TEST(Executors, TheClosestMissIsTheEngagedFasterTrialWithTheBestPsnr) {
   EXPECT_EQ(executors::closest_miss({}), nullptr);
 }
 
+// The kernel executor's starting set on a GPU: every kernel switch the registry offers, at most one of each
+// slot, so the first trial is a valid manifest (two ways of computing the VAE's upsamplers are one
+// exclusive group); the other upsampler and the other head padding wait as alternatives, and a flag two
+// points share (vae_channels_last) is tried once.
+TEST(Executors, TheKernelStartingSetIsAValidManifestWithTheRestAsAlternatives) {
+  std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>> space;
+  for (const auto& t : runtime::techniques::all())
+    if (t.family == "kernel" && t.search)
+      for (auto& p : t.search({50, /*gpu=*/true})) space.push_back({&t, std::move(p)});
+  const executors::KernelSwitches k = executors::kernel_switches(space);
+  json flags = json::object();
+  for (const auto& [key, value] : k.on) {
+    EXPECT_FALSE(flags.contains(key)) << key << " is on twice";
+    flags[key] = value;
+  }
+  EXPECT_EQ(flags["vae_subpixel_upsample"], true);
+  EXPECT_FALSE(flags.contains("vae_transposed_upsample"));
+  EXPECT_EQ(flags["vae_head_pad"], 16);
+  std::set<std::string> alternatives;
+  for (const auto& [key, value] : k.alternatives) alternatives.insert(key + "=" + value.dump());
+  EXPECT_EQ(alternatives.count("vae_transposed_upsample=true"), 1u);
+  EXPECT_EQ(alternatives.count("vae_head_pad=32"), 1u);
+  EXPECT_EQ(alternatives.count("vae_channels_last=true"), 0u) << "shared by two points: once, in the starting set";
+  EXPECT_EQ(k.slot.at("vae_transposed_upsample"), k.slot.at("vae_subpixel_upsample"));
+  EXPECT_NE(k.slot.at("vae_frame_convs"), k.slot.at("vae_subpixel_upsample"));
+  // The starting set is a manifest the gates accept (before: both upsamplers on, refused).
+  const gates::Manifest base = base_manifest();
+  gates::Manifest m = base;
+  m.id = base.model + "/kernel/all";
+  m.kind = "patch";
+  m.family = "kernel";
+  m.base = base.id;
+  m.flags = flags;
+  EXPECT_NO_THROW(gates::parse_manifest(gates::to_json(m), "the starting set"));
+  // With an alternative swapped in, still one upsampler.
+  m.flags.erase("vae_subpixel_upsample");
+  m.flags["vae_transposed_upsample"] = true;
+  EXPECT_NO_THROW(gates::parse_manifest(gates::to_json(m), "the alternative"));
+  m.flags["vae_subpixel_upsample"] = true;
+  EXPECT_THROW(gates::parse_manifest(gates::to_json(m), "both"), std::exception);
+}
+
 // While candidates are still gated, the run keeps one gate run's worth of its budget per tier winner that
 // has no held-out verdict yet: a short budget once spent itself on candidates that could not win and left
 // the accepted one unconfirmed (no tier in the report).

@@ -348,6 +348,20 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   const double ec = rel_l2(cgot, ref);
   std::cout << "  channels-last with every switch " << ec << "\n";
   EXPECT_LE(ec, 2 * e16 + 1e-3);
+  // The same with the upsamplers as cuDNN's stride-2 transposed conv and the output conv padded to 16
+  // channels (cuDNN's strided data-gradient kernel and another conv shape; channels-last results).
+  RuntimeOptions t = c;
+  t.vae_subpixel_upsample = false;
+  t.vae_transposed_upsample = true;
+  t.vae_head_pad = 16;
+  Trace ttrace;
+  techniques::VaeRun trun{&t, &ttrace};
+  const at::Tensor tgot = fastcl->decode(z, nullptr, &trun).to(at::kFloat);
+  EXPECT_GT(ttrace.get("kernel.vae_transposed_upsample.convs"), 0);
+  EXPECT_EQ(ttrace.get("kernel.vae_head_pad.convs"), z.size(2));
+  const double et = rel_l2(tgot, ref);
+  std::cout << "  channels-last, transposed upsamplers, head padded to 16: " << et << "\n";
+  EXPECT_LE(et, 2 * e16 + 1e-3);
 }
 
 // vae_fused_shortcut: an up block (resnets, upsampler, DupUp3D shortcut) over two chunks (the first drops

@@ -138,6 +138,13 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
          j["base"] = nullptr;
        },
        "flags: a baseline sets no technique flags, but sets: easycache.enabled, easycache.threshold"},
+      {[](json& j) { j["flags"]["vae_head_pad"] = 12; }, "flags.vae_head_pad: must be 0 (off) or a multiple of 8, got 12"},
+      {[](json& j) { j["flags"]["vae_head_pad"] = 512; }, "flags.vae_head_pad: 512 is out of range [0, 256]"},
+      {[](json& j) {
+         j["flags"]["vae_subpixel_upsample"] = true;
+         j["flags"]["vae_transposed_upsample"] = true;
+       },
+       "flags: vae_subpixel_upsample and vae_transposed_upsample cannot both be on (one vae_upsample technique at a time)"},
   };
   for (const auto& [mutate, expected] : cases) {
     const std::string message = mutated_error(mutate);

@@ -436,3 +436,89 @@ TEST(VAE, CausalBufferIsChannelsLastInAChannelsLastDecode) {
     EXPECT_LE(rel_l2(got, want), 1e-6) << "chunk of " << T;
   }
 }
+
+// vae_transposed_upsample: nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv, on one upsampler
+// (odd, non-square frames, batch 2, channels-first and channels-last) and on the golden decode; the 4x4
+// taps are the sub-pixel phases' folded taps laid out as conv_transpose reads them.
+TEST(VAE, TransposedUpsampleEqualsNearestThenConv) {
+  WanResample up(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
+  fill_random(*up, 5);
+  at::InferenceMode guard;
+  auto gen = at::detail::createCPUGenerator(9);
+  const at::Tensor x = at::randn({2, 6, 3, 5, 7}, gen, at::kFloat);
+  WanCausalCache plain;
+  const at::Tensor ref = up->forward(x, plain);
+  RuntimeOptions o;
+  o.vae_transposed_upsample = true;
+  Trace trace;
+  techniques::VaeRun run{&o, &trace};
+  WanCausalCache fast;
+  fast.run = &run;
+  const at::Tensor got = up->forward(x, fast);
+  ASSERT_EQ(got.sizes(), ref.sizes());
+  EXPECT_LE(rel_l2(got, ref), 1e-6);
+  EXPECT_EQ(trace.get("kernel.vae_transposed_upsample.convs"), 1);
+  // Channels-last (the decode's layout): the same values, a channels-last result (the 2D view's path).
+  RuntimeOptions ocl = o;
+  ocl.vae_channels_last = true;
+  techniques::VaeRun run_cl{&ocl, &trace};
+  WanCausalCache fast_cl;
+  fast_cl.run = &run_cl;
+  WanResample up_cl(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
+  fill_random(*up_cl, 5);
+  const at::Tensor got_cl = up_cl->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d), fast_cl);
+  ASSERT_EQ(got_cl.sizes(), ref.sizes());
+  EXPECT_LE(rel_l2(got_cl, ref), 1e-6);
+  EXPECT_TRUE(got_cl.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+  EXPECT_EQ(trace.get("kernel.vae_transposed_upsample.convs"), 2);
+  // The taps: a one-hot 3x3 kernel at (r, c) lands on the 4x4 positions that read it.
+  at::Tensor w = at::zeros({1, 1, 3, 3});
+  w[0][0][0][2] = 1.0;  // W0 of the rows, W2 of the columns
+  const at::Tensor t = techniques::vae_transposed_upsample_weight(w)[0][0];  // [4, 4]
+  // rows: [W2, W1+W2, W0+W1, W0] -> W0 at taps 2 and 3; columns: W2 at taps 0 and 1.
+  at::Tensor want = at::zeros({4, 4});
+  want.narrow(0, 2, 2).narrow(1, 0, 2).fill_(1.0);
+  EXPECT_TRUE(at::equal(t, want)) << t;
+
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  const at::Tensor dref = m->decode(io.tensor("z"));
+  Trace dtrace;
+  const at::Tensor dgot = decode_with(m, io.tensor("z"), o, &dtrace);
+  EXPECT_LE(rel_l2(dgot, dref), 1e-5);
+  EXPECT_GT(dtrace.get("kernel.vae_transposed_upsample.convs"), 0);
+}
+
+// vae_head_pad: the decoder's output conv with zero filters added up to 16 or 32 output channels gives
+// the same 12 channels, through both causal-conv paths (concatenating, buffered), and counts once per
+// chunk; a padding not above the conv's channels is not applied, and only the output conv is padded.
+TEST(VAE, HeadPadGivesTheSameChannels) {
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  at::InferenceMode guard;
+  const at::Tensor ref = m->decode(io.tensor("z"));
+  const int64_t chunks = io.tensor("z").size(2);
+  for (const int64_t pad : {16, 32})
+    for (const bool buffered : {false, true}) {
+      SCOPED_TRACE("vae_head_pad " + std::to_string(pad) + (buffered ? " + causal buffer" : ""));
+      RuntimeOptions o;
+      o.vae_head_pad = pad;
+      o.vae_causal_buffer = buffered;
+      Trace trace;
+      const at::Tensor got = decode_with(m, io.tensor("z"), o, &trace);
+      ASSERT_EQ(got.sizes(), ref.sizes());
+      EXPECT_LE(rel_l2(got, ref), 1e-6);
+      EXPECT_EQ(trace.get("kernel.vae_head_pad.convs"), chunks);
+      EXPECT_EQ(m->decoder->conv_out->padded_weight.size(0), pad);
+    }
+  // 8 is not above the golden head's 12 channels: not applied (the engagement check then fails the run).
+  RuntimeOptions o;
+  o.vae_head_pad = 8;
+  Trace trace;
+  EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &trace), ref));
+  EXPECT_EQ(trace.get("kernel.vae_head_pad.convs"), 0);
+  // The other causal convs are not the head: none of them made a padded copy.
+  for (const auto& mod : m->decoder->modules(/*include_self=*/false))
+    if (auto* c = dynamic_cast<WanCausalConv3dImpl*>(mod.get()); c && c != m->decoder->conv_out.get())
+      EXPECT_FALSE(c->padded_weight.defined());
+}

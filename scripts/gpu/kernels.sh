@@ -75,12 +75,15 @@ for s in "${steps[@]}"; do
 import json, sys
 names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_buffer", "fused": "vae_fused_norm_silu",
          "subpixel": "vae_subpixel_upsample", "short": "vae_fused_shortcut", "tune": "vae_cudnn_benchmark",
-         "frames": "vae_frame_convs"}
+         "frames": "vae_frame_convs", "transposed": "vae_transposed_upsample"}
 m = json.load(open(sys.argv[1]))
 m["id"] = "wan22-ti2v-5b/vae-" + sys.argv[3].replace(",", "-")
-# chunkN: vae_chunk_frames N
-m["flags"] = {names[k]: True for k in sys.argv[3].split(",") if not k.startswith("chunk")}
-m["flags"].update({"vae_chunk_frames": int(k[5:]) for k in sys.argv[3].split(",") if k.startswith("chunk")})
+# chunkN: vae_chunk_frames N; headN: vae_head_pad N
+ints = {"chunk": "vae_chunk_frames", "head": "vae_head_pad"}
+keys = sys.argv[3].split(",")
+num = lambda k: next((p for p in ints if k.startswith(p) and k[len(p):].isdigit()), None)
+m["flags"] = {names[k]: True for k in keys if not num(k)}
+m["flags"].update({ints[num(k)]: int(k[len(num(k)):]) for k in keys if num(k)})
 json.dump(m, open(sys.argv[2], "w"))
 PY
         vm+=(--vae-manifest "$d/vae-${set//,/-}.json")

@@ -118,25 +118,13 @@ void propose_best_effort(const ExecutorRequest& r, Outbox& box, const std::vecto
 // on; drop each switch whose removal does not make the run slower; propose the surviving set and each
 // surviving switch alone.
 int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
-  std::vector<std::pair<std::string, json>> switches;
-  std::map<std::string, bool> lossless;  // flag -> whether its technique is bit-exact
-  for (const auto& [tech, point] : search_space("kernel", run))
-    for (const auto& [k, v] : point.flags.items()) {
-      switches.push_back({k, v});
-      lossless[k] = tech->lossless;
-    }
+  KernelSwitches ks = kernel_switches(search_space("kernel", run));
+  auto& [on, alternatives, lossless, slot] = ks;
   auto flags_of = [](const std::vector<std::pair<std::string, json>>& s) {
     json f = json::object();
     for (const auto& [k, v] : s) f[k] = v;
     return f;
   };
-  // Two values of one flag (two attention backends) cannot both be on: try the set with the first,
-  // the alternatives after the ablation.
-  std::vector<std::pair<std::string, json>> on, alternatives;
-  for (const auto& s : switches) {
-    const bool taken = std::any_of(on.begin(), on.end(), [&](const auto& x) { return x.first == s.first; });
-    (taken ? alternatives : on).push_back(s);
-  }
   if (on.empty()) return 0;
   const int64_t n = 2;
   Trial all = run.measure(flags_of(on), "all", n);
@@ -156,10 +144,14 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   }
   for (const auto& [key, value] : alternatives) {
     if (!run.can_measure(r.budget_trials)) break;
+    // In place of its slot's survivor, or added when the ablation dropped that slot (the sub-pixel
+    // upsampler not paying says nothing about the transposed one).
     auto alt = on;
+    bool replaced = false;
     for (auto& s : alt)
-      if (s.first == key) s.second = value;
-    if (flags_of(alt) == flags_of(on)) continue;  // its flag did not survive the ablation
+      if (slot[s.first] == slot[key]) s = {key, value}, replaced = true;
+    if (!replaced) alt.push_back({key, value});
+    if (flags_of(alt) == flags_of(on)) continue;
     Trial t = run.measure(flags_of(alt), "alt " + key + " " + value.dump(), n);
     box.log(t);
     if (t.speedup > all.speedup) on = alt, all = t;

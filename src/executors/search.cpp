@@ -41,4 +41,21 @@ const Candidate* closest_miss(const std::vector<Candidate>& measured) {
   return best;
 }
 
+KernelSwitches kernel_switches(
+    const std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>>& space) {
+  KernelSwitches k;
+  for (const auto& [tech, point] : space)
+    for (const auto& [key, value] : point.flags.items()) {
+      k.lossless.emplace(key, tech->lossless);
+      k.slot.emplace(key, key == tech->switch_flag && !tech->exclusive_group.empty() ? "group " + tech->exclusive_group : key);
+      const auto same = [&, &key = key, &value = value](const auto& x) { return x.first == key && x.second == value; };
+      if (std::any_of(k.on.begin(), k.on.end(), same) || std::any_of(k.alternatives.begin(), k.alternatives.end(), same))
+        continue;  // a flag two points share (vae_channels_last under vae_frame_convs): once
+      const std::string& slot = k.slot[key];
+      const bool taken = std::any_of(k.on.begin(), k.on.end(), [&](const auto& x) { return k.slot[x.first] == slot; });
+      (taken ? k.alternatives : k.on).push_back({key, value});
+    }
+  return k;
+}
+
 }  // namespace autooptim::executors

@@ -3,6 +3,7 @@
 // closest miss a family proposes when none of its trials met the quality floor. Internal to the executors
 // (and their tests).
 #include <cstddef>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,5 +37,18 @@ bool fixed_schedule_next(std::vector<Candidate>& order, size_t next, const Candi
 // Among `measured` (one entry per search point, its latest trial), the closest miss: of the trials that
 // engaged and were faster than 1.0x, the one with the highest psnr_min; null when there is none.
 const Candidate* closest_miss(const std::vector<Candidate>& measured);
+
+// The kernel executor's starting set for its search space: every flag of every point, in order. A flag
+// competes for a slot: its own key, or, when it is its technique's switch, that technique's exclusive
+// group (two ways of computing the VAE's upsamplers). The first flag of each slot is on; a later one of
+// a taken slot (another attention backend, another padding) is an alternative, tried after the ablation
+// in place of the slot's survivor.
+struct KernelSwitches {
+  std::vector<std::pair<std::string, nlohmann::json>> on, alternatives;
+  std::map<std::string, bool> lossless;   // flag -> whether its technique is bit-exact
+  std::map<std::string, std::string> slot;  // flag -> its slot
+};
+KernelSwitches kernel_switches(
+    const std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>>& space);
 
 }  // namespace autooptim::executors

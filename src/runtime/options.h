@@ -195,6 +195,8 @@ struct RuntimeOptions {
   bool vae_cudnn_benchmark = false;    // cuDNN times its conv algorithms per shape during the decode
   bool vae_frame_convs = false;        // one-frame convs as 2D convs over the frames (channels-last view)
   int64_t vae_chunk_frames = 1;        // latent frames per decoder chunk after the first (the reference: 1)
+  bool vae_transposed_upsample = false;  // nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv
+  int64_t vae_head_pad = 0;            // output channels the decoder's last conv is padded to (0: off)
   // quantisation family
   QuantOptions quant;
   // cache family (one policy at a time)

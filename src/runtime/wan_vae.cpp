@@ -227,6 +227,12 @@ at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& c
     if (techniques::vae_channels_last(run) && in.dim() == 5 && !in.is_contiguous(at::MemoryFormat::ChannelsLast3d))
       in = in.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
+  return conv(in, run);
+}
+
+at::Tensor WanCausalConv3dImpl::conv(const at::Tensor& in, const techniques::VaeRun* run) const {
+  if (output_head && techniques::vae_head_pad_applies(run, weight))
+    return techniques::vae_head_pad_conv(*run, in, weight, bias, stride, spatial_pad, padded_weight, padded_bias);
   if (front_pad == 0 && techniques::vae_frame_conv_applies(run, in, weight, stride, spatial_pad))
     return techniques::vae_frame_conv(*run, in, weight, bias, stride, spatial_pad);
   ProfileScope ps("conv", [&] { return conv_detail(in, weight, stride, spatial_pad); });
@@ -285,11 +291,7 @@ at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, co
     ProfileScope ps("layout");
     dst.copy_(y);
   }
-  at::Tensor out;
-  {
-    ProfileScope ps("conv", [&] { return conv_detail(buf, weight, stride, spatial_pad); });
-    out = at::conv3d(buf, weight, bias, stride, spatial_pad);
-  }
+  const at::Tensor out = conv(buf, run);
   {
     ProfileScope ps("layout");  // the last two frames of [context, chunk] are the next chunk's context
     if (T >= 2)
@@ -419,6 +421,8 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       }
     }
   }
+  if ((mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) && cache.run && cache.run->options->vae_transposed_upsample)
+    return techniques::vae_transposed_upsample_conv(*cache.run, x, resample->weight, resample->bias, transposed_weight);
   if ((mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) && cache.run && cache.run->options->vae_subpixel_upsample)
     return techniques::vae_subpixel_upsample_conv(*cache.run, x, resample->weight, resample->bias, subpixel_weight);
   if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) {
@@ -534,6 +538,7 @@ WanDecoder3dImpl::WanDecoder3dImpl(const WanVAEConfig& c, const at::TensorOption
   }
   norm_out = register_module("norm_out", WanRMSNorm(dims.back(), false, opts));
   conv_out = register_module("conv_out", make_causal(dims.back(), c.out_channels, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, opts));
+  conv_out->output_head = true;
 }
 
 at::Tensor WanDecoder3dImpl::forward(const at::Tensor& x, WanCausalCache& cache, bool first_chunk,

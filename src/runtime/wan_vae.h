@@ -81,9 +81,14 @@ class WanCausalConv3dImpl : public torch::nn::Module {
   // conv(silu(norm(x))) in the cached form, through the decode's kernel switches (fused norm + SiLU,
   // the causal buffer) where they are on; the reference ops otherwise.
   at::Tensor forward_cached_norm_silu(const at::Tensor& x, const WanRMSNormImpl& norm, WanCausalCache& cache) const;
+  // The conv of an input already padded in time, through the decode's conv switches where they apply
+  // (vae_frame_convs; vae_head_pad on the decoder's output conv).
+  at::Tensor conv(const at::Tensor& in, const techniques::VaeRun* run) const;
   at::Tensor weight, bias;
   int64_t front_pad;
   std::vector<int64_t> stride, spatial_pad;
+  bool output_head = false;                      // the decoder's conv_out (vae_head_pad pads only this one)
+  mutable at::Tensor padded_weight, padded_bias;  // vae_head_pad's padded copies, made on first use
 };
 TORCH_MODULE(WanCausalConv3d);
 
@@ -133,7 +138,8 @@ class WanResampleImpl : public torch::nn::Module {
   WanResampleImpl(int64_t dim, Mode mode, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
   Mode mode;
-  mutable at::Tensor subpixel_weight;  // vae_subpixel_upsample's folded taps, made on first use
+  mutable at::Tensor subpixel_weight;    // vae_subpixel_upsample's folded taps, made on first use
+  mutable at::Tensor transposed_weight;  // vae_transposed_upsample's 4x4 taps, made on first use
   Conv2d resample{nullptr};
   WanCausalConv3d time_conv{nullptr};  // upsample3d: dim -> 2*dim, (3,1,1); downsample3d: stride 2
 };

@@ -34,6 +34,21 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
 at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight,
                                       const at::Tensor& bias, at::Tensor& folded);
 
+// vae_transposed_upsample.cpp: the same upsampling as one stride-2 transposed conv with 4x4 taps per frame:
+// x [B, C, T, H, W], weight [Co, C, 3, 3] -> [B, Co, T, 2H, 2W] (channels-last in such a decode).
+// `folded` caches the transposed conv's weights [C, Co, 4, 4] (built on first use).
+at::Tensor vae_transposed_upsample_weight(const at::Tensor& weight);
+at::Tensor vae_transposed_upsample_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight,
+                                        const at::Tensor& bias, at::Tensor& folded);
+
+// vae_head_pad.cpp: whether the decoder's output conv (weight [Co, ...]) is to be padded to more output
+// channels, and that conv: [B, Co, T', H, W], a channel view of the padded conv's output. The padded
+// weight and bias are cached in the two tensors given (rebuilt when the padding changes).
+bool vae_head_pad_applies(const VaeRun* run, const at::Tensor& weight);
+at::Tensor vae_head_pad_conv(const VaeRun& run, const at::Tensor& in, const at::Tensor& weight, const at::Tensor& bias,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& padded_weight,
+                             at::Tensor& padded_bias);
+
 // vae_fused_shortcut.cpp: whether h += DupUp3D(x) can run fused, and the in-place add (ft: the block's
 // temporal factor; first_chunk drops the first ft-1 frames of the shortcut as DupUp3D does).
 bool vae_dup_up_add_applies(const VaeRun* run, const at::Tensor& h, const at::Tensor& x);

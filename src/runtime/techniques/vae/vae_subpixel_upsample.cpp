@@ -17,6 +17,7 @@ AUTOOPTIM_TECHNIQUE(vae_subpixel_upsample) {
   t.flags = {bool_flag("vae_subpixel_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_subpixel_upsample; },
                        "upsample + conv as a sub-pixel 2x2 conv")};
   t.switch_flag = "vae_subpixel_upsample";
+  t.exclusive_group = "vae_upsample";  // one way of computing the upsamplers at a time
   t.hooks = {"vae.upsample"};
   t.engagement = {{"kernel.vae_subpixel_upsample.convs", "vae_subpixel_upsample is on but no upsampler ran (the decoder has none?)"}};
   t.search = [](const SearchContext& c) {
@@ -56,16 +57,18 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
   }
   at::Tensor out;
   {
-    at::Tensor xp;
+    at::Tensor xc;
     {
       ProfileScope ps("layout");
-      xp = at::constant_pad_nd(x.to(weight.scalar_type()), {1, 1, 1, 1}).contiguous(fmt);
+      xc = x.to(weight.scalar_type()).contiguous(fmt);
     }
-    if (vae_frame_conv_applies(&run, xp, folded, {1, 1, 1}, {0, 0, 0})) {
-      out = vae_frame_conv(run, xp, folded, bias.repeat({4}), {1, 1, 1}, {0, 0, 0});
+    // The conv pads the frame by one pixel itself (no padded copy of x): [B, 4 Co, T, H+1, W+1].
+    const std::vector<int64_t> stride{1, 1, 1}, pad{0, 1, 1};
+    if (vae_frame_conv_applies(&run, xc, folded, stride, pad)) {
+      out = vae_frame_conv(run, xc, folded, bias.repeat({4}), stride, pad);
     } else {
-      ProfileScope ps("conv", [&] { return conv_detail(xp, folded, {1, 1, 1}, {0, 0, 0}); });
-      out = at::conv3d(xp, folded, bias.repeat({4}), {1, 1, 1}, {0, 0, 0});  // [B, 4 Co, T, H+1, W+1]
+      ProfileScope ps("conv", [&] { return conv_detail(xc, folded, stride, pad); });
+      out = at::conv3d(xc, folded, bias.repeat({4}), stride, pad);
     }
   }
   ProfileScope ps("layout", [] { return ProfileDetail{"sub-pixel phase interleave"}; });
