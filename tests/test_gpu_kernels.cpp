@@ -34,6 +34,7 @@ RuntimeOptions all_fused() {
   o.fused_gate_residual = true;
   o.fused_qk_norm_rope = true;
   o.gelu_epilogue = true;
+  o.fused_cross_norm = true;
   return o;
 }
 
@@ -78,6 +79,47 @@ TEST(GpuKernels, FusedNormModulateMatchesTheUnfusedOps) {
     }
   }
   EXPECT_EQ(c.trace.get("kernel.fused_norm_modulate.launches"), 6);
+}
+
+// fused_cross_norm: norm2 (LayerNorm with float32 affine) against layer_norm_fp32 then the cast, and the
+// cross residual add + the FFN's norm/modulation against at::add then the unfused ops: the sum bit for
+// bit, the normalised output within a last bit; real width and odd shapes, per-token and per-sample.
+TEST(GpuKernels, FusedCrossNormMatchesTheUnfusedOps) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  RuntimeOptions o;
+  o.fused_cross_norm = true;
+  Ctx c(o);
+  int launches = 0;
+  for (auto [B, L, D] : {std::tuple<int64_t, int64_t, int64_t>{1, 301, 3072}, {2, 37, 3072}, {2, 13, 96}}) {
+    const at::Tensor x = (at::randn({B, L, D}, f32()) * 3 + 0.5).to(at::kBFloat16);
+    const at::Tensor w = at::rand({D}, f32()) + 0.5, b = at::randn({D}, f32()) * 0.1;
+    ASSERT_TRUE(techniques::fused_cross_norm_applies(&c.fc, x));
+    const at::Tensor ref = layer_norm_fp32(x, 1e-6, w, b).to(at::kBFloat16);
+    const at::Tensor got = techniques::fused_layer_norm_affine(x, w, b, 1e-6, &c.fc);
+    ++launches;
+    EXPECT_LT(rel_l2(got, ref), 2e-3) << B << "x" << L << "x" << D;
+    EXPECT_LT(differing(got, ref), 0.02) << B << "x" << L << "x" << D;
+    for (bool per_token : {true, false}) {
+      const at::Tensor y = at::randn({B, L, D}, bf16());
+      const at::Tensor table = at::randn({1, 6, D}, f32()) * 0.1;
+      const at::Tensor tproj = per_token ? at::randn({B, L, 6, D}, bf16()) * 0.2 : at::randn({B, 6, D}, bf16()) * 0.2;
+      ASSERT_TRUE(techniques::fused_cross_norm_applies(&c.fc, x, tproj));
+      const at::Tensor sum_ref = x + y;
+      const at::Tensor mod = per_token ? table.unsqueeze(0) + tproj.to(at::kFloat) : table + tproj.to(at::kFloat);
+      auto chunk = [&](int64_t k) { return per_token ? mod.select(2, k) : mod.select(1, k).unsqueeze(1); };
+      const at::Tensor h_ref = (layer_norm_fp32(sum_ref, 1e-6) * (1 + chunk(4)) + chunk(3)).to(at::kBFloat16);
+      const auto [sum, h] = techniques::fused_add_norm_modulate(x, y, table, tproj, 3, 4, 1e-6, &c.fc);
+      ++launches;
+      EXPECT_TRUE(at::equal(sum, sum_ref)) << B << "x" << L << "x" << D << " differing " << differing(sum, sum_ref);
+      EXPECT_LT(rel_l2(h, h_ref), 2e-3) << B << "x" << L << "x" << D;
+      EXPECT_LT(differing(h, h_ref), 0.02) << B << "x" << L << "x" << D;
+    }
+  }
+  EXPECT_EQ(c.trace.get("kernel.fused_cross_norm.launches"), launches);
+  // Off, or float32 activations: the unfused ops.
+  Ctx off{RuntimeOptions{}};
+  EXPECT_FALSE(techniques::fused_cross_norm_applies(&off.fc, at::randn({1, 5, 96}, bf16())));
+  EXPECT_FALSE(techniques::fused_cross_norm_applies(&c.fc, at::randn({1, 5, 96}, f32())));
 }
 
 TEST(GpuKernels, FusedGateResidualIsBitIdenticalToTheUnfusedOps) {
@@ -223,7 +265,7 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
   EXPECT_LT(e_fused, e_base * 1.25 + 1e-4) << "unfused bf16 " << e_base;
   EXPECT_LT(rel_l2(f16, r16), 1e-2);
   for (const char* k : {"kernel.fused_norm_modulate.launches", "kernel.fused_gate_residual.launches",
-                        "kernel.fused_qk_norm_rope.launches", "kernel.gelu_epilogue.launches"})
+                        "kernel.fused_qk_norm_rope.launches", "kernel.gelu_epilogue.launches", "kernel.fused_cross_norm.launches"})
     EXPECT_GT(fused.trace.get(k), 0) << k;
 }
 

@@ -57,12 +57,14 @@ for s in "${steps[@]}"; do
       HEAD=200 bench detail-fp8-fused $M/quant-fp8-fused.json --skip-vae --profile-detail
       HEAD=200 REPEAT=1 bench detail-vae none --vae-only --profile-detail --vae-manifest $M/kernel-vae.json ;;
     forward-sets)
-      # The lossless kernel set with and without the two switches the profile showed no gain from (the
-      # GELU epilogue, the fused QKV GEMM).
+      # The kernel set with and without the fused cross-attention norms (fused_cross_norm: norm2 and the
+      # cross residual add + the FFN's norm/modulation, each one pass), and the FP8 set with them.
       d=$(mktemp -d)
-      python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-lean'; [m['flags'].pop(k) for k in ('gelu_epilogue', 'fused_qkv')]; json.dump(m, open('$d/lean.json','w'))"
-      bench fused-all $M/kernel-fused-all.json --skip-vae
-      bench fused-lean "$d/lean.json" --skip-vae ;;
+      python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-all-cross'; m['flags']['fused_cross_norm']=True; json.dump(m, open('$d/cross.json','w'))"
+      python3 -c "import json; m=json.load(open('$M/quant-fp8-fused.json')); m['id']='wan22-ti2v-5b/fp8-fused-cross'; m['flags']['fused_cross_norm']=True; json.dump(m, open('$d/fp8-cross.json','w'))"
+      HEAD=80 bench fused-all $M/kernel-fused-all.json --skip-vae
+      HEAD=80 bench fused-all-cross "$d/cross.json" --skip-vae
+      HEAD=80 bench fp8-fused-cross "$d/fp8-cross.json" --skip-vae ;;
     sparse)
       bench sparse-50 $M/sparse-frame-window-50.json --skip-vae --at-step 20
       bench sparse-25 $M/sparse-frame-window-25.json --skip-vae --at-step 20 ;;

@@ -271,15 +271,20 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
 
   {
     ProfileScope ps("norm_elementwise");
-    h = norm2->forward(out).to(dt);
+    h = techniques::fused_cross_norm_applies(fc, out) ? techniques::fused_layer_norm_affine(out, norm2->weight, norm2->bias, norm2->eps, fc)
+                                                      : norm2->forward(out).to(dt);
   }
   const at::Tensor cross = attn2->forward(h, ctx, {}, {}, fc, ctx_key);
-  {
+  if (techniques::fused_cross_norm_applies(fc, out, tproj)) {
     ProfileScope ps("norm_elementwise");
-    out = out + cross;
+    std::tie(out, h) = techniques::fused_add_norm_modulate(out, cross, scale_shift_table, tproj, 3, 4, eps, fc);
+  } else {
+    {
+      ProfileScope ps("norm_elementwise");
+      out = out + cross;
+    }
+    h = norm_modulate(out, 3, 4);
   }
-
-  h = norm_modulate(out, 3, 4);
   at::Tensor ff;
   const bool fp8_in = techniques::fp8_applies(fc, h, ffn_in);
   if (fp8_in && techniques::fp8_applies(fc, h, ffn_out)) {

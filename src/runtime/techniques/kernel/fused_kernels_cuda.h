@@ -17,6 +17,16 @@ int launch_norm_modulate(const void* x, void* out, const float* table, const voi
 int launch_gate_residual(const void* x, const void* y, void* out, const float* table, const void* tproj, int64_t rows,
                          int64_t dim, int64_t tp_div, int k_gate, void* stream);
 
+// out[r] = bf16(LN(x[r]) * weight + bias): x and out bf16, weight and bias float32 [dim], float32 statistics.
+int launch_layer_norm_affine(const void* x, void* out, const float* weight, const float* bias, int64_t rows,
+                             int64_t dim, float eps, void* stream);
+
+// sum[r] = bf16(float(x[r]) + float(y[r])); out[r] = launch_norm_modulate's output for sum[r]. sum must not
+// alias x or y.
+int launch_add_norm_modulate(const void* x, const void* y, void* sum, void* out, const float* table, const void* tproj,
+                             int64_t rows, int64_t dim, int64_t tp_div, int k_shift, int k_scale, float eps,
+                             void* stream);
+
 // In place on q and k (bf16 rows of `dim` = heads * head_dim with row stride `stride` elements):
 // RMS-normalise each row over all heads with its gain (wq / wk, bf16), round to bf16, then rotate each
 // (even, odd) pair of every head by the token's angle: cos/sin float32 [tokens, head_dim / 2], token =

@@ -28,6 +28,7 @@ AUTOOPTIM_TECHNIQUE(vae_fused_norm_silu) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_common.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
@@ -46,6 +47,11 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
     if (H > 1 && t.stride(3) != W * t.stride(4)) throw Error("vae_fused_norm_silu: a frame's pixels are not one run of memory");
     return cuda::VaeStrides{t.size(0), t.stride(0), t.stride(1), t.stride(2), t.stride(4)};
   };
+  // Its own category: it was in no scope, so its time showed as "other" in the decode's profile.
+  ProfileScope ps("norm_elementwise", [&] {
+    const bool cl = x.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !x.is_contiguous();
+    return ProfileDetail{"fused RMS norm + SiLU C=" + std::to_string(C) + (cl ? " cl" : "")};
+  });
   const at::Tensor g = gamma.to(at::kFloat).reshape({-1}).contiguous();
 #ifdef AUTOOPTIM_WITH_CUDA
   fused::check(cuda::launch_vae_norm_silu(x.data_ptr(), dst.data_ptr(), g.data_ptr<float>(), strides(x), strides(dst), C, T,
