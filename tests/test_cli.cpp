@@ -110,6 +110,46 @@ TEST(Cli, GenerateWritesTheClipAndStageTimes) {
   EXPECT_TRUE(fs::exists(tmp.file("frames") + "/frame_0008.png"));
 }
 
+// bench --profile-detail: in each profiled region (a forward, a decode) the categories add up to the
+// region, the operations fit inside it, a conv or GEMM reports its FLOP rate and an element-wise step the
+// bytes it moved, and an element-wise step of the block is counted once per block and forward.
+TEST(Cli, ProfileDetailAddsUpAndRatesEachOperation) {
+  autooptim::test::TempDir tmp;
+  const auto r = sh("bench --model wan22-tiny --steps 1 --repeat 1 --profile-detail --json " + tmp.file("b.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("GB/s"), std::string::npos) << r.output;
+  const json b = json::parse(slurp(tmp.file("b.json")));
+  for (const char* region : {"transformer_forward", "vae_decode_fp32"}) {
+    SCOPED_TRACE(region);
+    const json& p = b.at("profile").at(region);
+    double cats = 0, ops = 0;
+    for (const auto& [k, v] : p.at("categories").items()) cats += v.at("ms").get<double>();
+    const double total = p.at("total_ms").get<double>();
+    EXPECT_GT(total, 0);
+    EXPECT_NEAR(cats, total, 1e-6 * total);
+    ASSERT_FALSE(p.at("operations").empty());
+    for (const auto& [k, v] : p.at("operations").items()) {
+      ops += v.at("ms").get<double>();
+      EXPECT_FALSE(v.contains("tflops") && v.contains("gbps")) << k;
+      const std::string cat = k.substr(0, k.find(':'));
+      if (cat == "conv" || cat == "gemm") EXPECT_TRUE(v.contains("tflops")) << k;
+    }
+    EXPECT_LE(ops, total * (1 + 1e-9));
+  }
+  const json& fwd = b["profile"]["transformer_forward"]["operations"];
+  const auto model = json::parse(slurp(kSrc + "/assets/wan22-tiny/weights/transformer/config.json"));
+  const double layers = model.at("num_layers").get<double>();
+  for (const char* op : {"norm_elementwise: LayerNorm + modulation", "norm_elementwise: gate + residual"}) {
+    ASSERT_TRUE(fwd.contains(op)) << op;
+    EXPECT_GT(fwd[op].value("gbps", 0.0), 0) << op;
+    EXPECT_EQ(fwd[op].at("calls").get<double>(), 2 * layers) << op;  // twice per block, one forward per region
+  }
+  for (const char* op : {"norm_elementwise: norm2 LayerNorm + affine", "norm_elementwise: cross residual add"}) {
+    ASSERT_TRUE(fwd.contains(op)) << op;
+    EXPECT_EQ(fwd[op].at("calls").get<double>(), layers) << op;
+  }
+}
+
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");

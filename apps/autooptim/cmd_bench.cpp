@@ -86,14 +86,16 @@ nlohmann::json profile_report(const runtime::Profiler& p, const char* what) {
       dorder.push_back({d.ms, k});
       det[k] = {{"ms", d.ms / n}, {"calls", static_cast<double>(d.calls) / n}, {"share", total > 0 ? d.ms / total : 0.0}};
       if (d.flops > 0 && d.ms > 0) det[k]["tflops"] = d.flops / (d.ms * 1e-3) / 1e12;
+      if (d.bytes > 0 && d.ms > 0) det[k]["gbps"] = d.bytes / (d.ms * 1e-3) / 1e9;
     }
     std::sort(dorder.rbegin(), dorder.rend());
-    std::fprintf(stderr, "  by operation (calls, ms, share, TFLOP/s):\n");
+    std::fprintf(stderr, "  by operation (calls, ms, share, TFLOP/s or GB/s moved at least):\n");
     for (const auto& [ms, k] : dorder) {
       const auto& d = p.detail_totals().at(k);
       std::fprintf(stderr, "    %-64s %6.1f %9.2f ms %5.1f%%", k.c_str(), static_cast<double>(d.calls) / n, ms / n,
                    total > 0 ? 100 * ms / total : 0.0);
-      if (d.flops > 0 && ms > 0) std::fprintf(stderr, " %7.1f", d.flops / (ms * 1e-3) / 1e12);
+      if (d.flops > 0 && ms > 0) std::fprintf(stderr, " %7.1f TFLOP/s", d.flops / (ms * 1e-3) / 1e12);
+      if (d.bytes > 0 && ms > 0) std::fprintf(stderr, " %7.0f GB/s", d.bytes / (ms * 1e-3) / 1e9);
       std::fprintf(stderr, "\n");
     }
     res["operations"] = det;

@@ -69,6 +69,7 @@ void Profiler::push(const char* category, ProfileDetail detail) {
   auto& d = details_[key];
   ++d.calls;
   d.flops += detail.flops;
+  d.bytes += detail.bytes;
   stack_.push_back({category, std::move(key)});
 }
 

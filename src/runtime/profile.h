@@ -16,10 +16,12 @@
 namespace autooptim::runtime {
 
 // One operation's finer key under its category (a convolution's shapes, a GEMM's, which attention),
-// with the floating-point operations of one call, for `bench --profile-detail`.
+// with the floating-point operations of one call, for `bench --profile-detail`, or, for a memory-bound
+// operation, the bytes it must move at least (each input read once, each output written once).
 struct ProfileDetail {
   std::string key;
   double flops = 0;
+  double bytes = 0;
 };
 
 class Profiler {
@@ -45,6 +47,7 @@ class Profiler {
     double ms = 0;
     int64_t calls = 0;
     double flops = 0;
+    double bytes = 0;
   };
 
   // Accumulated milliseconds per category over all regions, and the number of regions.

@@ -138,7 +138,7 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
       techniques::fused_qk_norm_rope(q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc);
       normed_and_rotated = true;
     } else {
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"self q/k RMSNorm", 0, 4.0 * q.numel() * q.element_size()}; });
       q = norm_q->forward(q);
       k = norm_k->forward(k);
     }
@@ -158,14 +158,14 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
       techniques::fused_qk_norm_rope(q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc);
       normed_and_rotated = true;
     } else {
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"self q/k RMSNorm", 0, 4.0 * q.numel() * q.element_size()}; });
       q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
       k = norm_k->forward(k);
     }
   } else {
     q = linear(to_q, x);
     {
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"cross q RMSNorm", 0, 2.0 * q.numel() * q.element_size()}; });
       q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
     }
     auto project_kv = [&] {
@@ -247,40 +247,52 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
     }
     return mod_chunk(mod, k);
   };
+  // The bytes an element-wise step must move at least (`bench --profile-detail` prints GB/s): `acts`
+  // activation-sized tensors read or written, and `mod_rows` rows of the modulation (per token: each the
+  // activations' size in tproj's type; per sample: negligible).
+  auto moved = [&](const char* what, int acts, int mod_rows) {
+    return [&x, &tproj, what, acts, mod_rows] {
+      const double act = static_cast<double>(x.numel()) * x.element_size();
+      const double row = tproj.dim() == 4 ? static_cast<double>(x.numel()) * tproj.element_size() : 0.0;
+      return ProfileDetail{what, 0, acts * act + mod_rows * row};
+    };
+  };
   auto norm_modulate = [&](const at::Tensor& in, int k_shift, int k_scale) {
     if (fuse_norm) {
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", moved("LayerNorm + modulation, fused", 2, 2));
       return techniques::fused_norm_modulate(in, scale_shift_table, tproj, k_shift, k_scale, eps, fc);
     }
     const at::Tensor shift = chunk(k_shift), scale = chunk(k_scale);
-    ProfileScope ps("norm_elementwise");
+    ProfileScope ps("norm_elementwise", moved("LayerNorm + modulation", 2, 0));
     return (layer_norm_fp32(in, eps) * (1 + scale) + shift).to(dt);
   };
   auto gate_residual = [&](const at::Tensor& res, const at::Tensor& branch, int k_gate) {
     if (fuse_gate) {
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", moved("gate + residual, fused", 3, 1));
       return techniques::fused_gate_residual(res, branch, scale_shift_table, tproj, k_gate, fc);
     }
     const at::Tensor gate = chunk(k_gate);
-    ProfileScope ps("norm_elementwise");
+    ProfileScope ps("norm_elementwise", moved("gate + residual", 3, 0));
     return (res.to(at::kFloat) + branch.to(at::kFloat) * gate).to(dt);
   };
 
   at::Tensor h = norm_modulate(x, 0, 1);
   at::Tensor out = gate_residual(x, attn1->forward(h, {}, rope_cos, rope_sin, fc), 2);
 
-  {
-    ProfileScope ps("norm_elementwise");
-    h = techniques::fused_cross_norm_applies(fc, out) ? techniques::fused_layer_norm_affine(out, norm2->weight, norm2->bias, norm2->eps, fc)
-                                                      : norm2->forward(out).to(dt);
+  if (techniques::fused_cross_norm_applies(fc, out)) {
+    ProfileScope ps("norm_elementwise", moved("norm2 LayerNorm + affine, fused", 2, 0));
+    h = techniques::fused_layer_norm_affine(out, norm2->weight, norm2->bias, norm2->eps, fc);
+  } else {
+    ProfileScope ps("norm_elementwise", moved("norm2 LayerNorm + affine", 2, 0));
+    h = norm2->forward(out).to(dt);
   }
   const at::Tensor cross = attn2->forward(h, ctx, {}, {}, fc, ctx_key);
   if (techniques::fused_cross_norm_applies(fc, out, tproj)) {
-    ProfileScope ps("norm_elementwise");
+    ProfileScope ps("norm_elementwise", moved("cross residual + LayerNorm + modulation, fused", 4, 2));
     std::tie(out, h) = techniques::fused_add_norm_modulate(out, cross, scale_shift_table, tproj, 3, 4, eps, fc);
   } else {
     {
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", moved("cross residual add", 3, 0));
       out = out + cross;
     }
     h = norm_modulate(out, 3, 4);
@@ -301,7 +313,7 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
         ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
         hidden = ffn_in->forward(h);
       }
-      ProfileScope ps("norm_elementwise");
+      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"FFN GELU", 0, 2.0 * hidden.numel() * hidden.element_size()}; });
       hidden = gelu_tanh(hidden);
     }
     ProfileScope ps("gemm", [&] { return gemm_detail(hidden, ffn_out->weight.size(0)); });

@@ -50,7 +50,8 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
   // Its own category: it was in no scope, so its time showed as "other" in the decode's profile.
   ProfileScope ps("norm_elementwise", [&] {
     const bool cl = x.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !x.is_contiguous();
-    return ProfileDetail{"fused RMS norm + SiLU C=" + std::to_string(C) + (cl ? " cl" : "")};
+    return ProfileDetail{"fused RMS norm + SiLU C=" + std::to_string(C) + (cl ? " cl" : ""), 0,
+                         2.0 * static_cast<double>(x.numel()) * x.element_size()};
   });
   const at::Tensor g = gamma.to(at::kFloat).reshape({-1}).contiguous();
 #ifdef AUTOOPTIM_WITH_CUDA

@@ -71,7 +71,9 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
       out = at::conv3d(xc, folded, bias.repeat({4}), stride, pad);
     }
   }
-  ProfileScope ps("layout", [] { return ProfileDetail{"sub-pixel phase interleave"}; });
+  ProfileScope ps("layout", [&] {
+    return ProfileDetail{"sub-pixel phase interleave", 0, 2.0 * static_cast<double>(B * Co * T * 4 * H * W) * out.element_size()};
+  });
   at::Tensor y = at::empty({B, Co, T, 2 * H, 2 * W}, out.options().memory_format(fmt));
   // y as [B, Co, T, H, 2, W, 2]: phase (a, b) of pixel (i, j) is y[..., i, a, j, b].
   const at::Tensor y7 = y.as_strided({B, Co, T, H, 2, W, 2},
