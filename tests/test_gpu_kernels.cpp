@@ -304,15 +304,23 @@ TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
 TEST(GpuKernels, VaeNormSiluMatchesNormThenSilu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   at::InferenceMode guard;
+  // C 256, 512, 1024 channels-last take the register kernel (one, two, four 16-byte loads a lane; 858
+  // voxels: a partial last group), 16 and 96 the general ones; the 23,040 voxels of the last case need
+  // the register kernel's warps to stride over more voxels than the grid covers at once.
+  struct Case {
+    int64_t C, T, H, W;
+  };
   for (const bool cl : {false, true}) {
-    for (const int64_t C : {16, 256, 1024}) {
+    for (const Case& k : {Case{16, 3, 11, 13}, Case{96, 3, 11, 13}, Case{256, 3, 11, 13}, Case{512, 3, 11, 13},
+                          Case{1024, 3, 11, 13}, Case{256, 4, 72, 80}}) {
+      const int64_t C = k.C;
       const auto fmt = cl ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::Contiguous;
       WanRMSNorm norm(C, false, bf16());
       {
         at::NoGradGuard g;
         norm->gamma.normal_(1.0, 0.2);
       }
-      const at::Tensor x = (at::randn({2, C, 3, 11, 13}, f32()) * 3).to(at::kBFloat16).contiguous(fmt);
+      const at::Tensor x = (at::randn({k.T == 4 ? 1 : 2, C, k.T, k.H, k.W}, f32()) * 3).to(at::kBFloat16).contiguous(fmt);
       const at::Tensor ref = at::silu(norm->forward(x));
       RuntimeOptions o;
       o.vae_fused_norm_silu = true;
@@ -324,10 +332,10 @@ TEST(GpuKernels, VaeNormSiluMatchesNormThenSilu) {
       const double d = differing(out, ref), e = rel_l2(out, ref);
       EXPECT_LE(e, 5e-3) << "C=" << C << " cl=" << cl;
       EXPECT_LE(d, 0.05) << "C=" << C << " cl=" << cl;
-      // Into frames [2, 5) of a [2, C, 5, 11, 13] buffer whose frames 0-1 hold the context.
-      at::Tensor buf = at::full({2, C, 5, 11, 13}, 7.0, bf16()).contiguous(fmt);
-      techniques::vae_norm_silu_into(run, x, norm->gamma, buf.narrow(2, 2, 3));
-      EXPECT_TRUE(at::equal(buf.narrow(2, 2, 3), out)) << "C=" << C << " cl=" << cl;
+      // Into frames [2, 2 + T) of a [B, C, 2 + T, H, W] buffer whose frames 0-1 hold the context.
+      at::Tensor buf = at::full({x.size(0), C, 2 + k.T, k.H, k.W}, 7.0, bf16()).contiguous(fmt);
+      techniques::vae_norm_silu_into(run, x, norm->gamma, buf.narrow(2, 2, k.T));
+      EXPECT_TRUE(at::equal(buf.narrow(2, 2, k.T), out)) << "C=" << C << " cl=" << cl;
       EXPECT_TRUE(buf.narrow(2, 0, 2).eq(7.0).all().item<bool>());
       EXPECT_EQ(trace.get("kernel.vae_fused_norm_silu.launches"), 2);
     }

@@ -2,6 +2,9 @@
 // norm over channels in float32, rounded to bf16 before the SiLU as the unfused ops round. Input and
 // output are addressed by strides (batch, channel, frame, voxel within a frame), so that the output can
 // be a frame range of a causal conv's padded input buffer: no concatenation copy afterwards.
+#include <algorithm>
+#include <cstdint>
+
 #include "runtime/techniques/kernel/cuda_common.cuh"
 #include "runtime/techniques/kernel/fused_kernels_cuda.h"
 
@@ -94,6 +97,95 @@ __global__ void norm_silu_cl(const __nv_bfloat16* __restrict__ x, __nv_bfloat16*
   }
 }
 
+// Channels last with C = 256 V (the decoder's 256-, 512- and 1024-channel stages): a warp per voxel, lane
+// l holding channels [8 (l + 32 u), +8) for u < V, the same channels and summation order as norm_silu_cl
+// (so the same bits), but the voxel stays in registers between the two passes (one read, not two), the
+// gains are loaded once per warp, a warp loads P voxels before reducing any (more loads in flight where
+// a voxel is only 512 bytes), and warps stride over the voxels (a grid of the resident blocks) with
+// 32-bit index arithmetic. The profile measured norm_silu_cl at ~40% of the copy bandwidth in the
+// official-shape decode (207 ms).
+template <int V, int P>
+__global__ void norm_silu_cl_regs(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ out,
+                                  const float* __restrict__ gamma, VaeStrides xs, VaeStrides os, uint32_t T,
+                                  uint32_t HW, uint32_t voxels, float scale) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t warps = (gridDim.x * blockDim.x) >> 5;
+  const uint32_t per_b = T * HW;
+  float g[V][8];
+#pragma unroll
+  for (int u = 0; u < V; ++u) {
+    const float4 a = reinterpret_cast<const float4*>(gamma)[(lane + 32 * u) * 2];
+    const float4 b = reinterpret_cast<const float4*>(gamma)[(lane + 32 * u) * 2 + 1];
+    g[u][0] = a.x, g[u][1] = a.y, g[u][2] = a.z, g[u][3] = a.w;
+    g[u][4] = b.x, g[u][5] = b.y, g[u][6] = b.z, g[u][7] = b.w;
+  }
+  const uint32_t groups = (voxels + P - 1) / P;
+  for (uint32_t grp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; grp < groups; grp += warps) {
+    uint4 raw[P][V];
+    int64_t out_off[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const uint32_t n = grp * P + p;
+      out_off[p] = -1;
+      if (n >= voxels) continue;
+      const uint32_t b = n / per_b, rem = n - b * per_b, t = rem / HW, v = rem - t * HW;
+      const uint4* xp = reinterpret_cast<const uint4*>(x + b * xs.b + t * xs.t + v * xs.v);
+      out_off[p] = b * os.b + t * os.t + v * os.v;
+#pragma unroll
+      for (int u = 0; u < V; ++u) raw[p][u] = xp[lane + 32 * u];
+    }
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (out_off[p] < 0) continue;  // the same for the whole warp: no divergence around the shuffles
+      float ss = 0.f;
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw[p][u]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __bfloat1622float2(h[j]);
+          ss = fmaf(f.x, f.x, ss);
+          ss = fmaf(f.y, f.y, ss);
+        }
+      }
+      ss = warp_sum(ss);
+      const float inv = scale / fmaxf(sqrtf(ss), 1e-12f);
+      uint4* op = reinterpret_cast<uint4*>(out + out_off[p]);
+#pragma unroll
+      for (int u = 0; u < V; ++u) {
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw[p][u]);
+        uint4 res;
+        __nv_bfloat162* r = reinterpret_cast<__nv_bfloat162*>(&res);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __bfloat1622float2(h[j]);
+          r[j] = __floats2bfloat162_rn(silu_bf16(f.x * inv * g[u][2 * j]), silu_bf16(f.y * inv * g[u][2 * j + 1]));
+        }
+        op[lane + 32 * u] = res;
+      }
+    }
+  }
+}
+
+// Launches norm_silu_cl_regs<V, P> on as many blocks as the device holds at once (its occupancy), fewer
+// where the voxels need fewer.
+template <int V, int P>
+int launch_regs(const __nv_bfloat16* x, __nv_bfloat16* out, const float* gamma, VaeStrides xs, VaeStrides os, int64_t T,
+                int64_t HW, int64_t voxels, float scale, cudaStream_t s) {
+  constexpr int threads = 256;
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_silu_cl_regs<V, P>, threads, 0) != cudaSuccess)
+    return check_launch(cudaGetLastError());
+  const int64_t groups = (voxels + P - 1) / P;
+  const int64_t needed = (groups * 32 + threads - 1) / threads;
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(needed, static_cast<int64_t>(sms) * std::max(per_sm, 1)));
+  norm_silu_cl_regs<V, P><<<static_cast<unsigned>(blocks), threads, 0, s>>>(
+      x, out, gamma, xs, os, static_cast<uint32_t>(T), static_cast<uint32_t>(HW), static_cast<uint32_t>(voxels), scale);
+  return check_launch(cudaGetLastError());
+}
+
 }  // namespace
 
 int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStrides xs, VaeStrides os, int64_t C,
@@ -107,9 +199,17 @@ int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStride
   const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(out) % 16 == 0);
   if (xs.c == 1 && os.c == 1 && C % 8 == 0 && aligned && xs.v % 8 == 0 && os.v % 8 == 0 && xs.t % 8 == 0 &&
       os.t % 8 == 0 && xs.b % 8 == 0 && os.b % 8 == 0) {
-    const int threads = 256;
-    const int64_t blocks = (voxels * 32 + threads - 1) / threads;
-    norm_silu_cl<<<static_cast<unsigned>(blocks), threads, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
+    // The register kernel where C is 256, 512 or 1024, the voxel count fits 32 bits and the gains are
+    // 16-byte aligned; the general one otherwise.
+    const bool regs = voxels < (int64_t{1} << 31) && reinterpret_cast<uintptr_t>(gamma) % 16 == 0;
+    if (regs && C == 256) return launch_regs<1, 4>(xp, op, gamma, xs, os, T, HW, voxels, scale, s);
+    if (regs && C == 512) return launch_regs<2, 2>(xp, op, gamma, xs, os, T, HW, voxels, scale, s);
+    if (regs && C == 1024) return launch_regs<4, 1>(xp, op, gamma, xs, os, T, HW, voxels, scale, s);
+    {
+      const int threads = 256;
+      const int64_t blocks = (voxels * 32 + threads - 1) / threads;
+      norm_silu_cl<<<static_cast<unsigned>(blocks), threads, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
+    }
   } else {
     if (xs.c > INT32_MAX || os.c > INT32_MAX || C > INT32_MAX) return static_cast<int>(cudaErrorInvalidValue);
     const int64_t blocks = xs.batches * T * ((HW + kCfVoxels - 1) / kCfVoxels);
