@@ -10,38 +10,48 @@ namespace autooptim::cuda {
 namespace {
 
 // V consecutive elements along h's unit-stride dimension per thread: channels when channels-last (cl),
-// else width. With V = 8 the 16-byte loads and stores of h are aligned (checked by the launcher).
-template <int V>
+// else width. With V = 8 the 16-byte loads and stores of h are aligned (checked by the launcher). I is the
+// index type of the element coordinates: 32-bit where the element count allows (a 64-bit division is
+// tens of instructions, and this kernel does a dozen per thread), 64-bit otherwise; the strides stay
+// 64-bit.
+template <int V, typename I>
 __global__ void dup_up_add(__nv_bfloat16* __restrict__ h, const __nv_bfloat16* __restrict__ x, DupUpShape s, bool cl,
-                           int64_t n_vec) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+                           I n_vec) {
+  const I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
   if (i >= n_vec) return;
-  int64_t b, c, t, y, w, rest;
+  const I C = static_cast<I>(s.C), T = static_cast<I>(s.T), H = static_cast<I>(s.H), W = static_cast<I>(s.W);
+  const I ft = static_cast<I>(s.ft), repeats = static_cast<I>(s.repeats);
+  I b, c, t, y, w, rest;
   if (cl) {  // order (b, t, y, w, c)
-    const int64_t cv = s.C / V;
-    c = (i % cv) * V;
+    const I cv = C / V;
     rest = i / cv;
-    w = rest % s.W;
-    rest /= s.W;
-    y = rest % s.H;
-    rest /= s.H;
-    t = rest % s.T;
-    b = rest / s.T;
+    c = (i - rest * cv) * V;
+    I q = rest / W;
+    w = rest - q * W;
+    rest = q;
+    q = rest / H;
+    y = rest - q * H;
+    rest = q;
+    b = rest / T;
+    t = rest - b * T;
   } else {  // order (b, c, t, y, w)
-    const int64_t wv = s.W / V;
-    w = (i % wv) * V;
+    const I wv = W / V;
     rest = i / wv;
-    y = rest % s.H;
-    rest /= s.H;
-    t = rest % s.T;
-    rest /= s.T;
-    c = rest % s.C;
-    b = rest / s.C;
+    w = (i - rest * wv) * V;
+    I q = rest / H;
+    y = rest - q * H;
+    rest = q;
+    q = rest / T;
+    t = rest - q * T;
+    rest = q;
+    b = rest / C;
+    c = rest - b * C;
   }
-  const int64_t tf = t + s.t_shift, ti = tf / s.ft, a = tf % s.ft;
-  const int p = static_cast<int>(y & 1);
-  __nv_bfloat16* hp = h + b * s.hs[0] + c * s.hs[1] + t * s.hs[2] + y * s.hs[3] + w * s.hs[4];
-  const __nv_bfloat16* xrow = x + b * s.xs[0] + ti * s.xs[2] + (y >> 1) * s.xs[3];
+  const I tf = t + static_cast<I>(s.t_shift), ti = tf / ft, a = tf - ti * ft;
+  const I p = y & 1;
+  __nv_bfloat16* hp = h + static_cast<int64_t>(b) * s.hs[0] + static_cast<int64_t>(c) * s.hs[1] + static_cast<int64_t>(t) * s.hs[2] +
+                      static_cast<int64_t>(y) * s.hs[3] + static_cast<int64_t>(w) * s.hs[4];
+  const __nv_bfloat16* xrow = x + static_cast<int64_t>(b) * s.xs[0] + static_cast<int64_t>(ti) * s.xs[2] + static_cast<int64_t>(y >> 1) * s.xs[3];
   const int64_t step = cl ? s.hs[1] : s.hs[4];
   float out[V];
   if constexpr (V == 8) {
@@ -59,11 +69,12 @@ __global__ void dup_up_add(__nv_bfloat16* __restrict__ h, const __nv_bfloat16* _
   }
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    const int64_t cj = cl ? c + j : c, wj = cl ? w : w + j;
-    const int64_t k = ((cj * s.ft + a) * 2 + p) * 2 + (wj & 1);
-    const int64_t ci = k / s.repeats;
+    const I cj = cl ? c + j : c, wj = cl ? w : w + j;
+    const I k = ((cj * ft + a) * 2 + p) * 2 + (wj & 1);
+    const I ci = k / repeats;
     // bf16(h + x): the float sum rounded once, as the unfused add rounds it.
-    out[j] = __bfloat162float(__float2bfloat16_rn(out[j] + __bfloat162float(xrow[ci * s.xs[1] + (wj >> 1) * s.xs[4]])));
+    out[j] = __bfloat162float(__float2bfloat16_rn(
+        out[j] + __bfloat162float(xrow[static_cast<int64_t>(ci) * s.xs[1] + static_cast<int64_t>(wj >> 1) * s.xs[4]])));
   }
   if constexpr (V == 8) {
     uint4 res;
@@ -92,13 +103,23 @@ int launch_vae_dup_up_add(void* h, const void* x, const DupUpShape& s, void* str
   const int threads = 256;
   auto* hp = static_cast<__nv_bfloat16*>(h);
   const auto* xp = static_cast<const __nv_bfloat16*>(x);
+  // 32-bit coordinates where every coordinate and the intermediate k (below C * ft * 4) fit.
+  const bool narrow = n < (int64_t{1} << 31) && s.C * s.ft * 4 < (int64_t{1} << 31) && s.T + s.t_shift < (int64_t{1} << 31);
   if (vec) {
     const int64_t nv = n / 8;
-    dup_up_add<8><<<static_cast<unsigned>((nv + threads - 1) / threads), threads, 0, st>>>(hp, xp, s, cl, nv);
+    const auto blocks = static_cast<unsigned>((nv + threads - 1) / threads);
+    if (narrow)
+      dup_up_add<8, uint32_t><<<blocks, threads, 0, st>>>(hp, xp, s, cl, static_cast<uint32_t>(nv));
+    else
+      dup_up_add<8, int64_t><<<blocks, threads, 0, st>>>(hp, xp, s, cl, nv);
   } else {
     // One element per thread; for a channels-first h of unit width stride or a channels-last one, the
     // same orders as above.
-    dup_up_add<1><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, st>>>(hp, xp, s, cl, n);
+    const auto blocks = static_cast<unsigned>((n + threads - 1) / threads);
+    if (narrow)
+      dup_up_add<1, uint32_t><<<blocks, threads, 0, st>>>(hp, xp, s, cl, static_cast<uint32_t>(n));
+    else
+      dup_up_add<1, int64_t><<<blocks, threads, 0, st>>>(hp, xp, s, cl, n);
   }
   return check_launch(cudaGetLastError());
 }
