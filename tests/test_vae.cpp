@@ -311,17 +311,23 @@ TEST(VAE, SubpixelUpsampleEqualsNearestThenConv) {
   EXPECT_GT(trace.get("kernel.vae_subpixel_upsample.convs"), 0);
 }
 
-TEST(VAE, SubpixelUpsampleOnOddFramesAndBatchTwo) {
-  // One upsampler alone, on a random frame stack that is neither square nor even-sized, batch 2.
-  WanResample up(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
-  fill_random(*up, 5);
+namespace {
+
+// One upsampler alone (6 channels, a frame stack neither square nor even-sized, batch 2) through the
+// upsampling switch that `o` turns on, against nearest 2x + 3x3 conv: the same values, one count (its
+// `counter`) per call; channels-last in a channels-last decode gives the same values, channels-last.
+void expect_upsampler_switch_matches_reference(RuntimeOptions o, const char* counter) {
+  auto make = [] {
+    WanResample up(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
+    fill_random(*up, 5);
+    return up;
+  };
+  WanResample up = make();
   at::InferenceMode guard;
   auto gen = at::detail::createCPUGenerator(9);
   const at::Tensor x = at::randn({2, 6, 3, 5, 7}, gen, at::kFloat);
   WanCausalCache plain;
   const at::Tensor ref = up->forward(x, plain);
-  RuntimeOptions o;
-  o.vae_subpixel_upsample = true;
   Trace trace;
   techniques::VaeRun run{&o, &trace};
   WanCausalCache fast;
@@ -329,13 +335,26 @@ TEST(VAE, SubpixelUpsampleOnOddFramesAndBatchTwo) {
   const at::Tensor got = up->forward(x, fast);
   ASSERT_EQ(got.sizes(), ref.sizes());
   EXPECT_LE(rel_l2(got, ref), 1e-6);
-  EXPECT_EQ(trace.get("kernel.vae_subpixel_upsample.convs"), 1);
-  // Channels-last input: the same result in the same layout.
+  EXPECT_EQ(trace.get(counter), 1);
+  RuntimeOptions ocl = o;
+  ocl.vae_channels_last = true;
+  techniques::VaeRun run_cl{&ocl, &trace};
   WanCausalCache fast_cl;
-  fast_cl.run = &run;
-  const at::Tensor got_cl = up->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d), fast_cl);
+  fast_cl.run = &run_cl;
+  WanResample up_cl = make();  // its folded weights made for this layout
+  const at::Tensor got_cl = up_cl->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d), fast_cl);
+  ASSERT_EQ(got_cl.sizes(), ref.sizes());
   EXPECT_LE(rel_l2(got_cl, ref), 1e-6);
   EXPECT_TRUE(got_cl.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+  EXPECT_EQ(trace.get(counter), 2);
+}
+
+}  // namespace
+
+TEST(VAE, SubpixelUpsampleOnOddFramesAndBatchTwo) {
+  RuntimeOptions o;
+  o.vae_subpixel_upsample = true;
+  expect_upsampler_switch_matches_reference(o, "kernel.vae_subpixel_upsample.convs");
 }
 
 TEST(VAE, ChannelsLastAndEveryCpuSwitchTogether) {
@@ -441,36 +460,10 @@ TEST(VAE, CausalBufferIsChannelsLastInAChannelsLastDecode) {
 // (odd, non-square frames, batch 2, channels-first and channels-last) and on the golden decode; the 4x4
 // taps are the sub-pixel phases' folded taps laid out as conv_transpose reads them.
 TEST(VAE, TransposedUpsampleEqualsNearestThenConv) {
-  WanResample up(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
-  fill_random(*up, 5);
-  at::InferenceMode guard;
-  auto gen = at::detail::createCPUGenerator(9);
-  const at::Tensor x = at::randn({2, 6, 3, 5, 7}, gen, at::kFloat);
-  WanCausalCache plain;
-  const at::Tensor ref = up->forward(x, plain);
   RuntimeOptions o;
   o.vae_transposed_upsample = true;
-  Trace trace;
-  techniques::VaeRun run{&o, &trace};
-  WanCausalCache fast;
-  fast.run = &run;
-  const at::Tensor got = up->forward(x, fast);
-  ASSERT_EQ(got.sizes(), ref.sizes());
-  EXPECT_LE(rel_l2(got, ref), 1e-6);
-  EXPECT_EQ(trace.get("kernel.vae_transposed_upsample.convs"), 1);
-  // Channels-last (the decode's layout): the same values, a channels-last result (the 2D view's path).
-  RuntimeOptions ocl = o;
-  ocl.vae_channels_last = true;
-  techniques::VaeRun run_cl{&ocl, &trace};
-  WanCausalCache fast_cl;
-  fast_cl.run = &run_cl;
-  WanResample up_cl(6, WanResampleImpl::Mode::kUpsample2d, at::TensorOptions().dtype(at::kFloat));
-  fill_random(*up_cl, 5);
-  const at::Tensor got_cl = up_cl->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d), fast_cl);
-  ASSERT_EQ(got_cl.sizes(), ref.sizes());
-  EXPECT_LE(rel_l2(got_cl, ref), 1e-6);
-  EXPECT_TRUE(got_cl.is_contiguous(at::MemoryFormat::ChannelsLast3d));
-  EXPECT_EQ(trace.get("kernel.vae_transposed_upsample.convs"), 2);
+  expect_upsampler_switch_matches_reference(o, "kernel.vae_transposed_upsample.convs");
+  at::InferenceMode guard;
   // The taps: a one-hot 3x3 kernel at (r, c) lands on the 4x4 positions that read it.
   at::Tensor w = at::zeros({1, 1, 3, 3});
   w[0][0][0][2] = 1.0;  // W0 of the rows, W2 of the columns

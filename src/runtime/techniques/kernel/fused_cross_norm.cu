@@ -5,8 +5,8 @@
 // - the cross-attention's residual add and the FFN's LayerNorm + modulation after it: the sum is written
 //   once (rounded to bf16, as at::add rounds it) and normalised in the same pass over the row.
 // Statistics in float32, two-pass (mean, then centred variance) over the row, which stays in L1/L2.
-#include "runtime/techniques/kernel/cuda_common.cuh"
 #include "runtime/techniques/kernel/fused_kernels_cuda.h"
+#include "runtime/techniques/kernel/fused_rows.cuh"
 
 namespace autooptim::cuda {
 namespace {
@@ -19,19 +19,8 @@ __global__ void layer_norm_affine_kernel(const __nv_bfloat162* __restrict__ x, _
   const int64_t r = blockIdx.x;
   const float n_inv = 1.f / static_cast<float>(2 * half);
   const __nv_bfloat162* xr = x + r * half;
-  float s = 0.f;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(xr[i]);
-    s += a.x + a.y;
-  }
-  const float mean = block_sum(s, scratch) * n_inv;
-  float v = 0.f;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(xr[i]);
-    const float dx = a.x - mean, dy = a.y - mean;
-    v += dx * dx + dy * dy;
-  }
-  const float rstd = rsqrtf(block_sum(v, scratch) * n_inv + eps);
+  const float mean = row_sum(xr, half, scratch) * n_inv;
+  const float rstd = row_rstd(xr, half, mean, n_inv, eps, scratch);
   __nv_bfloat162* o = out + r * half;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float2 a = __bfloat1622float2(xr[i]);
@@ -42,7 +31,8 @@ __global__ void layer_norm_affine_kernel(const __nv_bfloat162* __restrict__ x, _
 }
 
 // sum = bf16(x + y); out = bf16(LN(sum) * (1 + mod(k_scale)) + mod(k_shift)), as launch_norm_modulate
-// computes it from sum. Each thread reads back only the elements it wrote.
+// computes it from sum; the first pass writes the sum and adds it up. Each thread reads back only the
+// elements it wrote.
 __global__ void add_norm_modulate_kernel(const __nv_bfloat162* __restrict__ x, const __nv_bfloat162* __restrict__ y,
                                          __nv_bfloat162* __restrict__ sum, __nv_bfloat162* __restrict__ out,
                                          const float2* __restrict__ table, const __nv_bfloat162* __restrict__ tproj,
@@ -62,29 +52,8 @@ __global__ void add_norm_modulate_kernel(const __nv_bfloat162* __restrict__ x, c
     s += tf.x + tf.y;
   }
   const float mean = block_sum(s, scratch) * n_inv;
-  float v = 0.f;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(sr[i]);
-    const float dx = a.x - mean, dy = a.y - mean;
-    v += dx * dx + dy * dy;
-  }
-  const float rstd = rsqrtf(block_sum(v, scratch) * n_inv + eps);
-  const __nv_bfloat162* tp = tproj + (r / tp_div) * 6 * half;
-  const float2* t_shift = table + k_shift * half;
-  const float2* t_scale = table + k_scale * half;
-  const __nv_bfloat162* p_shift = tp + k_shift * half;
-  const __nv_bfloat162* p_scale = tp + k_scale * half;
-  __nv_bfloat162* o = out + r * half;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(sr[i]);
-    const float2 ts = t_scale[i], tb = t_shift[i];
-    const float2 ps = __bfloat1622float2(p_scale[i]), pb = __bfloat1622float2(p_shift[i]);
-    const float lo = __fadd_rn(__fmul_rn(__fmul_rn(a.x - mean, rstd), __fadd_rn(1.f, __fadd_rn(ts.x, ps.x))),
-                               __fadd_rn(tb.x, pb.x));
-    const float hi = __fadd_rn(__fmul_rn(__fmul_rn(a.y - mean, rstd), __fadd_rn(1.f, __fadd_rn(ts.y, ps.y))),
-                               __fadd_rn(tb.y, pb.y));
-    o[i] = __floats2bfloat162_rn(lo, hi);
-  }
+  const float rstd = row_rstd(sr, half, mean, n_inv, eps, scratch);
+  write_modulated_row(sr, out + r * half, mean, rstd, table, tproj, r, half, tp_div, k_shift, k_scale);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // the float32 modulation table ([L, 6, D] per token: 2 GB at the official shape) and four float32 copies
 // of the activations per block. The products and sums are rounded as the unfused float32 ops round them;
 // the statistics are two-pass (mean, then centred variance) over the row, which stays in L1/L2.
-#include "runtime/techniques/kernel/cuda_common.cuh"
 #include "runtime/techniques/kernel/fused_kernels_cuda.h"
+#include "runtime/techniques/kernel/fused_rows.cuh"
 
 namespace autooptim::cuda {
 namespace {
@@ -17,35 +17,9 @@ __global__ void norm_modulate_kernel(const __nv_bfloat162* __restrict__ x, __nv_
   const int64_t r = blockIdx.x;
   const float n_inv = 1.f / static_cast<float>(2 * half);
   const __nv_bfloat162* xr = x + r * half;
-  float s = 0.f;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(xr[i]);
-    s += a.x + a.y;
-  }
-  const float mean = block_sum(s, scratch) * n_inv;
-  float v = 0.f;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(xr[i]);
-    const float dx = a.x - mean, dy = a.y - mean;
-    v += dx * dx + dy * dy;
-  }
-  const float rstd = rsqrtf(block_sum(v, scratch) * n_inv + eps);
-  const __nv_bfloat162* tp = tproj + (r / tp_div) * 6 * half;
-  const float2* t_shift = table + k_shift * half;
-  const float2* t_scale = table + k_scale * half;
-  const __nv_bfloat162* p_shift = tp + k_shift * half;
-  const __nv_bfloat162* p_scale = tp + k_scale * half;
-  __nv_bfloat162* o = out + r * half;
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float2 a = __bfloat1622float2(xr[i]);
-    const float2 ts = t_scale[i], tb = t_shift[i];
-    const float2 ps = __bfloat1622float2(p_scale[i]), pb = __bfloat1622float2(p_shift[i]);
-    const float lo = __fadd_rn(__fmul_rn(__fmul_rn(a.x - mean, rstd), __fadd_rn(1.f, __fadd_rn(ts.x, ps.x))),
-                               __fadd_rn(tb.x, pb.x));
-    const float hi = __fadd_rn(__fmul_rn(__fmul_rn(a.y - mean, rstd), __fadd_rn(1.f, __fadd_rn(ts.y, ps.y))),
-                               __fadd_rn(tb.y, pb.y));
-    o[i] = __floats2bfloat162_rn(lo, hi);
-  }
+  const float mean = row_sum(xr, half, scratch) * n_inv;
+  const float rstd = row_rstd(xr, half, mean, n_inv, eps, scratch);
+  write_modulated_row(xr, out + r * half, mean, rstd, table, tproj, r, half, tp_div, k_shift, k_scale);
 }
 
 }  // namespace

@@ -16,6 +16,31 @@ __device__ __forceinline__ float silu_bf16(float y) {
   return r / (1.f + __expf(-r));
 }
 
+// The channels-last kernels' 8 channels of one 16-byte load: their squares added to ss in order, and
+// their outputs given the voxel's scale inv and each channel's gain gain(k), k < 8.
+__device__ __forceinline__ void add_squares8(const uint4& raw, float& ss) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(h[j]);
+    ss = fmaf(f.x, f.x, ss);
+    ss = fmaf(f.y, f.y, ss);
+  }
+}
+
+template <typename Gain>
+__device__ __forceinline__ uint4 norm_silu8(const uint4& raw, float inv, Gain gain) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  uint4 res;
+  __nv_bfloat162* r = reinterpret_cast<__nv_bfloat162*>(&res);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(h[j]);
+    r[j] = __floats2bfloat162_rn(silu_bf16(f.x * inv * gain(2 * j)), silu_bf16(f.y * inv * gain(2 * j + 1)));
+  }
+  return res;
+}
+
 // Channels first (the voxel stride is 1): a block is 64 neighbouring voxels of one frame x 4 channel
 // groups; each thread sums every 4th channel of its voxel (loads of a warp: 32 neighbouring voxels of one
 // channel, coalesced; eight in flight per thread), the groups' sums meet in shared memory, and the second
@@ -70,30 +95,12 @@ __global__ void norm_silu_cl(const __nv_bfloat16* __restrict__ x, __nv_bfloat16*
   __nv_bfloat16* op = out + b * os.b + t * os.t + v * os.v;
   const int64_t C8 = C / 8;
   float ss = 0.f;
-  for (int64_t i = lane; i < C8; i += 32) {
-    const uint4 raw = reinterpret_cast<const uint4*>(xp)[i];
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      ss = fmaf(f.x, f.x, ss);
-      ss = fmaf(f.y, f.y, ss);
-    }
-  }
+  for (int64_t i = lane; i < C8; i += 32) add_squares8(reinterpret_cast<const uint4*>(xp)[i], ss);
   ss = warp_sum(ss);
   const float inv = scale / fmaxf(sqrtf(ss), 1e-12f);
   for (int64_t i = lane; i < C8; i += 32) {
-    const uint4 raw = reinterpret_cast<const uint4*>(xp)[i];
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-    uint4 res;
-    __nv_bfloat162* r = reinterpret_cast<__nv_bfloat162*>(&res);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      const int64_t c = i * 8 + 2 * j;
-      r[j] = __floats2bfloat162_rn(silu_bf16(f.x * inv * gamma[c]), silu_bf16(f.y * inv * gamma[c + 1]));
-    }
-    reinterpret_cast<uint4*>(op)[i] = res;
+    const float* gi = gamma + i * 8;
+    reinterpret_cast<uint4*>(op)[i] = norm_silu8(reinterpret_cast<const uint4*>(xp)[i], inv, [gi](int k) { return gi[k]; });
   }
 }
 
@@ -139,30 +146,12 @@ __global__ void norm_silu_cl_regs(const __nv_bfloat16* __restrict__ x, __nv_bflo
       if (out_off[p] < 0) continue;  // the same for the whole warp: no divergence around the shuffles
       float ss = 0.f;
 #pragma unroll
-      for (int u = 0; u < V; ++u) {
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw[p][u]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 f = __bfloat1622float2(h[j]);
-          ss = fmaf(f.x, f.x, ss);
-          ss = fmaf(f.y, f.y, ss);
-        }
-      }
+      for (int u = 0; u < V; ++u) add_squares8(raw[p][u], ss);
       ss = warp_sum(ss);
       const float inv = scale / fmaxf(sqrtf(ss), 1e-12f);
       uint4* op = reinterpret_cast<uint4*>(out + out_off[p]);
 #pragma unroll
-      for (int u = 0; u < V; ++u) {
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw[p][u]);
-        uint4 res;
-        __nv_bfloat162* r = reinterpret_cast<__nv_bfloat162*>(&res);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 f = __bfloat1622float2(h[j]);
-          r[j] = __floats2bfloat162_rn(silu_bf16(f.x * inv * g[u][2 * j]), silu_bf16(f.y * inv * g[u][2 * j + 1]));
-        }
-        op[lane + 32 * u] = res;
-      }
+      for (int u = 0; u < V; ++u) op[lane + 32 * u] = norm_silu8(raw[p][u], inv, [&g, u](int k) { return g[u][k]; });
     }
   }
 }
