@@ -10,6 +10,7 @@
 #include "runtime/models.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
+#include "runtime/techniques/kernel/gemm_autotune.h"
 #include "runtime/techniques/quant/fp8_linear.h"
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
@@ -183,6 +184,46 @@ TEST(GpuKernels, GeluEpilogueMatchesLinearThenGelu) {
     EXPECT_LT(rel_l2(got, ref64), rel_l2(ref, ref64) * 1.2 + 1e-4);
   }
   EXPECT_EQ(c.trace.get("kernel.gelu_epilogue.launches"), 2);
+}
+
+// gemm_autotune: the tuned cuBLASLt GEMM against at::linear (and with the GELU-bias epilogue against
+// linear then gelu_tanh) on the real widths and odd token counts, batch 2: within bf16's rounding; a shape
+// is tuned once, and its second call (the cached algorithm) gives the first call's bits. Off, or float32:
+// not applied.
+TEST(GpuKernels, GemmAutotuneMatchesLinear) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  RuntimeOptions o;
+  o.gemm_autotune = true;
+  Ctx c(o);
+  struct Case {
+    std::vector<int64_t> x;
+    int64_t n;
+    bool gelu;
+  };
+  int tuned = 0;
+  for (const Case& k : {Case{{301, 3072}, 3072, false}, Case{{2, 37, 3072}, 14336, true}, Case{{1, 301, 14336}, 3072, false},
+                        Case{{2, 37, 3072}, 9216, false}}) {
+    const int64_t K = k.x.back();
+    const at::Tensor x = at::randn(k.x, bf16()), w = at::randn({k.n, K}, bf16()) / std::sqrt(static_cast<double>(K));
+    const at::Tensor b = at::randn({k.n}, bf16()) * 0.1;
+    at::Tensor ref = at::linear(x, w, b);
+    if (k.gelu) ref = gelu_tanh(ref);
+    const at::Tensor got = techniques::tuned_linear(x, w, b, k.gelu, &c.fc);
+    ASSERT_TRUE(got.defined()) << "n " << k.n;
+    ++tuned;
+    EXPECT_EQ(got.sizes(), ref.sizes());
+    EXPECT_LT(rel_l2(got, ref), 1e-2) << "n " << k.n << " gelu " << k.gelu;
+    EXPECT_EQ(c.trace.get("kernel.gemm_autotune.shapes_tuned"), tuned);
+    const at::Tensor again = techniques::tuned_linear(x, w, b, k.gelu, &c.fc);
+    ASSERT_TRUE(again.defined());
+    EXPECT_TRUE(at::equal(again, got)) << "the cached algorithm gave other bits, n " << k.n;
+    EXPECT_EQ(c.trace.get("kernel.gemm_autotune.shapes_tuned"), tuned) << "a tuned shape was tuned again";
+  }
+  EXPECT_EQ(c.trace.get("kernel.gemm_autotune.gemms"), 2 * tuned);
+  Ctx off{RuntimeOptions{}};
+  const at::Tensor x = at::randn({5, 64}, bf16()), w = at::randn({32, 64}, bf16());
+  EXPECT_FALSE(techniques::tuned_linear(x, w, {}, false, &off.fc).defined());
+  EXPECT_FALSE(techniques::tuned_linear(x.to(at::kFloat), w.to(at::kFloat), {}, false, &c.fc).defined());
 }
 
 TEST(GpuKernels, Fp8LinearIsCloseToBf16) {

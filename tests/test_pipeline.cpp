@@ -241,18 +241,22 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   const auto problems = engagement_problems(g, eager.trace);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("cuda_graph"), std::string::npos);
-  // A fused CUDA switch (fused_cross_norm) on the CPU: the reference ops run, the clip is the baseline's,
-  // and the engagement check names the switch.
-  RuntimeOptions f;
-  f.fused_cross_norm = true;
-  m.pipeline->set_options(f);
-  const auto unfused = m.pipeline->generate(p);
-  m.pipeline->set_options({});
-  EXPECT_TRUE(at::equal(unfused.video, base.video));
-  EXPECT_EQ(unfused.trace.get("kernel.fused_cross_norm.launches"), 0);
-  const auto fproblems = engagement_problems(f, unfused.trace);
-  ASSERT_EQ(fproblems.size(), 1u);
-  EXPECT_NE(fproblems[0].find("fused_cross_norm"), std::string::npos);
+  // CUDA-only switches (a fused kernel, the cuBLASLt GEMM tuning) on the CPU: the reference ops run, the
+  // clip is the baseline's, and the engagement check names the switch.
+  const std::vector<std::pair<std::string, std::function<void(RuntimeOptions&)>>> gpu_only = {
+      {"fused_cross_norm", [](RuntimeOptions& o) { o.fused_cross_norm = true; }},
+      {"gemm_autotune", [](RuntimeOptions& o) { o.gemm_autotune = true; }}};
+  for (const auto& [name, on] : gpu_only) {
+    RuntimeOptions f;
+    on(f);
+    m.pipeline->set_options(f);
+    const auto unfused = m.pipeline->generate(p);
+    m.pipeline->set_options({});
+    EXPECT_TRUE(at::equal(unfused.video, base.video)) << name;
+    const auto fproblems = engagement_problems(f, unfused.trace);
+    ASSERT_EQ(fproblems.size(), 1u) << name;
+    EXPECT_NE(fproblems[0].find(name), std::string::npos) << fproblems[0];
+  }
 }
 
 // text_trim is lossless in the harness's sense: the clip is the baseline's up to float rounding, and the

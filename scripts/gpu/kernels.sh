@@ -60,12 +60,15 @@ for s in "${steps[@]}"; do
       HEAD=200 REPEAT=1 bench detail-vae none --vae-only --profile-detail --vae-manifest $M/kernel-vae.json ;;
     forward-sets)
       # The kernel set with and without the fused cross-attention norms (fused_cross_norm: norm2 and the
-      # cross residual add + the FFN's norm/modulation, each one pass), and the FP8 set with them.
+      # cross residual add + the FFN's norm/modulation, each one pass), then also with the GEMMs' cuBLASLt
+      # algorithms tuned per shape (gemm_autotune), and the FP8 set with the fused norms.
       d=$(mktemp -d)
       python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-all-cross'; m['flags']['fused_cross_norm']=True; json.dump(m, open('$d/cross.json','w'))"
+      python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-all-cross-tuned'; m['flags'].update(fused_cross_norm=True, gemm_autotune=True); json.dump(m, open('$d/tuned.json','w'))"
       python3 -c "import json; m=json.load(open('$M/quant-fp8-fused.json')); m['id']='wan22-ti2v-5b/fp8-fused-cross'; m['flags']['fused_cross_norm']=True; json.dump(m, open('$d/fp8-cross.json','w'))"
       HEAD=80 bench fused-all $M/kernel-fused-all.json --skip-vae
       HEAD=80 bench fused-all-cross "$d/cross.json" --skip-vae
+      HEAD=80 bench fused-all-cross-tuned "$d/tuned.json" --skip-vae
       HEAD=80 bench fp8-fused-cross "$d/fp8-cross.json" --skip-vae ;;
     sparse)
       bench sparse-50 $M/sparse-frame-window-50.json --skip-vae --at-step 20

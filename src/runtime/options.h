@@ -186,6 +186,7 @@ struct RuntimeOptions {
   bool fused_qk_norm_rope = false;   // q/k RMSNorm + RoPE in one in-place CUDA pass
   bool gelu_epilogue = false;        // FFN GELU-tanh in the GEMM's cuBLASLt epilogue
   bool fused_cross_norm = false;     // norm2 and the cross residual add + FFN norm/modulation in CUDA passes
+  bool gemm_autotune = false;        // the fastest of cuBLASLt's candidate algorithms per GEMM shape
   // kernel family, the VAE decoder (techniques/vae/)
   bool vae_bf16 = false;               // decode with a bf16 copy of the VAE (statistics stay float32)
   bool vae_channels_last = false;      // decode in channels_last_3d (NDHWC), the layout cuDNN's convs want

@@ -13,6 +13,7 @@
 #include "runtime/techniques/kernel/cross_kv_cache.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
+#include "runtime/techniques/kernel/gemm_autotune.h"
 #include "runtime/techniques/quant/fp8_linear.h"
 #include "runtime/techniques/kernel/timestep_dedup.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
@@ -116,6 +117,16 @@ WanAttentionImpl::WanAttentionImpl(int64_t dim, int64_t kv_dim, int64_t heads_in
   norm_k = register_module("norm_k", RMSNorm(dim, eps, o));
 }
 
+namespace {
+
+// lin(x): through the tuned cuBLASLt GEMM where gemm_autotune applies, libtorch's otherwise.
+at::Tensor project(const Linear& lin, const at::Tensor& x, const ForwardContext* fc) {
+  at::Tensor y = techniques::tuned_linear(x, lin->weight, lin->bias, /*gelu=*/false, fc);
+  return y.defined() ? y : lin->forward(x);
+}
+
+}  // namespace
+
 at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& rope_cos,
                                      const at::Tensor& rope_sin, const ForwardContext* fc, const void* ctx_key) const {
   const bool cross = ctx.defined();
@@ -124,7 +135,7 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   const RuntimeOptions* o = fc ? fc->options : nullptr;
   auto linear = [fc](const Linear& lin, const at::Tensor& in) {
     ProfileScope ps("gemm", [&] { return gemm_detail(in, lin->weight.size(0)); });
-    return techniques::fp8_applies(fc, in, lin) ? techniques::fp8_linear(lin, in, fc) : lin->forward(in);
+    return techniques::fp8_applies(fc, in, lin) ? techniques::fp8_linear(lin, in, fc) : project(lin, in, fc);
   };
   at::Tensor q, k, v;
   bool normed_and_rotated = false;
@@ -307,17 +318,22 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
     at::Tensor hidden;
     if (techniques::gelu_epilogue_applies(fc, h)) {
       ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
-      hidden = techniques::gelu_epilogue_linear(ffn_in, h, fc);
+      // With gemm_autotune, the tuned algorithm with the same GELU-bias epilogue.
+      hidden = techniques::tuned_linear(h, ffn_in->weight, ffn_in->bias, /*gelu=*/true, fc);
+      if (hidden.defined())
+        fc->count("kernel.gelu_epilogue.launches");
+      else
+        hidden = techniques::gelu_epilogue_linear(ffn_in, h, fc);
     } else {
       {
         ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
-        hidden = ffn_in->forward(h);
+        hidden = project(ffn_in, h, fc);
       }
       ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"FFN GELU", 0, 2.0 * hidden.numel() * hidden.element_size()}; });
       hidden = gelu_tanh(hidden);
     }
     ProfileScope ps("gemm", [&] { return gemm_detail(hidden, ffn_out->weight.size(0)); });
-    ff = ffn_out->forward(hidden);
+    ff = project(ffn_out, hidden, fc);
   }
   return gate_residual(out, ff, 5);
 }

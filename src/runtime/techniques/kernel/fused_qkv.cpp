@@ -22,6 +22,7 @@ AUTOOPTIM_TECHNIQUE(fused_qkv) {
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
 #include "runtime/techniques/kernel/fused_qkv.h"
+#include "runtime/techniques/kernel/gemm_autotune.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -35,7 +36,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_qkv(const at::Tensor& x, co
     merged.weight = at::cat({q->weight, k->weight, v->weight}, 0).contiguous();
     merged.bias = at::cat({q->bias, k->bias, v->bias}, 0).contiguous();
   }
-  const at::Tensor qkv = at::linear(x.to(merged.weight.scalar_type()), merged.weight, merged.bias);  // [B, L, 3D]
+  const at::Tensor xx = x.to(merged.weight.scalar_type());
+  at::Tensor qkv = tuned_linear(xx, merged.weight, merged.bias, /*gelu=*/false, fc);  // with gemm_autotune
+  if (!qkv.defined()) qkv = at::linear(xx, merged.weight, merged.bias);                // [B, L, 3D]
   auto parts = qkv.chunk(3, -1);
   if (fc) fc->count("kernel.fused_qkv.launches");
   return {parts[0], parts[1], parts[2]};
