@@ -264,4 +264,10 @@ TEST(Orchestrator, HeldOutChecksOfTierWinnersKeepTheirShareOfTheBudget) {
   // One candidate winning two tiers is checked once.
   EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s({v("f", true, 2.2, 35)}, {}, 10.0, 1), 1.25 * 10.0);
   EXPECT_EQ(orchestrator::heldout_reserve_s(verdicts, {}, 0.0, 1), 0.0);  // no gate run timed yet
+  // The gate-run budget keeps one run per winner still to be checked, whatever the timings.
+  EXPECT_EQ(orchestrator::heldout_pending(verdicts, {}), 2);
+  EXPECT_EQ(orchestrator::heldout_pending(verdicts, {"c"}), 1);
+  EXPECT_EQ(orchestrator::heldout_pending(verdicts, {"b", "c"}), 0);
+  EXPECT_EQ(orchestrator::heldout_pending({v("f", true, 2.2, 35)}, {}), 1);
+  EXPECT_EQ(orchestrator::heldout_pending({v("a", false, 2.5, 40)}, {}), 0);
 }

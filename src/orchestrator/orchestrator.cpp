@@ -330,9 +330,7 @@ void validate(const RunRequest& req) {
       fail(std::string(name) + " " + std::to_string(v) + " is not a multiple of 32 in [32, 16384]");
 }
 
-double heldout_reserve_s(const std::vector<json>& verdicts, const std::set<std::string>& confirmed, double per_gate_s,
-                         int64_t workers) {
-  if (per_gate_s <= 0 || workers < 1) return 0.0;
+int64_t heldout_pending(const std::vector<json>& verdicts, const std::set<std::string>& confirmed) {
   std::set<std::string> winners;
   for (const auto& [bucket, need] : Buckets::all()) {
     const json* win = nullptr;
@@ -340,7 +338,13 @@ double heldout_reserve_s(const std::vector<json>& verdicts, const std::set<std::
       if (v.value("accepted", false) && v.value("speedup", 0.0) >= need && (!win || ranks_above(v, *win))) win = &v;
     if (win && !confirmed.count(win->value("manifest_hash", std::string()))) winners.insert(win->value("manifest_hash", std::string()));
   }
-  return 1.25 * per_gate_s * std::ceil(static_cast<double>(winners.size()) / static_cast<double>(workers));
+  return static_cast<int64_t>(winners.size());
+}
+
+double heldout_reserve_s(const std::vector<json>& verdicts, const std::set<std::string>& confirmed, double per_gate_s,
+                         int64_t workers) {
+  if (per_gate_s <= 0 || workers < 1) return 0.0;
+  return 1.25 * per_gate_s * std::ceil(static_cast<double>(heldout_pending(verdicts, confirmed)) / static_cast<double>(workers));
 }
 
 RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
@@ -707,17 +711,25 @@ RunOutcome run(const RunRequest& req) {
   // so while the gate and compose phases run, each current tier winner without a held-out verdict keeps
   // one gate run's worth of the budget (the mean gate run so far, with a quarter for noise). Without it a
   // short budget spends itself on candidates that cannot win and leaves the accepted one unconfirmed.
+  // The same for the gate-run budget (--budget-trials): each such winner keeps one gate run.
   int64_t gates_finished = 0;
-  auto reserve_s = [&](int64_t workers) {
-    if (gates_finished == 0) return 0.0;
-    std::vector<json> verdicts;
-    std::set<std::string> confirmed;
+  auto tier_verdicts = [&] {
+    std::pair<std::vector<json>, std::set<std::string>> vc;  // verdicts on the split, hashes confirmed held out
     for (const auto& [key, v] : done) {
       if (key.first.empty()) continue;
-      if (key.second == req.split) verdicts.push_back(v);
-      if (key.second == req.heldout_split) confirmed.insert(key.first);
+      if (key.second == req.split) vc.first.push_back(v);
+      if (key.second == req.heldout_split) vc.second.insert(key.first);
     }
+    return vc;
+  };
+  auto reserve_s = [&](int64_t workers) {
+    if (gates_finished == 0) return 0.0;
+    const auto [verdicts, confirmed] = tier_verdicts();
     return heldout_reserve_s(verdicts, confirmed, gating_s / static_cast<double>(gates_finished), workers);
+  };
+  auto reserve_runs = [&] {
+    const auto [verdicts, confirmed] = tier_verdicts();
+    return heldout_pending(verdicts, confirmed);
   };
   auto keep_workers = [&] {
     if (StopSignals::signal()) launcher->no_restarts();
@@ -783,6 +795,9 @@ RunOutcome run(const RunRequest& req) {
         std::string why;
         if (StopSignals::signal()) why = std::string("interrupted by ") + signal_name(StopSignals::signal()) + " before its gate run";
         else if (gate_runs >= req.budget_trials) why = "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials)";
+        else if (j.phase != "heldout" && j.phase != "baseline" && gate_runs + reserve_runs() >= req.budget_trials)
+          why = "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials; the rest, " +
+                std::to_string(req.budget_trials - gate_runs) + ", is kept for the held-out checks of the tier candidates)";
         else if (progress.left_s() <= 0) why = "time budget spent (--budget-minutes " + num_text(req.budget_minutes) + ")";
         else if (j.phase != "heldout" && j.phase != "baseline" && progress.left_s() <= reserve_s(capacity))
           why = "time budget spent (--budget-minutes " + num_text(req.budget_minutes) + "; the rest, " + num_text(progress.left_s()) +

@@ -93,6 +93,11 @@ struct RunOutcome {
 // nothing was gated -> 2; the bucket of fail_if_no_tier not reached -> 1; report["interrupted"] -> 128+signal.
 RunOutcome judge_run(const nlohmann::json& report, const std::string& fail_if_no_tier);
 
+// The tier winners still to be checked on the held-out split: per bucket the accepted verdict at or above
+// its speedup with the best PSNR, counted once each, whose manifest hash is not in `confirmed`. While
+// candidates are gated, each keeps one gate run of --budget-trials back.
+int64_t heldout_pending(const std::vector<nlohmann::json>& verdicts, const std::set<std::string>& confirmed);
+
 // Seconds of the budget kept back for the held-out checks while candidates are still being gated: each
 // tier's current winner (per bucket, the accepted verdict at or above its speedup with the best PSNR)
 // whose manifest hash is not in `confirmed` (held-out verdict known) costs one gate run, `per_gate_s`
