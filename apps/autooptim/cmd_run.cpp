@@ -70,8 +70,8 @@ void add_run(CLI::App& app) {
   slurm_opts->add_option("--slurm-start-timeout", req->slurm_start_timeout_s, "Seconds to wait for the first worker (queue time included)")
       ->capture_default_str()->check(number_in(1, 604800));
   // Defaults that depend on the model are shown for both (the tiny model's small run fits a CI machine).
-  cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most")->default_str("10 for wan22-tiny, 40 for wan22-ti2v-5b")->check(int_in(1, 1000000));
-  cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget")->default_str("4 for wan22-tiny, 60 for wan22-ti2v-5b")->check(number_in(0, 525600, true));
+  cmd->add_option("--budget-trials", req->budget_trials, "Gate runs at most (one is kept back per tier winner awaiting its held-out check)")->default_str("10 for wan22-tiny, 40 for wan22-ti2v-5b")->check(int_in(1, 1000000));
+  cmd->add_option("--budget-minutes", req->budget_minutes, "Wall-clock budget (a gate run's worth is kept back per tier winner awaiting its held-out check)")->default_str("4 for wan22-tiny, 60 for wan22-ti2v-5b")->check(number_in(0, 525600, true));
   cmd->add_option("--executor-trials", req->executor_trials, "Measurements each executor may make")
       ->default_str("5 for wan22-tiny, 8 for wan22-ti2v-5b")->check(int_in(1, 1000000));
   cmd->add_flag("--resume", req->resume, "Continue an interrupted run from its ledger");
