@@ -45,9 +45,7 @@ bool vae_frame_conv_applies(const VaeRun* run, const at::Tensor& x, const at::Te
 
 at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           at::IntArrayRef stride, at::IntArrayRef padding) {
-  const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
-  // [B, C, T, H, W] in NDHWC memory -> [B*T, C, H, W] in NHWC memory: a view.
-  const at::Tensor x4 = x.transpose(1, 2).reshape({B * T, C, H, W});
+  const at::Tensor x4 = frames_as_images(x);
   const at::Tensor w4 = weight.squeeze(2).contiguous(at::MemoryFormat::ChannelsLast);
   at::Tensor y4;
   {
@@ -55,9 +53,7 @@ at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tens
     y4 = at::conv2d(x4, w4, bias, stride.slice(1), padding.slice(1));
   }
   run.count("kernel.vae_frame_convs.convs");
-  const int64_t Co = y4.size(1), Ho = y4.size(2), Wo = y4.size(3);
-  // [B*T, Co, Ho, Wo] NHWC -> [B, Co, T, Ho, Wo] NDHWC: a view when cuDNN wrote NHWC, else one copy.
-  return y4.contiguous(at::MemoryFormat::ChannelsLast).view({B, T, Co, Ho, Wo}).transpose(1, 2);
+  return images_as_frames(y4, x.size(0), x.size(2));
 }
 
 }  // namespace autooptim::runtime::techniques

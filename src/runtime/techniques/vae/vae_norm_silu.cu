@@ -157,19 +157,25 @@ __global__ void norm_silu_cl_regs(const __nv_bfloat16* __restrict__ x, __nv_bflo
 }
 
 // Launches norm_silu_cl_regs<V, P> on as many blocks as the device holds at once (its occupancy), fewer
-// where the voxels need fewer.
+// where the voxels need fewer. The resident-block count is asked once per kernel (the decode launches
+// this hundreds of times a chunk; the process uses one device).
 template <int V, int P>
 int launch_regs(const __nv_bfloat16* x, __nv_bfloat16* out, const float* gamma, VaeStrides xs, VaeStrides os, int64_t T,
                 int64_t HW, int64_t voxels, float scale, cudaStream_t s) {
   constexpr int threads = 256;
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_silu_cl_regs<V, P>, threads, 0) != cudaSuccess)
-    return check_launch(cudaGetLastError());
+  static const int64_t resident = [] {
+    int device = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_silu_cl_regs<V, P>, threads, 0) != cudaSuccess)
+      return int64_t{0};
+    return static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  }();
+  // The query failed: an error, never a silent success with nothing written.
+  if (resident == 0) return static_cast<int>(cudaErrorInvalidDevice);
   const int64_t groups = (voxels + P - 1) / P;
   const int64_t needed = (groups * 32 + threads - 1) / threads;
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(needed, static_cast<int64_t>(sms) * std::max(per_sm, 1)));
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(needed, resident));
   norm_silu_cl_regs<V, P><<<static_cast<unsigned>(blocks), threads, 0, s>>>(
       x, out, gamma, xs, os, static_cast<uint32_t>(T), static_cast<uint32_t>(HW), static_cast<uint32_t>(voxels), scale);
   return check_launch(cudaGetLastError());
@@ -194,11 +200,9 @@ int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStride
     if (regs && C == 256) return launch_regs<1, 4>(xp, op, gamma, xs, os, T, HW, voxels, scale, s);
     if (regs && C == 512) return launch_regs<2, 2>(xp, op, gamma, xs, os, T, HW, voxels, scale, s);
     if (regs && C == 1024) return launch_regs<4, 1>(xp, op, gamma, xs, os, T, HW, voxels, scale, s);
-    {
-      const int threads = 256;
-      const int64_t blocks = (voxels * 32 + threads - 1) / threads;
-      norm_silu_cl<<<static_cast<unsigned>(blocks), threads, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
-    }
+    const int threads = 256;
+    const int64_t blocks = (voxels * 32 + threads - 1) / threads;
+    norm_silu_cl<<<static_cast<unsigned>(blocks), threads, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
   } else {
     if (xs.c > INT32_MAX || os.c > INT32_MAX || C > INT32_MAX) return static_cast<int>(cudaErrorInvalidValue);
     const int64_t blocks = xs.batches * T * ((HW + kCfVoxels - 1) / kCfVoxels);

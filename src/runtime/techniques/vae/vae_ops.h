@@ -22,6 +22,17 @@ struct VaeRun {
 // channels-first.
 inline bool vae_channels_last(const VaeRun* run) { return run && run->options && run->options->vae_channels_last; }
 
+// In channels_last_3d, [B, C, T, H, W] is stored as [B, T, H, W, C]: the same memory is a channels-last
+// [B*T, C, H, W] batch of frames. x must be channels_last_3d; the result is a view.
+inline at::Tensor frames_as_images(const at::Tensor& x) {
+  return x.transpose(1, 2).reshape({x.size(0) * x.size(2), x.size(1), x.size(3), x.size(4)});
+}
+// The way back: [B*T, C, H, W] -> [B, C, T, H, W] in channels_last_3d; a view when y is channels-last
+// (cuDNN wrote NHWC), else one copy.
+inline at::Tensor images_as_frames(const at::Tensor& y, int64_t B, int64_t T) {
+  return y.contiguous(at::MemoryFormat::ChannelsLast).view({B, T, y.size(1), y.size(2), y.size(3)}).transpose(1, 2);
+}
+
 // vae_fused_norm_silu.cpp: whether the fused kernel can take x (bf16 on the GPU, a CUDA build).
 bool vae_norm_silu_applies(const VaeRun* run, const at::Tensor& x);
 // silu(rms_norm(x) * gamma) written into dst (same shape as x; any strides, e.g. a frame range of a

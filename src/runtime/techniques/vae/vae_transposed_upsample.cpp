@@ -72,11 +72,9 @@ at::Tensor vae_transposed_upsample_conv(const VaeRun& run, const at::Tensor& x_i
   });
   run.count("kernel.vae_transposed_upsample.convs");
   if (cl) {
-    // [B, C, T, H, W] in NDHWC memory is an NHWC [B*T, C, H, W] batch: a view (a copy only if x was not
-    // channels-last after all).
-    const at::Tensor x4 = x.contiguous(at::MemoryFormat::ChannelsLast3d).transpose(1, 2).reshape({B * T, C, H, W});
-    const at::Tensor y4 = at::conv_transpose2d(x4, folded, bias, {2, 2}, {1, 1});  // [B*T, Co, 2H, 2W]
-    return y4.contiguous(at::MemoryFormat::ChannelsLast).view({B, T, Co, 2 * H, 2 * W}).transpose(1, 2);
+    // The frames as one NHWC batch (a copy only if x was not channels-last after all).
+    const at::Tensor x4 = frames_as_images(x.contiguous(at::MemoryFormat::ChannelsLast3d));
+    return images_as_frames(at::conv_transpose2d(x4, folded, bias, {2, 2}, {1, 1}), B, T);  // [B, Co, T, 2H, 2W]
   }
   return at::conv_transpose3d(x, folded.unsqueeze(2), bias, {1, 2, 2}, {0, 1, 1});  // [B, Co, T, 2H, 2W]
 }
