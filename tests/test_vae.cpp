@@ -467,6 +467,56 @@ TEST(VAE, CausalBufferIsChannelsLastInAChannelsLastDecode) {
   }
 }
 
+// vae_pointwise_gemm: a residual block's 1x1x1 shortcut (6 -> 4 channels) as one GEMM over the voxels of
+// a channels-last input (batch 2, odd frame sizes, one- and three-frame chunks) gives the conv's block
+// output, once per forward; the GEMM alone with and without a bias equals at::conv3d and returns
+// channels_last_3d; 3x3x3, strided, padded and channels-first convs are left to the conv.
+TEST(VAE, PointwiseGemmEqualsTheOneByOneConv) {
+  at::InferenceMode guard;
+  auto gen = at::detail::createCPUGenerator(5);
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  WanResidualBlock block(int64_t{6}, int64_t{4}, opts);
+  for (auto& p : block->parameters()) p.copy_(at::randn(p.sizes(), gen) * 0.5 + (p.dim() == 4 ? 1.0 : 0.0));
+  ASSERT_TRUE(block->conv_shortcut);
+  RuntimeOptions gemm, plain;
+  gemm.vae_channels_last = plain.vae_channels_last = true;
+  gemm.vae_pointwise_gemm = true;
+  Trace trace;
+  const techniques::VaeRun grun{&gemm, &trace}, prun{&plain, nullptr};
+  WanCausalCache gc, pc;
+  gc.run = &grun;
+  pc.run = &prun;
+  int64_t forwards = 0;
+  for (const int64_t T : {1, 3}) {
+    const at::Tensor x = at::randn({2, 6, T, 5, 7}, gen).contiguous(at::MemoryFormat::ChannelsLast3d);
+    gc.begin_chunk();
+    pc.begin_chunk();
+    const at::Tensor got = block->forward(x, gc), want = block->forward(x, pc);
+    ++forwards;
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_LE(rel_l2(got, want), 1e-6) << "chunk of " << T;
+    EXPECT_EQ(trace.get("kernel.vae_pointwise_gemm.convs"), forwards);
+  }
+  const at::Tensor x = at::randn({2, 6, 3, 5, 7}, gen).contiguous(at::MemoryFormat::ChannelsLast3d);
+  const at::Tensor w = at::randn({4, 6, 1, 1, 1}, gen), b = at::randn({4}, gen);
+  for (const bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "bias" : "no bias");
+    const at::Tensor bias = with_bias ? b : at::Tensor();
+    ASSERT_TRUE(techniques::vae_pointwise_gemm_applies(&grun, x, w, {1, 1, 1}, {0, 0, 0}));
+    const at::Tensor got = techniques::vae_pointwise_gemm(grun, x, w, bias);
+    const at::Tensor want = at::conv3d(x, w, bias);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+    EXPECT_LE(rel_l2(got, want), 1e-6);
+  }
+  EXPECT_FALSE(techniques::vae_pointwise_gemm_applies(&grun, x, at::randn({4, 6, 3, 3, 3}), {1, 1, 1}, {0, 0, 0}));
+  EXPECT_FALSE(techniques::vae_pointwise_gemm_applies(&grun, x, w, {1, 2, 2}, {0, 0, 0}));
+  EXPECT_FALSE(techniques::vae_pointwise_gemm_applies(&grun, x, w, {1, 1, 1}, {0, 1, 1}));
+  EXPECT_FALSE(techniques::vae_pointwise_gemm_applies(&grun, x.contiguous(), w, {1, 1, 1}, {0, 0, 0}));
+  EXPECT_FALSE(techniques::vae_pointwise_gemm_applies(&prun, x, w, {1, 1, 1}, {0, 0, 0}));
+  EXPECT_FALSE(techniques::vae_pointwise_gemm_applies(nullptr, x, w, {1, 1, 1}, {0, 0, 0}));
+}
+
 // vae_transposed_upsample: nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv, on one upsampler
 // (odd, non-square frames, batch 2, channels-first and channels-last) and on the golden decode; the 4x4
 // taps are the sub-pixel phases' folded taps laid out as conv_transpose reads them.

@@ -199,6 +199,7 @@ struct RuntimeOptions {
   int64_t vae_chunk_frames = 1;        // latent frames per decoder chunk after the first (the reference: 1)
   bool vae_transposed_upsample = false;  // nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv
   int64_t vae_head_pad = 0;            // output channels the decoder's last conv is padded to (0: off)
+  bool vae_pointwise_gemm = false;     // 1x1x1 convs as one GEMM over the voxels (channels-last view)
   // quantisation family
   QuantOptions quant;
   // cache family (one policy at a time)

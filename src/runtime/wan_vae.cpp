@@ -233,6 +233,8 @@ at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& c
 at::Tensor WanCausalConv3dImpl::conv(const at::Tensor& in, const techniques::VaeRun* run) const {
   if (output_head && techniques::vae_head_pad_applies(run, weight))
     return techniques::vae_head_pad_conv(*run, in, weight, bias, stride, spatial_pad, padded_weight, padded_bias);
+  if (front_pad == 0 && techniques::vae_pointwise_gemm_applies(run, in, weight, stride, spatial_pad))
+    return techniques::vae_pointwise_gemm(*run, in, weight, bias);
   if (front_pad == 0 && techniques::vae_frame_conv_applies(run, in, weight, stride, spatial_pad))
     return techniques::vae_frame_conv(*run, in, weight, bias, stride, spatial_pad);
   ProfileScope ps("conv", [&] { return conv_detail(in, weight, stride, spatial_pad); });

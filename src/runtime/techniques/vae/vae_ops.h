@@ -73,4 +73,11 @@ bool vae_frame_conv_applies(const VaeRun* run, const at::Tensor& x, const at::Te
 at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           at::IntArrayRef stride, at::IntArrayRef padding);
 
+// vae_pointwise_gemm.cpp: whether a conv of x by a 1x1x1 weight [Co, C, 1, 1, 1] (no stride, no padding)
+// can run as one GEMM over the voxels (the switch on, x in channels_last_3d), and that GEMM: the result
+// is [B, Co, T, H, W] in channels_last_3d.
+bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+                                at::IntArrayRef padding);
+at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
 }  // namespace autooptim::runtime::techniques

@@ -1,0 +1,71 @@
+// Kernel technique (VAE decoder): the decoder's 1x1x1 convs (the residual blocks' channel-changing
+// shortcuts, 1024->512 and 512->256 at TI2V-5B) as one GEMM over the voxels. In channels_last_3d
+// [B, C, T, H, W] is stored as [B, T, H, W, C]: the same memory is a [voxels, C] matrix, so the conv is
+// rows x weight^T + bias with no copy, and the result [voxels, Co] is the channels-last output. The
+// profile measured these convs through cuDNN at 205-333 TFLOP/s (~1.2 TB/s; 56 ms of a 3.34 s decode), a
+// GEMM of K = 512-1024 and N = 256-512 over ~900k rows that should run near the copy bandwidth.
+// Another kernel sums in another order: judged by the quality gate.
+#include "runtime/techniques/registry.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_TECHNIQUE(vae_pointwise_gemm) {
+  Technique t;
+  t.name = "vae_pointwise_gemm";
+  t.family = "kernel";
+  t.lossless = false;  // a GEMM kernel instead of a conv kernel: not bit-identical
+  t.summary = "the VAE's 1x1x1 convs (the shortcuts) as one GEMM over the voxels, a view in channels-last";
+  t.flags = {bool_flag("vae_pointwise_gemm", [](RuntimeOptions& o) -> bool& { return o.vae_pointwise_gemm; },
+                       "1x1x1 VAE convs as GEMMs over the voxels")};
+  t.switch_flag = "vae_pointwise_gemm";
+  t.hooks = {"vae.conv"};
+  t.engagement = {{"kernel.vae_pointwise_gemm.convs",
+                   "vae_pointwise_gemm is on but no 1x1x1 conv ran as a GEMM (it needs vae_channels_last)"}};
+  // GPU only: libtorch's CPU convs return channels-first, so on the CPU the shortcuts' inputs are not
+  // channels-last and the switch never engages.
+  t.search = [](const SearchContext& c) {
+    return c.gpu ? std::vector<SearchPoint>{{"vae_pointwise_gemm", {{"vae_pointwise_gemm", true}, {"vae_channels_last", true}}}}
+                 : std::vector<SearchPoint>{};
+  };
+  return t;
+}
+
+}  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/profile.h"
+#include "runtime/techniques/vae/vae_ops.h"
+
+namespace autooptim::runtime::techniques {
+
+bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+                                at::IntArrayRef padding) {
+  if (!run || !run->options || !run->options->vae_pointwise_gemm || x.dim() != 5 || weight.dim() != 5) return false;
+  for (int64_t i = 2; i < 5; ++i)
+    if (weight.size(i) != 1) return false;
+  for (const int64_t s : stride)
+    if (s != 1) return false;
+  for (const int64_t p : padding)
+    if (p != 0) return false;
+  return x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+}
+
+at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4), Co = weight.size(0);
+  const at::Tensor rows = x.permute({0, 2, 3, 4, 1}).view({-1, C});  // the channels-last memory as [voxels, C]
+  const at::Tensor w = weight.reshape({Co, C});                       // a 1x1x1 kernel: either layout is [Co, C]
+  at::Tensor y;
+  {
+    ProfileScope ps("conv", [&] {
+      ProfileDetail d = conv_detail(x, weight, {1, 1, 1}, {0, 0, 0});
+      d.key += " as GEMM";
+      return d;
+    });
+    y = bias.defined() ? at::linear(rows, w, bias) : at::mm(rows, w.t());
+  }
+  run.count("kernel.vae_pointwise_gemm.convs");
+  return y.view({B, T, H, W, Co}).permute({0, 4, 1, 2, 3});  // [B, Co, T, H, W] in channels_last_3d
+}
+
+}  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS
