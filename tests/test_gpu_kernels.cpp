@@ -440,19 +440,21 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   std::cout << "  channels-last with every switch " << ec << "\n";
   EXPECT_LE(ec, 2 * e16 + 1e-3);
   // The same with the upsamplers as cuDNN's stride-2 transposed conv, the output conv padded to 16
-  // channels and the 1x1x1 shortcuts as GEMMs (cuDNN's strided data-gradient kernel, another conv shape,
-  // cuBLAS; channels-last results).
+  // channels, the 1x1x1 shortcuts as GEMMs and the causal buffers holding two chunks (cuDNN's strided
+  // data-gradient kernel, another conv shape, cuBLAS, convs over a frame range; channels-last results).
   RuntimeOptions t = c;
   t.vae_subpixel_upsample = false;
   t.vae_transposed_upsample = true;
   t.vae_head_pad = 16;
   t.vae_pointwise_gemm = true;
+  t.vae_causal_ring = 2;
   Trace ttrace;
   techniques::VaeRun trun{&t, &ttrace};
   const at::Tensor tgot = fastcl->decode(z, nullptr, &trun).to(at::kFloat);
   EXPECT_GT(ttrace.get("kernel.vae_transposed_upsample.convs"), 0);
   EXPECT_EQ(ttrace.get("kernel.vae_head_pad.convs"), z.size(2));
   EXPECT_GT(ttrace.get("kernel.vae_pointwise_gemm.convs"), 0);
+  EXPECT_GT(ttrace.get("kernel.vae_causal_ring.windows"), 0);
   const double et = rel_l2(tgot, ref);
   std::cout << "  channels-last, transposed upsamplers, head padded to 16, shortcuts as GEMMs: " << et << "\n";
   EXPECT_LE(et, 2 * e16 + 1e-3);

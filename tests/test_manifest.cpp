@@ -140,6 +140,8 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
        "flags: a baseline sets no technique flags, but sets: easycache.enabled, easycache.threshold"},
       {[](json& j) { j["flags"]["vae_head_pad"] = 12; }, "flags.vae_head_pad: must be 0 (off) or a multiple of 8, got 12"},
       {[](json& j) { j["flags"]["vae_head_pad"] = 512; }, "flags.vae_head_pad: 512 is out of range [0, 256]"},
+      {[](json& j) { j["flags"]["vae_causal_ring"] = 1; }, "flags.vae_causal_ring: must be 0 (off) or at least 2 chunks, got 1"},
+      {[](json& j) { j["flags"]["vae_causal_ring"] = 17; }, "flags.vae_causal_ring: 17 is out of range [0, 16]"},
       {[](json& j) {
          j["flags"]["vae_subpixel_upsample"] = true;
          j["flags"]["vae_transposed_upsample"] = true;

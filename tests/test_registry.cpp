@@ -63,7 +63,7 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
       {"vae_fused_shortcut", {"kernel", true}},     {"vae_cudnn_benchmark", {"kernel", false}},
       {"vae_chunk_frames", {"kernel", false}},      {"vae_frame_convs", {"kernel", false}},
       {"vae_transposed_upsample", {"kernel", false}}, {"vae_head_pad", {"kernel", false}},
-      {"vae_pointwise_gemm", {"kernel", false}}};
+      {"vae_pointwise_gemm", {"kernel", false}},   {"vae_causal_ring", {"kernel", true}}};
   EXPECT_EQ(got, want);
   for (const auto& t : all()) {
     SCOPED_TRACE(t.name);
@@ -387,7 +387,7 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
   // The CUDA-only switches are not proposed on a CPU; the VAE switches oneDNN runs are (measured there).
   for (const char* gpu_only : {"cuda_graph", "vae_cudnn_benchmark", "vae_fused_norm_silu", "vae_fused_shortcut", "fused_norm_modulate",
                                "vae_frame_convs", "rope_cache", "vae_transposed_upsample", "vae_head_pad", "fused_cross_norm", "gemm_autotune",
-                               "vae_pointwise_gemm"})
+                               "vae_pointwise_gemm", "vae_causal_ring"})
     EXPECT_FALSE(searched_on_cpu.count(gpu_only)) << gpu_only;
   for (const char* cpu_too : {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache"})
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;

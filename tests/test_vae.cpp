@@ -269,6 +269,63 @@ TEST(VAE, CausalBufferIsBitIdentical) {
   EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &t2), ref));
 }
 
+// vae_causal_ring: the causal buffers holding 2 or 3 chunks' windows (the context already in place, moved
+// to the front once per ring) give the one-window buffer's decode bit for bit, on the golden latents in
+// channels-last (where it applies) and on one conv over 1 + 4 x 6 frames of chunks; each window read past
+// the front is counted; a batch of two keeps one window (a frame range would not be dense there).
+TEST(VAE, CausalRingIsBitIdenticalToTheBuffer) {
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  at::InferenceMode guard;
+  RuntimeOptions buffered;
+  buffered.vae_causal_buffer = true;
+  buffered.vae_channels_last = true;
+  const at::Tensor ref = decode_with(m, io.tensor("z"), buffered, nullptr);
+  for (const int64_t ring : {2, 3}) {
+    SCOPED_TRACE("vae_causal_ring " + std::to_string(ring));
+    RuntimeOptions o = buffered;
+    o.vae_causal_ring = ring;
+    Trace trace;
+    EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &trace), ref));
+    EXPECT_GT(trace.get("kernel.vae_causal_ring.windows"), 10);
+  }
+
+  auto gen = at::detail::createCPUGenerator(11);
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  WanCausalConv3d conv(int64_t{4}, int64_t{6}, std::vector<int64_t>{3, 3, 3}, std::vector<int64_t>{1, 1, 1},
+                       std::vector<int64_t>{1, 1, 1}, opts);
+  WanRMSNorm norm(int64_t{4}, false, opts);
+  for (auto& p : conv->parameters()) p.copy_(at::randn(p.sizes(), gen));
+  for (auto& p : norm->parameters()) p.copy_(at::rand(p.sizes(), gen) + 0.5);
+  for (const int64_t B : {1, 2}) {
+    RuntimeOptions ro = buffered;
+    ro.vae_causal_ring = 3;
+    Trace trace;
+    const techniques::VaeRun rrun{&ro, &trace}, brun{&buffered, nullptr};
+    WanCausalCache rc, bc;
+    rc.run = &rrun;
+    bc.run = &brun;
+    int64_t chunk = 0;
+    for (const int64_t T : {1, 4, 4, 4, 4, 4, 4}) {
+      const at::Tensor x = at::randn({B, 4, T, 5, 7}, gen).contiguous(at::MemoryFormat::ChannelsLast3d);
+      rc.begin_chunk();
+      bc.begin_chunk();
+      const at::Tensor got = conv->forward_cached_norm_silu(x, *norm, rc);
+      EXPECT_TRUE(at::equal(got, conv->forward_cached_norm_silu(x, *norm, bc))) << "batch " << B << ", chunk " << chunk;
+      ++chunk;
+    }
+    ASSERT_EQ(rc.slots.size(), 1u);
+    if (B == 1) {
+      EXPECT_EQ(rc.slots[0].frames.size(2), 3 * 4 + 2);
+      // Chunks 2-7 at positions 0, 4, 8, 0, 4, 8 of the ring: four past the front.
+      EXPECT_EQ(trace.get("kernel.vae_causal_ring.windows"), 4);
+    } else {
+      EXPECT_EQ(rc.slots[0].frames.size(2), 4 + 2);
+      EXPECT_EQ(trace.get("kernel.vae_causal_ring.windows"), 0);
+    }
+  }
+}
+
 TEST(VAE, ChunkFramesComputeWhatOneFrameChunksDo) {
   // Random latents of 6 frames on the golden VAE: chunks of 1 (reference), then 2, 4 (1 + 4 + a remainder
   // of 1) and 16 (everything after the first frame at once), alone and with the causal buffer.

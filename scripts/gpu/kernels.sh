@@ -2,7 +2,7 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [bench] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   scripts/gpu/kernels.sh [build] [tests] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
 #   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail,
 #    GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
 set -uo pipefail
@@ -34,6 +34,11 @@ for s in "${steps[@]}"; do
       bench fused $M/kernel-fused.json --skip-vae
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fp8 $M/quant-fp8.json --skip-vae
+      bench fp8-fused $M/quant-fp8-fused.json --skip-vae ;;
+    headline)
+      # The baseline and the two forward manifests in one machine session, for same-session ratios.
+      bench baseline none --skip-vae
+      bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fp8-fused $M/quant-fp8-fused.json --skip-vae ;;
     ablate)
       # Each fused switch alone, and the set without the GELU epilogue.
@@ -85,8 +90,8 @@ names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_bu
          "frames": "vae_frame_convs", "transposed": "vae_transposed_upsample", "gemm": "vae_pointwise_gemm"}
 m = json.load(open(sys.argv[1]))
 m["id"] = "wan22-ti2v-5b/vae-" + sys.argv[3].replace(",", "-")
-# chunkN: vae_chunk_frames N; headN: vae_head_pad N
-ints = {"chunk": "vae_chunk_frames", "head": "vae_head_pad"}
+# chunkN: vae_chunk_frames N; headN: vae_head_pad N; ringN: vae_causal_ring N
+ints = {"chunk": "vae_chunk_frames", "head": "vae_head_pad", "ring": "vae_causal_ring"}
 keys = sys.argv[3].split(",")
 num = lambda k: next((p for p in ints if k.startswith(p) and k[len(p):].isdigit()), None)
 m["flags"] = {names[k]: True for k in keys if not num(k)}

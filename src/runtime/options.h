@@ -192,6 +192,7 @@ struct RuntimeOptions {
   bool vae_channels_last = false;      // decode in channels_last_3d (NDHWC), the layout cuDNN's convs want
   bool vae_fused_norm_silu = false;    // RMS norm + SiLU in one CUDA pass, written into the conv's input
   bool vae_causal_buffer = false;      // causal convs keep [context, chunk] in one buffer: no concatenation
+  int64_t vae_causal_ring = 0;         // chunks the causal buffer holds (0: one, the context copied each chunk)
   bool vae_subpixel_upsample = false;  // nearest 2x + 3x3 conv as four 2x2 convs on the small frame
   bool vae_fused_shortcut = false;     // the up blocks' DupUp3D shortcut added in place in one CUDA pass
   bool vae_cudnn_benchmark = false;    // cuDNN times its conv algorithms per shape during the decode

@@ -269,23 +269,31 @@ at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, co
     techniques::vae_norm_silu_into(*run, x, norm.gamma, y);
     return forward_cached(y, cache);
   }
-  // The slot's buffer [B, C, 2 + T, H, W]: two context frames (zeros before the first chunk), then this
-  // chunk. A new chunk length (the first chunk's single frame, then four) makes a new buffer that takes
-  // over the context.
+  // The slot's buffer [B, C, 2 + R*T, H, W] holds R chunks' windows [context, chunk] one after the
+  // other, each window's context the previous chunk's last two frames, already in place; when the next
+  // window does not fit, those two frames are copied to the front (every chunk where R is 1). A new
+  // chunk length (the first chunk's single frame, then four) makes a new buffer that takes over the
+  // context. R > 1 (vae_causal_ring) only where a window is a dense tensor in the conv's layout (a
+  // channels-last batch of one): elsewhere the conv would copy the window.
   auto& slot = cache.take();
   const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
+  const int64_t ring = techniques::vae_causal_ring(run, B);
   at::Tensor buf = slot.frames;
-  if (!buf.defined() || buf.size(0) != B || buf.size(1) != C || buf.size(2) != T + 2 || buf.size(3) != H || buf.size(4) != W) {
+  if (!buf.defined() || buf.size(0) != B || buf.size(1) != C || buf.size(2) != ring * T + 2 || buf.size(3) != H ||
+      buf.size(4) != W) {
     ProfileScope ps("layout");
     // Channels-last decodes keep the buffer channels-last whatever x looks like (a one-frame x is both
     // layouts at once, and a channels-first buffer makes cuDNN convert it on every conv).
     const auto fmt = techniques::vae_channels_last(run) ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
     // at::empty honours the memory format; at::zeros drops it (a channels-first buffer, whatever fmt says).
-    at::Tensor nb = at::empty({B, C, T + 2, H, W}, x.options().memory_format(fmt)).zero_();
-    if (buf.defined()) nb.narrow(2, 0, 2).copy_(buf.narrow(2, 0, 2));
+    at::Tensor nb = at::empty({B, C, ring * T + 2, H, W}, x.options().memory_format(fmt)).zero_();
+    if (buf.defined()) nb.narrow(2, 0, 2).copy_(buf.narrow(2, slot.pos, 2));
     buf = nb;
+    slot.pos = 0;
   }
-  const at::Tensor dst = buf.narrow(2, 2, T);
+  const at::Tensor window = buf.narrow(2, slot.pos, T + 2);
+  if (slot.pos > 0) run->count("kernel.vae_causal_ring.windows");
+  const at::Tensor dst = window.narrow(2, 2, T);
   if (fused) {
     techniques::vae_norm_silu_into(*run, x, norm.gamma, dst);
   } else {
@@ -293,13 +301,15 @@ at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, co
     ProfileScope ps("layout");
     dst.copy_(y);
   }
-  const at::Tensor out = conv(buf, run);
-  {
-    ProfileScope ps("layout");  // the last two frames of [context, chunk] are the next chunk's context
-    if (T >= 2)
-      buf.narrow(2, 0, 2).copy_(buf.narrow(2, T, 2));
+  const at::Tensor out = conv(window, run);
+  slot.pos += T;  // the next window's context: this chunk's last two frames
+  if (slot.pos + T + 2 > buf.size(2)) {
+    ProfileScope ps("layout", [] { return ProfileDetail{"causal context to the buffer's front"}; });
+    if (slot.pos >= 2)
+      buf.narrow(2, 0, 2).copy_(buf.narrow(2, slot.pos, 2));
     else
-      buf.narrow(2, 0, 2).copy_(buf.narrow(2, T, 2).clone());
+      buf.narrow(2, 0, 2).copy_(buf.narrow(2, slot.pos, 2).clone());
+    slot.pos = 0;
   }
   slot.frames = buf;
   run->count("kernel.vae_causal_buffer.convs");

@@ -55,7 +55,9 @@ struct WanVAEConfig {
 struct WanCausalCache {
   struct Slot {
     at::Tensor frames;  // [B, C, 1 or 2, H, W] or undefined (first chunk); with vae_causal_buffer the
-                        // conv's buffer [B, C, 2 + T, H, W], its first two frames the context
+                        // conv's buffer [B, C, 2 + R*T, H, W] (R: vae_causal_ring, 1 when off), the
+                        // context the two frames from `pos`
+    int64_t pos = 0;    // vae_causal_buffer: where the next chunk's window [context, chunk] starts
     bool rep = false;
   };
   std::vector<Slot> slots;

@@ -22,6 +22,10 @@ struct VaeRun {
 // channels-first.
 inline bool vae_channels_last(const VaeRun* run) { return run && run->options && run->options->vae_channels_last; }
 
+// vae_causal_ring.cpp: the chunks a causal conv's buffer holds for a batch of B (1 where the switch is off
+// or a window would not be a dense tensor in the conv's layout).
+int64_t vae_causal_ring(const VaeRun* run, int64_t B);
+
 // In channels_last_3d, [B, C, T, H, W] is stored as [B, T, H, W, C]: the same memory is a channels-last
 // [B*T, C, H, W] batch of frames. x must be channels_last_3d; the result is a view.
 inline at::Tensor frames_as_images(const at::Tensor& x) {
