@@ -2,8 +2,9 @@
 // windows [context, chunk] one after the other, so the next window's context (this chunk's last two
 // frames) is already in place and is copied to the buffer's front only every R chunks, not every chunk.
 // The profile measured those copies at ~60 ms of a 3.34 s decode (two frames read and written per
-// buffered conv per chunk). The buffers are R times as long (+~5 GB per extra chunk at TI2V-5B's
-// 704x1280). The conv reads the same values in the same layout: the output is the baseline's.
+// buffered conv per chunk). The buffers are R times as long: at TI2V-5B's 704x1280, R = 4 measured 3.221 s
+// against 3.256 s without, at 30.4 GB of decode memory against 13.2 (docs/benchmarks.md, 2026-12-05).
+// The conv reads the same values in the same layout: the output is the baseline's.
 #include <algorithm>
 
 #include "runtime/techniques/registry.h"
