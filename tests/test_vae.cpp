@@ -250,6 +250,23 @@ at::Tensor decode_with(AutoencoderKLWan& m, const at::Tensor& z, const RuntimeOp
   return m->decode(zz, nullptr, &run);
 }
 
+// A causal 3x3x3 conv (4 -> 6 channels) and the RMS norm before it, float32, random weights from `seed`
+// (gains in [0.5, 1.5)).
+struct NormConv {
+  WanCausalConv3d conv{nullptr};
+  WanRMSNorm norm{nullptr};
+};
+NormConv random_norm_conv(uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  NormConv nc{WanCausalConv3d(int64_t{4}, int64_t{6}, std::vector<int64_t>{3, 3, 3}, std::vector<int64_t>{1, 1, 1},
+                              std::vector<int64_t>{1, 1, 1}, opts),
+              WanRMSNorm(int64_t{4}, false, opts)};
+  for (auto& p : nc.conv->parameters()) p.copy_(at::randn(p.sizes(), gen));
+  for (auto& p : nc.norm->parameters()) p.copy_(at::rand(p.sizes(), gen) + 0.5);
+  return nc;
+}
+
 }  // namespace
 
 TEST(VAE, CausalBufferIsBitIdentical) {
@@ -290,13 +307,8 @@ TEST(VAE, CausalRingIsBitIdenticalToTheBuffer) {
     EXPECT_GT(trace.get("kernel.vae_causal_ring.windows"), 10);
   }
 
-  auto gen = at::detail::createCPUGenerator(11);
-  const auto opts = at::TensorOptions().dtype(at::kFloat);
-  WanCausalConv3d conv(int64_t{4}, int64_t{6}, std::vector<int64_t>{3, 3, 3}, std::vector<int64_t>{1, 1, 1},
-                       std::vector<int64_t>{1, 1, 1}, opts);
-  WanRMSNorm norm(int64_t{4}, false, opts);
-  for (auto& p : conv->parameters()) p.copy_(at::randn(p.sizes(), gen));
-  for (auto& p : norm->parameters()) p.copy_(at::rand(p.sizes(), gen) + 0.5);
+  const auto [conv, norm] = random_norm_conv(11);
+  auto gen = at::detail::createCPUGenerator(12);
   for (const int64_t B : {1, 2}) {
     RuntimeOptions ro = buffered;
     ro.vae_causal_ring = 3;
@@ -497,13 +509,8 @@ TEST(VAE, FrameConvsEqualTheThreeDConv) {
 // over a one-frame chunk then a four-frame one, with the same output as the concatenating path.
 TEST(VAE, CausalBufferIsChannelsLastInAChannelsLastDecode) {
   at::InferenceMode guard;
-  auto gen = at::detail::createCPUGenerator(3);
-  const auto opts = at::TensorOptions().dtype(at::kFloat);
-  WanCausalConv3d conv(int64_t{4}, int64_t{6}, std::vector<int64_t>{3, 3, 3}, std::vector<int64_t>{1, 1, 1},
-                       std::vector<int64_t>{1, 1, 1}, opts);
-  WanRMSNorm norm(int64_t{4}, false, opts);
-  for (auto& p : conv->parameters()) p.copy_(at::randn(p.sizes(), gen));
-  for (auto& p : norm->parameters()) p.copy_(at::rand(p.sizes(), gen) + 0.5);
+  const auto [conv, norm] = random_norm_conv(3);
+  auto gen = at::detail::createCPUGenerator(4);
   RuntimeOptions buffered, plain;
   buffered.vae_channels_last = plain.vae_channels_last = true;
   buffered.vae_causal_buffer = true;
