@@ -5,18 +5,27 @@
 // where the build or the machine has no CUDA.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
 #include "runtime/device.h"
 #include "runtime/forward_context.h"
 #include "runtime/models.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
 #include "runtime/techniques/kernel/gemm_autotune.h"
+#include "runtime/techniques/kernel/fused_kernels_cuda.h"
+#include "runtime/techniques/kernel/hopper_attention.h"
+#include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/techniques/quant/fp8_linear.h"
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 #include "runtime/checkpoint.h"
 #include "runtime/wan_vae.h"
 #include "runtime/verify.h"
+#include "runtime/torch_compat.h"
 #include "runtime/wan_transformer.h"
 #include "test_util.h"
 
@@ -544,4 +553,142 @@ TEST(GpuKernels, TopkBlocksOnTheGpuMatchesTheCpu) {
   // (exact blocks dropped or the pooled rest lost) should move it by far more (not measured).
   EXPECT_LE(rel_l2(gpu16, cpu), 1e-1);
   EXPECT_EQ(tg.get("sparse.attention.density"), tc.get("sparse.attention.density"));
+}
+
+namespace {
+
+// Attention in float32 on the GPU from the same bf16 values, query rows in chunks (the official shape's
+// scores are 3 GB per head): the reference the bf16 kernels are judged against.
+at::Tensor float32_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const at::Tensor kf = k.to(at::kFloat), vf = v.to(at::kFloat);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  std::vector<at::Tensor> parts;
+  for (int64_t r = 0; r < q.size(2); r += 4096) {
+    const at::Tensor qf = q.slice(2, r, std::min(q.size(2), r + 4096)).to(at::kFloat);
+    parts.push_back(at::matmul(at::softmax(at::matmul(qf, kf.transpose(-1, -2)) * scale, -1), vf));
+  }
+  return at::cat(parts, 2);
+}
+
+// q, k, v [B, H, L, 128] as the transformer hands them over: head-major views of [B, L, 3, H, 128] (a fused
+// QKV projection's output), or contiguous [B, H, L, 128] tensors.
+std::array<at::Tensor, 3> attention_inputs(int64_t B, int64_t H, int64_t Lq, int64_t Lk, bool fused_layout, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto draw = [&](int64_t L, int64_t n) { return at::randn({B, L, n, H, 128}, gen).to(at::kBFloat16).to(gpu()); };
+  if (fused_layout && Lq == Lk) {
+    const at::Tensor qkv = draw(Lq, 3);  // [B, L, 3, H, d]
+    return {qkv.select(2, 0).transpose(1, 2), qkv.select(2, 1).transpose(1, 2), qkv.select(2, 2).transpose(1, 2)};
+  }
+  const at::Tensor q = draw(Lq, 1).select(2, 0), kv = draw(Lk, 2);
+  if (fused_layout) return {q.transpose(1, 2), kv.select(2, 0).transpose(1, 2), kv.select(2, 1).transpose(1, 2)};
+  return {q.transpose(1, 2).contiguous(), kv.select(2, 0).transpose(1, 2).contiguous(), kv.select(2, 1).transpose(1, 2).contiguous()};
+}
+
+// Where a wrong output is wrong, for the first debugging run on a device: the error of head_dim 0-63 and
+// 64-127 (the two TMA boxes, V's leading offset), of each consumer warpgroup's 64 rows, of the last query
+// tile, and whether anything is not finite.
+std::string attention_error_map(const at::Tensor& out, const at::Tensor& ref) {
+  const at::Tensor o = out.to(at::kFloat), r = ref.to(at::kFloat);
+  const int64_t L = o.size(2);
+  auto err = [&](const at::Tensor& a, const at::Tensor& b) { return a.numel() ? rel_l2(a, b) : 0.0; };
+  const at::Tensor rows = at::arange(L, at::TensorOptions().device(o.device()).dtype(at::kLong));
+  const at::Tensor first = rows.remainder(128).lt(64), second = first.logical_not();
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "d 0-63 %.2e, d 64-127 %.2e; rows 0-63 of a tile %.2e, 64-127 %.2e; last tile %.2e; finite %d",
+                err(o.narrow(3, 0, 64), r.narrow(3, 0, 64)), err(o.narrow(3, 64, 64), r.narrow(3, 64, 64)),
+                err(o.index_select(2, rows.masked_select(first)), r.index_select(2, rows.masked_select(first))),
+                err(o.index_select(2, rows.masked_select(second)), r.index_select(2, rows.masked_select(second))),
+                err(o.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128), r.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128)),
+                static_cast<int>(o.isfinite().all().item<bool>()));
+  return buf;
+}
+
+bool hopper_gpu() {
+#ifdef AUTOOPTIM_WITH_CUDA
+  return cuda_available() && cuda::hopper_attention_supported(0);
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+TEST(GpuKernels, HopperAttentionMatchesFloat32AttentionOnOddShapes) {
+  if (!hopper_gpu()) GTEST_SKIP() << "no CUDA in this build or no compute capability 9.0 GPU";
+  at::InferenceMode guard;
+  struct Case {
+    int64_t B, H, Lq, Lk;
+    bool fused_layout;
+  };
+  // Token counts off every tile and vector size, one-token edges, batch 2, the cross-attention's 512 keys,
+  // both operand layouts.
+  for (const Case& c : {Case{2, 3, 1000, 1000, true}, Case{1, 2, 300, 777, false}, Case{2, 2, 129, 127, true},
+                        Case{1, 1, 1, 1, false}, Case{1, 2, 257, 1, true}, Case{1, 4, 2048, 512, true}}) {
+    const auto [q, k, v] = attention_inputs(c.B, c.H, c.Lq, c.Lk, c.fused_layout, 31 + c.Lq);
+    const at::Tensor ref = float32_attention(q, k, v);
+    const double cudnn_err = rel_l2(compat::sdpa(q, k, v).to(at::kFloat), ref);
+    for (int variant = 1; variant <= 4; ++variant) {
+      const at::Tensor out = techniques::hopper_attention_variant(q, k, v, variant);
+      ASSERT_EQ(out.sizes(), q.sizes());
+      const double err = rel_l2(out.to(at::kFloat), ref);
+      SCOPED_TRACE("B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Lq=" + std::to_string(c.Lq) +
+                   " Lk=" + std::to_string(c.Lk) + " variant " + std::to_string(variant));
+      // bf16 output and P: ~3e-3 (libtorch's own kernel is the yardstick beside it).
+      EXPECT_LE(err, 1e-2) << "libtorch's kernel: " << cudnn_err << "; " << attention_error_map(out, ref);
+      EXPECT_LE(err, 2.0 * cudnn_err + 1e-3);
+      EXPECT_TRUE(out.isfinite().all().item<bool>());
+    }
+  }
+}
+
+TEST(GpuKernels, HopperAttentionAtTheOfficialShapeAgainstCudnnAndTimed) {
+  if (!hopper_gpu()) GTEST_SKIP() << "no CUDA in this build or no compute capability 9.0 GPU";
+  at::InferenceMode guard;
+  const int64_t L = 27280, H = 24;  // 31 x 44 x 80 latent tokens / (1, 2, 2) patches, TI2V-5B's 24 heads
+  const auto [q, k, v] = attention_inputs(1, H, L, L, true, 7);
+  const at::Tensor cudnn = compat::sdpa_on("cudnn", q, k, v);
+  // The float32 reference on two heads (3 GB of scores each, in chunks).
+  const at::Tensor ref = float32_attention(q.slice(1, 0, 2), k.slice(1, 0, 2), v.slice(1, 0, 2));
+  const double cudnn_err = rel_l2(cudnn.slice(1, 0, 2).to(at::kFloat), ref);
+  const double flops = 4.0 * H * L * static_cast<double>(L) * 128;
+  // Informational (the bound is on the outputs): the mean of 5 calls after one warm-up.
+  auto time_ms = [&](const std::function<at::Tensor()>& f) {
+    f();
+    device_synchronize(gpu());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 5; ++i) f();
+    return synced_seconds_since(t0, gpu()) * 1e3 / 5.0;
+  };
+  const double cudnn_ms = time_ms([&] { return compat::sdpa_on("cudnn", q, k, v); });
+  std::printf("official shape self-attention: cuDNN %.2f ms (%.0f TFLOP/s), rel L2 to float32 %.2e\n", cudnn_ms,
+              flops / cudnn_ms * 1e-9, cudnn_err);
+  for (int variant = 1; variant <= 4; ++variant) {
+    const at::Tensor out = techniques::hopper_attention_variant(q, k, v, variant);
+    const double err = rel_l2(out.slice(1, 0, 2).to(at::kFloat), ref);
+    const double vs_cudnn = rel_l2(out.to(at::kFloat), cudnn.to(at::kFloat));
+    const double ms = time_ms([&] { return techniques::hopper_attention_variant(q, k, v, variant); });
+    std::printf("official shape self-attention: hopper_attention %d %.2f ms (%.0f TFLOP/s), rel L2 to float32 %.2e, to cuDNN %.2e\n",
+                variant, ms, flops / ms * 1e-9, err, vs_cudnn);
+    EXPECT_LE(err, 2.0 * cudnn_err + 1e-3) << "variant " << variant;
+    EXPECT_LE(vs_cudnn, 1e-2) << "variant " << variant;
+  }
+}
+
+TEST(GpuKernels, HopperAttentionSwitchEngagesInTheBlockAndOffIsTheBaseline) {
+  if (!hopper_gpu()) GTEST_SKIP() << "no CUDA in this build or no compute capability 9.0 GPU";
+  at::InferenceMode guard;
+  const auto [q, k, v] = attention_inputs(1, 2, 500, 500, true, 5);
+  RuntimeOptions on;
+  on.hopper_attention = 2;
+  Ctx c_on(on), c_off{RuntimeOptions{}};
+  const at::Tensor a = techniques::attention(q, k, v, &c_on.fc), b = techniques::attention(q, k, v, &c_off.fc);
+  EXPECT_EQ(c_on.trace.get("kernel.hopper_attention.calls"), 1.0);
+  EXPECT_EQ(c_off.trace.get("kernel.hopper_attention.calls"), 0.0);
+  EXPECT_TRUE(b.equal(compat::sdpa(q, k, v)));  // off: libtorch's dispatch, bit for bit
+  EXPECT_LE(rel_l2(a.to(at::kFloat), b.to(at::kFloat)), 1e-2);
+  // A call it does not take (float32, head_dim 64) stays on libtorch's path and is not counted.
+  const at::Tensor q64 = at::randn({1, 2, 100, 64}, f32());
+  Ctx c_f32(on);
+  techniques::attention(q64, q64, q64, &c_f32.fc);
+  EXPECT_EQ(c_f32.trace.get("kernel.hopper_attention.calls"), 0.0);
 }

@@ -245,7 +245,8 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   // clip is the baseline's, and the engagement check names the switch.
   const std::vector<std::pair<std::string, std::function<void(RuntimeOptions&)>>> gpu_only = {
       {"fused_cross_norm", [](RuntimeOptions& o) { o.fused_cross_norm = true; }},
-      {"gemm_autotune", [](RuntimeOptions& o) { o.gemm_autotune = true; }}};
+      {"gemm_autotune", [](RuntimeOptions& o) { o.gemm_autotune = true; }},
+      {"hopper_attention", [](RuntimeOptions& o) { o.hopper_attention = 2; }}};
   for (const auto& [name, on] : gpu_only) {
     RuntimeOptions f;
     on(f);

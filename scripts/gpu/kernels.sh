@@ -2,7 +2,7 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   scripts/gpu/kernels.sh [build] [tests] [hopper] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
 #   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail,
 #    GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
 set -uo pipefail
@@ -28,13 +28,30 @@ for s in "${steps[@]}"; do
   case "$s" in
     build) bash scripts/gpu/build.sh build-gpu > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 2; }; tail -3 "$OUT/build.log" ;;
     # GateGpu (a full-size gate, ~4 min) only when GPU_TESTS_EXCLUDE is set to something else (e.g. none).
-    tests) (cd build-gpu && ctest -R "Gpu" -E "${GPU_TESTS_EXCLUDE:-GateGpu}" --output-on-failure > "$OUT/tests.log" 2>&1; echo "ctest rc=$?"; grep -E "tests passed|Failed|FAILED|Expected|Which is|error|rel L2|with every switch|transposed" "$OUT/tests.log" | head -40) ;;
+    tests) (cd build-gpu && ctest -R "Gpu" -E "${GPU_TESTS_EXCLUDE:-GateGpu}" --timeout 300 --output-on-failure > "$OUT/tests.log" 2>&1; echo "ctest rc=$?"; grep -E "tests passed|Failed|FAILED|Expected|Which is|error|rel L2|with every switch|transposed" "$OUT/tests.log" | head -40) ;;
     bench)
       bench baseline none --skip-vae
       bench fused $M/kernel-fused.json --skip-vae
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fp8 $M/quant-fp8.json --skip-vae
       bench fp8-fused $M/quant-fp8-fused.json --skip-vae ;;
+    hopper)
+      # hopper_attention: its GPU tests first (odd shapes against float32, then the official shape against
+      # cuDNN with each variant's time), under a timeout in case a pipeline barrier deadlocks; then the
+      # forward with kernel-fused-all + each variant (HOPPER_VARIANTS, default all four) beside fused-all.
+      timeout 300 build-gpu/tests/runtime_tests --gtest_filter='GpuKernels.HopperAttention*' > "$OUT/hopper-tests.log" 2>&1
+      echo "hopper tests rc=$?"
+      grep -E "official shape|^\[  (FAILED|PASSED|  OK) |Expected|Which is|libtorch's kernel|error" "$OUT/hopper-tests.log" | head -60
+      if grep -q "FAILED" "$OUT/hopper-tests.log" || ! grep -q "PASSED" "$OUT/hopper-tests.log"; then
+        echo "hopper: the kernel is not right yet; no forward timings"
+      else
+        d=$(mktemp -d)
+        bench fused-all $M/kernel-fused-all.json --skip-vae
+        for v in ${HOPPER_VARIANTS:-1 2 3 4}; do
+          python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['flags']['hopper_attention']=$v; json.dump(m, open('$d/h$v.json','w'))"
+          bench "fused-all-hopper$v" "$d/h$v.json" --skip-vae
+        done
+      fi ;;
     headline)
       # The baseline and the two forward manifests in one machine session, for same-session ratios.
       bench baseline none --skip-vae

@@ -33,11 +33,13 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
 
 #include "runtime/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
+#include "runtime/techniques/kernel/hopper_attention.h"
 #include "runtime/torch_compat.h"
 
 namespace autooptim::runtime::techniques {
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
+  if (hopper_attention_applies(q, k, v, fc)) return hopper_attention(q, k, v, fc);
   if (!fc || !fc->options || fc->options->attention_backend == "auto") return compat::sdpa(q, k, v);
   const std::string& b = fc->options->attention_backend;
   try {

@@ -64,4 +64,22 @@ struct DupUpShape {
 };
 int launch_vae_dup_up_add(void* h, const void* x, const DupUpShape& s, void* stream);
 
+// Element strides of one attention operand viewed as [B, H, L, head_dim] (head_dim contiguous).
+struct AttentionOperand {
+  int64_t batch, head, row;
+};
+
+// hopper_attention.cu: whether this build has the sm_90a kernel and `device` can run it (compute
+// capability 9.0).
+bool hopper_attention_supported(int device);
+
+// out = softmax(q k^T * scale) v for bf16 q [B, H, Lq, 128], k and v [B, H, Lk, 128] (strides multiples of
+// 8 elements, 16-byte aligned data) into out (bf16, its own strides, rows 4-byte aligned). variant: 0-3 =
+// {2, 3} shared-memory stages x {without, with} the two warpgroups' ping-pong (1 = 2 stages, ping-pong).
+// Returns cudaErrorInvalidValue (as int) for anything it does not take.
+int launch_hopper_attention(const void* q, const void* k, const void* v, void* out, const AttentionOperand& qs,
+                            const AttentionOperand& ks, const AttentionOperand& vs, const AttentionOperand& os,
+                            int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t head_dim, float scale, int variant,
+                            void* stream);
+
 }  // namespace autooptim::cuda
