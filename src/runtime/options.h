@@ -187,7 +187,7 @@ struct RuntimeOptions {
   bool gelu_epilogue = false;        // FFN GELU-tanh in the GEMM's cuBLASLt epilogue
   bool fused_cross_norm = false;     // norm2 and the cross residual add + FFN norm/modulation in CUDA passes
   bool gemm_autotune = false;        // the fastest of cuBLASLt's candidate algorithms per GEMM shape
-  int64_t hopper_attention = 0;      // our sm_90a attention kernel for head_dim 128 (0: off; 1-4: its variant)
+  int64_t hopper_attention = 0;      // our sm_90a attention kernel for head_dim 128 (0: off; 1-6: its variant)
   // kernel family, the VAE decoder (techniques/vae/)
   bool vae_bf16 = false;               // decode with a bf16 copy of the VAE (statistics stay float32)
   bool vae_channels_last = false;      // decode in channels_last_3d (NDHWC), the layout cuDNN's convs want

@@ -75,7 +75,8 @@ bool hopper_attention_supported(int device);
 
 // out = softmax(q k^T * scale) v for bf16 q [B, H, Lq, 128], k and v [B, H, Lk, 128] (strides multiples of
 // 8 elements, 16-byte aligned data) into out (bf16, its own strides, rows 4-byte aligned). variant: 0-3 =
-// {2, 3} shared-memory stages x {without, with} the two warpgroups' ping-pong (1 = 2 stages, ping-pong).
+// key tiles of 128 with {2, 3} shared-memory stages x {without, with} the two consumer warpgroups'
+// ping-pong; 4-5 = key tiles of 176, 2 stages, without / with ping-pong.
 // Returns cudaErrorInvalidValue (as int) for anything it does not take.
 int launch_hopper_attention(const void* q, const void* k, const void* v, void* out, const AttentionOperand& qs,
                             const AttentionOperand& ks, const AttentionOperand& vs, const AttentionOperand& os,

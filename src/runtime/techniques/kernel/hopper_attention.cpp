@@ -2,9 +2,11 @@
 // TMA loads by a producer warpgroup, wgmma for both GEMMs, the softmax of one key tile overlapping the P V
 // GEMM of the previous one). At the official shape self-attention is 509 ms of the 0.906 s fused forward
 // with cuDNN's kernel at ~540 TFLOP/s; an FA3-class kernel reaches ~640, which is what the lossless forward
-// target (<= 0.85 s) needs. The value selects the kernel variant: 1 = 2 shared-memory stages, 2 = 2 stages
-// with the two consumer warpgroups taking turns at the tensor cores (ping-pong), 3 and 4 the same with 3
-// stages. Calls it does not take (another head_dim, float32, another GPU) stay on attention_backend's path.
+// target (<= 0.85 s) needs. The value selects the kernel variant: key tiles of 128 with 2 shared-memory
+// stages (1), the same with the two consumer warpgroups taking turns at the tensor cores (2, ping-pong),
+// 3 and 4 the same with 3 stages; key tiles of 176 (FA3's choice for this head_dim; 27,280 = 155 x 176)
+// with 2 stages, without (5) and with (6) ping-pong. Calls it does not take (another head_dim, float32,
+// another GPU) stay on attention_backend's path.
 #include "runtime/techniques/registry.h"
 
 namespace autooptim::runtime::techniques {
@@ -17,8 +19,8 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
   // cuDNN kernels do; it differs from them by rounding only (tests/test_gpu_kernels.cpp bounds it).
   t.lossless = true;
   t.summary = "dense attention on our sm_90a kernel (TMA + wgmma, softmax overlapped with the P V GEMM) for head_dim 128";
-  t.flags = {int_flag("hopper_attention", [](RuntimeOptions& o) -> int64_t& { return o.hopper_attention; }, 0, 4,
-                      "our Hopper attention kernel's variant (0: off; 1/2: 2 stages without/with ping-pong; 3/4: 3 stages)")};
+  t.flags = {int_flag("hopper_attention", [](RuntimeOptions& o) -> int64_t& { return o.hopper_attention; }, 0, 6,
+                      "our Hopper attention kernel's variant (0: off; 1-4: 128-key tiles, 2 or 3 stages, without/with ping-pong; 5/6: 176-key tiles)")};
   t.switch_flag = "hopper_attention";
   t.hooks = {"attention"};
   t.engagement = {{"kernel.hopper_attention.calls",
@@ -27,7 +29,7 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
   t.search = [](const SearchContext& c) {
     std::vector<SearchPoint> p;
     if (c.gpu)
-      for (int v = 1; v <= 4; ++v) p.push_back({"hopper_attention-" + std::to_string(v), {{"hopper_attention", v}}});
+      for (int v = 1; v <= 6; ++v) p.push_back({"hopper_attention-" + std::to_string(v), {{"hopper_attention", v}}});
     return p;
   };
   return t;
@@ -36,10 +38,16 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <set>
 
+#include "runtime/nn.h"
 #include "runtime/techniques/kernel/fused_common.h"
 #include "runtime/techniques/kernel/hopper_attention.h"
+#include "runtime/torch_compat.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -61,6 +69,42 @@ bool device_supported(const at::Tensor& q) {
 }
 
 cuda::AttentionOperand strides(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+bool capturing() {
+#ifdef AUTOOPTIM_WITH_CUDA
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(static_cast<cudaStream_t>(fused::stream()), &status) != cudaSuccess ||
+         status != cudaStreamCaptureStatusNone;
+#else
+  return false;
+#endif
+}
+
+// Once per process and variant, on the first call outside a graph capture: the first head's first 256
+// query rows against libtorch's attention of the same operands. A kernel that is wrong on this GPU or
+// driver stops the run with the switch named, instead of passing a wrong clip on to the quality gate.
+void self_check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out, int variant) {
+  static std::mutex mu;
+  static std::set<int> checked;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (checked.count(variant)) return;
+  }
+  if (capturing()) return;
+  auto first = [](const at::Tensor& t, int64_t rows) { return t.narrow(0, 0, 1).narrow(1, 0, 1).narrow(2, 0, rows); };
+  const int64_t rows = std::min<int64_t>(q.size(2), 256);
+  const at::Tensor ref = compat::sdpa(first(q, rows), first(k, k.size(2)), first(v, v.size(2)));
+  const double err = rel_l2(first(out, rows).to(at::kFloat), ref.to(at::kFloat));
+  if (!(err <= 2e-2)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.3g", err);
+    throw Error("hopper_attention: variant " + std::to_string(variant) +
+                " does not compute libtorch's attention on this GPU (relative L2 " + buf +
+                " on the first head's first rows); turn the switch off");
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  checked.insert(variant);
+}
 
 }  // namespace
 
@@ -91,7 +135,9 @@ at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, co
 }
 
 at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
-  at::Tensor out = hopper_attention_variant(q, k, v, static_cast<int>(fc->options->hopper_attention));
+  const int variant = static_cast<int>(fc->options->hopper_attention);
+  at::Tensor out = hopper_attention_variant(q, k, v, variant);
+  self_check(q, k, v, out, variant);
   fc->count("kernel.hopper_attention.calls");
   return out;
 }

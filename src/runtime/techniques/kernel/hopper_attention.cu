@@ -3,11 +3,12 @@
 // and takes 509 ms of the 0.906 s fused forward.
 //
 // One CTA computes 128 query rows of one (batch, head) against every key:
-// - warpgroup 2 is the producer: one lane loads the Q tile once and the K and V tiles of 128 keys through the
-//   bulk tensor copy engine (TMA) into a ring of `Stages` shared-memory stages, each completing on an
-//   mbarrier; the consumers hand a stage back through an "empty" mbarrier.
+// - warpgroup 2 is the producer: one lane loads the Q tile once and the K and V tiles of N keys (128 or 176:
+//   27,280 = 155 x 176, and a wider tile spreads the softmax's fixed costs) through the bulk tensor copy
+//   engine (TMA) into a ring of `Stages` shared-memory stages, each completing on an mbarrier; the
+//   consumers hand a stage back through an "empty" mbarrier. Its registers go to the consumers (setmaxnreg).
 // - warps 0-3 and 4-7 are two consumer warpgroups of 64 query rows each. S = Q K^T and O += P V are wgmma
-//   (m64n128k16, float32 accumulators); Q, K and V are read from shared memory (128-byte swizzle, as TMA
+//   (m64nNk16 and m64n128k16, float32 accumulators); Q, K and V are read from shared memory (128-byte swizzle, as TMA
 //   wrote them; V as the N-major operand), P from registers: the S accumulator's layout is the A fragment's,
 //   so P is S's exponentials packed to bf16 pairs with no shuffle.
 // - Within a warpgroup, the S GEMM of key tile j and the P V GEMM of tile j-1 are issued together, and the
@@ -33,14 +34,17 @@ namespace autooptim::cuda {
 namespace {
 
 constexpr int kHeadDim = 128;
-constexpr int kBlockM = 128;                 // query rows per CTA (two warpgroups of 64)
-constexpr int kBlockN = 128;                 // keys per stage
-constexpr int kHalfBytes = 128 * 64 * 2;     // one TMA box: 128 rows x 64 bf16 columns (128-byte rows)
-constexpr int kTileBytes = 2 * kHalfBytes;   // a 128 x 128 tile: two boxes, head_dim 0-63 and 64-127
-constexpr int kThreads = 384;                // two consumer warpgroups and the producer warpgroup
+constexpr int kBlockM = 128;  // query rows per CTA (two warpgroups of 64)
+constexpr int kThreads = 384;  // two consumer warpgroups and the producer warpgroup
+// A tile of `rows` x 128 bf16 is two TMA boxes of rows x 64 (128-byte rows, 128-byte swizzle): head_dim
+// 0-63, then 64-127.
+__host__ __device__ constexpr int half_bytes(int rows) { return rows * 128; }
+__host__ __device__ constexpr int tile_bytes(int rows) { return rows * 256; }
+constexpr int kQHalf = half_bytes(kBlockM), kQTile = tile_bytes(kBlockM);
 
-// Shared memory: Q, Stages K tiles, Stages V tiles, then the mbarriers; plus the slack to align to 1024.
-constexpr int smem_bytes(int stages) { return kTileBytes * (1 + 2 * stages) + 1024 + 256; }
+// Shared memory: Q, Stages K tiles of N keys, Stages V tiles, then the mbarriers; plus the slack to align
+// to 1024 bytes.
+constexpr int smem_bytes(int n, int stages) { return kQTile + 2 * stages * tile_bytes(n) + 1024 + 256; }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define AO_HOPPER_ATTENTION_DEVICE 1
@@ -121,12 +125,27 @@ __device__ __forceinline__ void reg_fence(uint32_t (&r)[N]) {
   "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
 
-// d[64 x 128] (+)= A[64 x 16] (K-major in shared memory) * B[16 x 128] (K-major in shared memory).
+#define AO_ACC88(d) AO_ACC64(d), AO_ACC8(d, 64), AO_ACC8(d, 72), AO_ACC8(d, 80)
+#define AO_D88                                                                                                  \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "   \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "   \
+  "%86, %87}, "
+
+// d[64 x N] (+)= A[64 x 16] (K-major in shared memory) * B[16 x N] (K-major in shared memory), N = 128 or 176.
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
   asm volatile(
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " AO_D64 "%64, %65, p, 1, 1, 0, 0;\n\t}"
       : AO_ACC64(d)
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_ss(float (&d)[88], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %90, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 " AO_D88 "%88, %89, p, 1, 1, 0, 0;\n\t}"
+      : AO_ACC88(d)
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
@@ -140,22 +159,26 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], uint32_t a0, uint32_t a
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(accumulate));
 }
 
-// S = Q K^T over head_dim 128: eight k16 steps, four in each 64-column box. q is this warpgroup's 64 rows.
-__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
+// S = Q K^T over head_dim 128: eight k16 steps, four in each 64-column box. q is this warpgroup's 64 rows;
+// k a tile of N keys.
+template <int N>
+__device__ __forceinline__ void gemm_qk(float (&s)[N / 2], uint32_t q, uint32_t k) {
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
-    const uint32_t off = (kk / 4) * kHalfBytes + (kk % 4) * 32;
-    wgmma_ss(s, smem_desc(q + off, 16, 1024), smem_desc(k + off, 16, 1024), kk > 0);
+    const uint32_t in_row = (kk % 4) * 32;
+    wgmma_ss(s, smem_desc(q + (kk / 4) * kQHalf + in_row, 16, 1024), smem_desc(k + (kk / 4) * half_bytes(N) + in_row, 16, 1024),
+             kk > 0);
   }
 }
 
-// O (+)= P V over 128 keys: eight k16 steps of 16 keys (16 rows x 128 bytes = 2048 bytes each). V is the
+// O (+)= P V over N keys: N / 16 k16 steps of 16 keys (16 rows x 128 bytes = 2048 bytes each). V is the
 // N-major operand: the next 64 head_dim columns are the second box (leading offset), the next 8 keys are
 // 1024 bytes on (stride offset).
-__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[32], uint32_t v, bool accumulate) {
+template <int N>
+__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[N / 4], uint32_t v, bool accumulate) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk)
-    wgmma_rs(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], smem_desc(v + kk * 2048, kHalfBytes, 1024),
+  for (int kk = 0; kk < N / 16; ++kk)
+    wgmma_rs(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], smem_desc(v + kk * 2048, half_bytes(N), 1024),
              accumulate || kk > 0);
 }
 
@@ -176,18 +199,19 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 // The online softmax of one tile: s holds raw scores of rows g (s[4i], s[4i+1]) and g+8 (s[4i+2], s[4i+3]),
 // columns 8i + 2c + {0, 1}. Replaces them with exp2(s * scale_log2 - m_new); returns the correction factors
 // exp2(m_old - m_new) and adds the tile's partial row sums into l after scaling l.
-__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2],
+template <int N>
+__device__ __forceinline__ void softmax_tile(float (&s)[N / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                              int valid_cols, int c, float scale_log2) {
-  if (valid_cols < kBlockN) {
+  if (valid_cols < N) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
+    for (int i = 0; i < N / 8; ++i)
 #pragma unroll
       for (int e = 0; e < 2; ++e)
         if (8 * i + 2 * c + e >= valid_cols) s[4 * i + e] = s[4 * i + 2 + e] = -INFINITY;
   }
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < N / 8; ++i) {
     mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
     mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
   }
@@ -201,7 +225,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
   }
   float sum[2] = {0.f, 0.f};
 #pragma unroll
-  for (int i = 0; i < 16; ++i)
+  for (int i = 0; i < N / 8; ++i)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       s[4 * i + e] = fast_exp2(fmaf(s[4 * i + e], scale_log2, -m[0]));
@@ -222,7 +246,7 @@ struct MapOrder {
   bool q, k, v;  // heads_inner of each tensor map
 };
 
-template <int Stages, bool PingPong>
+template <int N, int Stages, bool PingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                             const __grid_constant__ CUtensorMap vmap, MapOrder order, __nv_bfloat16* __restrict__ out,
@@ -231,10 +255,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
+  constexpr int kKvHalf = half_bytes(N), kKvTile = tile_bytes(N);
   const uint32_t q_tile = base;
-  auto k_tile = [&](int s) { return base + kTileBytes * (1 + s); };
-  auto v_tile = [&](int s) { return base + kTileBytes * (1 + Stages + s); };
-  const uint32_t bars = base + kTileBytes * (1 + 2 * Stages);
+  auto k_tile = [&](int s) { return base + kQTile + kKvTile * s; };
+  auto v_tile = [&](int s) { return base + kQTile + kKvTile * (Stages + s); };
+  const uint32_t bars = base + kQTile + kKvTile * 2 * Stages;
   const uint32_t q_full = bars;
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + Stages + s); };
@@ -243,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q0 = blockIdx.x * kBlockM, head = blockIdx.y, batch = blockIdx.z;
-  const int n_tiles = (Lk + kBlockN - 1) / kBlockN;
+  const int n_tiles = (Lk + N - 1) / N;
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -260,20 +285,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp >= 8) {  // producer warpgroup: one lane issues every copy; its registers go to the consumers
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (warp == 8 && lane == 0) {
-      mbar_expect_tx(q_full, kTileBytes);
+      mbar_expect_tx(q_full, kQTile);
       tma_load(q_tile, &qmap, order.q, q_full, 0, q0, head, batch);
-      tma_load(q_tile + kHalfBytes, &qmap, order.q, q_full, 64, q0, head, batch);
+      tma_load(q_tile + kQHalf, &qmap, order.q, q_full, 64, q0, head, batch);
       for (int j = 0; j < n_tiles; ++j) {
         const int s = j % Stages;
         const uint32_t free_parity = ((j / Stages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
         mbar_wait(k_empty(s), free_parity);
-        mbar_expect_tx(k_full(s), kTileBytes);
-        tma_load(k_tile(s), &kmap, order.k, k_full(s), 0, j * kBlockN, head, batch);
-        tma_load(k_tile(s) + kHalfBytes, &kmap, order.k, k_full(s), 64, j * kBlockN, head, batch);
+        mbar_expect_tx(k_full(s), kKvTile);
+        tma_load(k_tile(s), &kmap, order.k, k_full(s), 0, j * N, head, batch);
+        tma_load(k_tile(s) + kKvHalf, &kmap, order.k, k_full(s), 64, j * N, head, batch);
         mbar_wait(v_empty(s), free_parity);
-        mbar_expect_tx(v_full(s), kTileBytes);
-        tma_load(v_tile(s), &vmap, order.v, v_full(s), 0, j * kBlockN, head, batch);
-        tma_load(v_tile(s) + kHalfBytes, &vmap, order.v, v_full(s), 64, j * kBlockN, head, batch);
+        mbar_expect_tx(v_full(s), kKvTile);
+        tma_load(v_tile(s), &vmap, order.v, v_full(s), 0, j * N, head, batch);
+        tma_load(v_tile(s) + kKvHalf, &vmap, order.v, v_full(s), 64, j * N, head, batch);
       }
     }
     return;
@@ -283,8 +308,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
   const int wg = warp / 4, g = lane / 4, c = lane % 4;
   const uint32_t q_rows = q_tile + wg * (64 * 128);  // this warpgroup's 64 rows in each box
-  float s_acc[64], o_acc[64];
-  uint32_t p[32];
+  float s_acc[N / 2], o_acc[64];
+  uint32_t p[N / 4];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o_acc[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, corr[2];
@@ -312,15 +337,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   turn_begin();
   reg_fence(s_acc);
   wg_fence();
-  gemm_qk(s_acc, q_rows, k_tile(0));
+  gemm_qk<N>(s_acc, q_rows, k_tile(0));
   wg_commit();
   turn_end(false);
   wg_wait<0>();
   reg_fence(s_acc);
   release(k_empty(0));
-  softmax_tile(s_acc, m, l, corr, Lk, c, scale_log2);
+  softmax_tile<N>(s_acc, m, l, corr, Lk, c, scale_log2);
 #pragma unroll
-  for (int t = 0; t < 32; ++t) p[t] = pack_bf16(s_acc[2 * t], s_acc[2 * t + 1]);
+  for (int t = 0; t < N / 4; ++t) p[t] = pack_bf16(s_acc[2 * t], s_acc[2 * t + 1]);
 
   for (int j = 1; j < n_tiles; ++j) {
     const int s = j % Stages, sp = (j - 1) % Stages;
@@ -331,15 +356,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     reg_fence(o_acc);
     reg_fence(p);
     wg_fence();
-    gemm_qk(s_acc, q_rows, k_tile(s));
+    gemm_qk<N>(s_acc, q_rows, k_tile(s));
     wg_commit();
-    gemm_pv(o_acc, p, v_tile(sp), j > 1);
+    gemm_pv<N>(o_acc, p, v_tile(sp), j > 1);
     wg_commit();
     turn_end(false);
     wg_wait<1>();  // S of tile j is in; P V of tile j-1 may still run
     reg_fence(s_acc);
     release(k_empty(s));
-    softmax_tile(s_acc, m, l, corr, Lk - j * kBlockN, c, scale_log2);
+    softmax_tile<N>(s_acc, m, l, corr, Lk - j * N, c, scale_log2);
     wg_wait<0>();
     reg_fence(o_acc);
     reg_fence(p);
@@ -352,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       o_acc[4 * i + 3] *= corr[1];
     }
 #pragma unroll
-    for (int t = 0; t < 32; ++t) p[t] = pack_bf16(s_acc[2 * t], s_acc[2 * t + 1]);
+    for (int t = 0; t < N / 4; ++t) p[t] = pack_bf16(s_acc[2 * t], s_acc[2 * t + 1]);
   }
   {
     const int sp = (n_tiles - 1) % Stages;
@@ -361,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     reg_fence(o_acc);
     reg_fence(p);
     wg_fence();
-    gemm_pv(o_acc, p, v_tile(sp), n_tiles > 1);
+    gemm_pv<N>(o_acc, p, v_tile(sp), n_tiles > 1);
     wg_commit();
     turn_end(true);
     wg_wait<0>();
@@ -410,11 +435,11 @@ EncodeTiled encode_fn() {
   return fn;
 }
 
-// A map of [B, H, L, 128] bf16 with 64 x 128-row boxes, 128-byte swizzle, zero fill past the ends. The two
+// A map of [B, H, L, 128] bf16 with boxes of 64 columns x box_rows rows, 128-byte swizzle, zero fill past the ends. The two
 // middle dimensions go in the order of their strides (the heads first when theirs is smaller), which puts
 // the same [128 rows][64] box in shared memory either way. Size-1 dimensions get a harmless stride.
 bool make_map(CUtensorMap* map, bool* heads_inner, const void* ptr, AttentionOperand t, int64_t B, int64_t H,
-              int64_t L) {
+              int64_t L, uint32_t box_rows) {
   if (H == 1) t.head = kHeadDim;
   if (L == 1) t.row = kHeadDim;
   if (B == 1) t.batch = t.row * L + t.head * H;
@@ -425,25 +450,29 @@ bool make_map(CUtensorMap* map, bool* heads_inner, const void* ptr, AttentionOpe
                               *heads_inner ? n_row : n_head, static_cast<cuuint64_t>(B)};
   const cuuint64_t strides[3] = {*heads_inner ? s_head : s_row, *heads_inner ? s_row : s_head,
                                  static_cast<cuuint64_t>(t.batch) * 2};
-  const cuuint32_t box[4] = {64, *heads_inner ? 1u : static_cast<cuuint32_t>(kBlockN),
-                             *heads_inner ? static_cast<cuuint32_t>(kBlockN) : 1u, 1};
+  const cuuint32_t box[4] = {64, *heads_inner ? 1u : box_rows, *heads_inner ? box_rows : 1u, 1};
   const cuuint32_t elem[4] = {1, 1, 1, 1};
   return encode_fn()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(ptr), dims, strides, box, elem,
                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int Stages, bool PingPong>
-int launch_variant(const CUtensorMap& qm, const CUtensorMap& km, const CUtensorMap& vm, MapOrder order, void* out,
-                   OutStrides os,
-                   int64_t B, int64_t H, int64_t Lq, int64_t Lk, float scale_log2, cudaStream_t stream) {
-  auto kernel = hopper_attention_kernel<Stages, PingPong>;
+template <int N, int Stages, bool PingPong>
+int launch_variant(const void* q, const void* k, const void* v, const AttentionOperand& qs, const AttentionOperand& ks,
+                   const AttentionOperand& vs, void* out, OutStrides os, int64_t B, int64_t H, int64_t Lq, int64_t Lk,
+                   float scale_log2, cudaStream_t stream) {
+  CUtensorMap qm, km, vm;
+  MapOrder order{};
+  if (!make_map(&qm, &order.q, q, qs, B, H, Lq, kBlockM) || !make_map(&km, &order.k, k, ks, B, H, Lk, N) ||
+      !make_map(&vm, &order.v, v, vs, B, H, Lk, N))
+    return cudaErrorInvalidValue;
+  auto kernel = hopper_attention_kernel<N, Stages, PingPong>;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(Stages));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(N, Stages));
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>((Lq + kBlockM - 1) / kBlockM), static_cast<unsigned>(H),
                   static_cast<unsigned>(B));
-  kernel<<<grid, kThreads, smem_bytes(Stages), stream>>>(qm, km, vm, order, static_cast<__nv_bfloat16*>(out), os,
+  kernel<<<grid, kThreads, smem_bytes(N, Stages), stream>>>(qm, km, vm, order, static_cast<__nv_bfloat16*>(out), os,
                                                           static_cast<int>(Lq), static_cast<int>(Lk), scale_log2);
   return cudaGetLastError();
 }
@@ -469,19 +498,16 @@ int launch_hopper_attention(const void* q, const void* k, const void* v, void* o
       Lk > (1ll << 30) || !addr_ok(q) || !addr_ok(k) || !addr_ok(v) || !aligned(qs) || !aligned(ks) || !aligned(vs) ||
       os.row % 2 != 0 || reinterpret_cast<uintptr_t>(out) % 4 != 0 || encode_fn() == nullptr)
     return cudaErrorInvalidValue;
-  CUtensorMap qm, km, vm;
-  MapOrder order{};
-  if (!make_map(&qm, &order.q, q, qs, B, H, Lq) || !make_map(&km, &order.k, k, ks, B, H, Lk) ||
-      !make_map(&vm, &order.v, v, vs, B, H, Lk))
-    return cudaErrorInvalidValue;
   const OutStrides o{os.batch, os.head, os.row};
   const float scale_log2 = scale * 1.4426950408889634f;
   const auto st = static_cast<cudaStream_t>(stream);
   switch (variant) {
-    case 0: return launch_variant<2, false>(qm, km, vm, order, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 1: return launch_variant<2, true>(qm, km, vm, order, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 2: return launch_variant<3, false>(qm, km, vm, order, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 3: return launch_variant<3, true>(qm, km, vm, order, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 0: return launch_variant<128, 2, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 1: return launch_variant<128, 2, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 2: return launch_variant<128, 3, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 3: return launch_variant<128, 3, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 4: return launch_variant<176, 2, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 5: return launch_variant<176, 2, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
     default: return cudaErrorInvalidValue;
   }
 }
