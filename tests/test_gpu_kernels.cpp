@@ -348,6 +348,34 @@ TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
   EXPECT_TRUE(at::equal(m.pipeline->generate(p).video, a.video));
 }
 
+// uniform_timestep on the GPU: with the fused kernels reading one modulation row per sample instead of
+// one per token (and without them, the broadcast ops), the clip is the per-token clip bit for bit.
+TEST(GpuKernels, UniformTimestepKeepsTheClipBitForBit) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  GenerateParams p;
+  p.prompt = "a red fox";
+  p.height = 64;
+  p.width = 96;
+  p.frames = 9;
+  p.steps = 3;
+  LoadRequest r;
+  r.precision = Precision{at::kBFloat16, gpu()};
+  auto m = load_model(r);
+  for (const bool fused : {false, true}) {
+    RuntimeOptions o = fused ? all_fused() : RuntimeOptions{};
+    o.timestep_dedup = true;
+    m.pipeline->set_options(o);
+    const auto a = m.pipeline->generate(p);
+    o.uniform_timestep = true;
+    m.pipeline->set_options(o);
+    const auto b = m.pipeline->generate(p);
+    EXPECT_TRUE(at::equal(a.video, b.video)) << (fused ? "fused kernels" : "unfused");
+    EXPECT_GT(b.trace.get("kernel.uniform_timestep.samples"), 0);
+    EXPECT_TRUE(engagement_problems(o, b.trace).empty());
+  }
+  m.pipeline->set_options({});
+}
+
 // The VAE's fused RMS norm + SiLU against the reference ops (WanRMSNorm then at::silu in bf16): channels
 // first and channels last, odd frame sizes, batch 2, and written into a frame range of a bigger buffer
 // (as the causal buffer takes it) without touching the frames around it.

@@ -201,6 +201,7 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
       {"fused_qkv", [](RuntimeOptions& o) { o.fused_qkv = true; }, "kernel.fused_qkv.launches"},
       {"cross_kv_cache", [](RuntimeOptions& o) { o.cross_kv_cache = true; }, "kernel.cross_kv_cache.hits"},
       {"timestep_dedup", [](RuntimeOptions& o) { o.timestep_dedup = true; }, "kernel.timestep_dedup.rows_saved"},
+      {"uniform_timestep", [](RuntimeOptions& o) { o.uniform_timestep = true; }, "kernel.uniform_timestep.samples"},
       {"rope_cache", [](RuntimeOptions& o) { o.rope_cache = true; }, "kernel.rope_cache.hits"},
       {"text_trim", [](RuntimeOptions& o) { o.text_trim = true; }, "kernel.text_trim.tokens_saved"},
       {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},

@@ -50,7 +50,7 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
   for (const auto& t : all()) got[t.name] = {t.family, t.lossless};
   const std::map<std::string, std::pair<std::string, bool>> want = {
       {"attention_backend", {"kernel", true}}, {"cross_kv_cache", {"kernel", true}}, {"cuda_graph", {"kernel", true}},
-      {"fused_qkv", {"kernel", true}},         {"text_trim", {"kernel", true}}, {"timestep_dedup", {"kernel", true}}, {"rope_cache", {"kernel", true}}, {"easycache", {"cache", false}},
+      {"fused_qkv", {"kernel", true}},         {"text_trim", {"kernel", true}}, {"timestep_dedup", {"kernel", true}}, {"rope_cache", {"kernel", true}}, {"uniform_timestep", {"kernel", true}}, {"easycache", {"cache", false}},
       {"teacache", {"cache", false}},          {"magcache", {"cache", false}},       {"first_block_cache", {"cache", false}},
       {"forced_skip", {"cache", false}},       {"taylorseer", {"cache", false}},     {"sparse", {"sparse", false}},
       // The fused block kernels round differently from libtorch's separate kernels: lossy (measured).
@@ -390,7 +390,7 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
                                "vae_frame_convs", "rope_cache", "vae_transposed_upsample", "vae_head_pad", "fused_cross_norm", "gemm_autotune",
                                "vae_pointwise_gemm", "vae_causal_ring", "hopper_attention"})
     EXPECT_FALSE(searched_on_cpu.count(gpu_only)) << gpu_only;
-  for (const char* cpu_too : {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache"})
+  for (const char* cpu_too : {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache", "uniform_timestep"})
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;
   EXPECT_EQ(run_cli("techniques --steps 0").code, 2);
   EXPECT_EQ(run_cli("techniques").code, 0);

@@ -7,6 +7,9 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
+#include "runtime/forward_context.h"
+#include "runtime/options.h"
+#include "runtime/trace.h"
 #include "runtime/verify.h"
 #include "runtime/wan_transformer.h"
 #include "test_util.h"
@@ -130,6 +133,43 @@ TEST(Transformer, OtherConfigsBatchAndPerTokenConsistency) {
   const int64_t L = 5 * 2 * 3;
   const at::Tensor per_token = m->forward(x, t.unsqueeze(1).expand({2, L}).contiguous(), ctx);
   EXPECT_LE(rel_l2(per_token, both), 1e-5);
+}
+
+// uniform_timestep: a per-token t with one value per sample takes the per-sample path, bit for bit the
+// per-token computation with the time embedding deduplicated (the same rows, broadcast instead of gathered);
+// a sample with two values (image-to-video's zero on the first frame) is left per token.
+TEST(Transformer, UniformTimestepIsThePerTokenResultBitForBit) {
+  nlohmann::json j = {{"num_attention_heads", 3}, {"attention_head_dim", 24}, {"in_channels", 4},
+                      {"out_channels", 6},        {"text_dim", 8},            {"freq_dim", 32},
+                      {"ffn_dim", 40},            {"num_layers", 2},          {"patch_size", {1, 2, 2}}};
+  WanTransformer3DModel m(WanTransformerConfig::from_json(j));
+  fill_random(*m, 11);
+  at::InferenceMode guard;
+  const at::Tensor x = at::randn({2, 4, 5, 4, 6});
+  const at::Tensor ctx = at::randn({2, 7, 8});
+  const int64_t L = 5 * 2 * 3;
+  const at::Tensor t_tok = at::tensor({500.0f, 20.0f}).unsqueeze(1).expand({2, L}).contiguous();
+  at::Tensor t_i2v = t_tok.clone();
+  t_i2v.slice(1, 0, 2 * 3).zero_();  // latent frame 0 (6 tokens) carries the image: timestep 0
+  auto run = [&](const at::Tensor& t, bool uniform, Trace& trace) {
+    RuntimeOptions o;
+    o.timestep_dedup = true;
+    o.uniform_timestep = uniform;
+    ForwardContext fc;
+    fc.options = &o;
+    fc.trace = &trace;
+    return m->forward(x, t, ctx, nullptr, &fc);
+  };
+  Trace off, on, i2v_off, i2v_on;
+  const at::Tensor a = run(t_tok, false, off), b = run(t_tok, true, on);
+  EXPECT_TRUE(at::equal(a, b));
+  EXPECT_EQ(on.get("kernel.uniform_timestep.samples"), 2);
+  EXPECT_EQ(on.get("kernel.uniform_timestep.rows_saved"), 2 * (L - 1));
+  EXPECT_EQ(off.get("kernel.uniform_timestep.samples"), 0);
+  const at::Tensor c = run(t_i2v, false, i2v_off), d = run(t_i2v, true, i2v_on);
+  EXPECT_TRUE(at::equal(c, d));
+  EXPECT_FALSE(at::equal(a, c));  // the image frame's timestep does change the output
+  EXPECT_EQ(i2v_on.get("kernel.uniform_timestep.samples"), 0);
 }
 
 TEST(Transformer, BadInputsAreClearErrors) {

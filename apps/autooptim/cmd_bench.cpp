@@ -199,7 +199,8 @@ void run_bench(const BenchArgs& a) {
     if (req.options.cuda_graph) fc.cuda_graphs = &graphs;
     pipe.transformer()->forward(x, t, ctx, nullptr, &fc);
   });
-  const auto flops = runtime::transformer_flops(tc, 1, T, h, w, S, !req.options.timestep_dedup);
+  const auto flops =
+      runtime::transformer_flops(tc, 1, T, h, w, S, !(req.options.timestep_dedup || req.options.uniform_timestep));
   nlohmann::json fj = fwd.to_json();
   fj["tflop"] = flops.total() / 1e12;
   fj["achieved_tflops"] = flops.total() / fwd.median / 1e12;

@@ -2,7 +2,7 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [hopper] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   scripts/gpu/kernels.sh [build] [tests] [hopper] [uniform] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
 #   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail,
 #    GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
 set -uo pipefail
@@ -54,6 +54,20 @@ for s in "${steps[@]}"; do
           bench "fused-all-hopper$v" "$d/h$v.json" --skip-vae
         done
       fi ;;
+    uniform)
+      # uniform_timestep (the per-sample modulation in text-to-video) alone, on kernel-all (the lossless
+      # switches) and on kernel-fused-all, each beside the manifest without it, in one machine session.
+      d=$(mktemp -d)
+      for base in kernel-all kernel-fused-all; do
+        python3 -c "import json; m=json.load(open('$M/$base.json')); m['flags']['uniform_timestep']=True; json.dump(m, open('$d/$base-u.json','w'))"
+      done
+      python3 -c "import json; m=json.load(open('$M/kernel-all.json')); m['flags']={'uniform_timestep': True}; json.dump(m, open('$d/u.json','w'))"
+      bench baseline none --skip-vae
+      bench uniform "$d/u.json" --skip-vae
+      bench kernel-all $M/kernel-all.json --skip-vae
+      bench kernel-all-uniform "$d/kernel-all-u.json" --skip-vae
+      bench fused-all $M/kernel-fused-all.json --skip-vae
+      bench fused-all-uniform "$d/kernel-fused-all-u.json" --skip-vae ;;
     headline)
       # The baseline and the two forward manifests in one machine session, for same-session ratios.
       bench baseline none --skip-vae

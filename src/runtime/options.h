@@ -178,6 +178,7 @@ struct RuntimeOptions {
   bool fused_qkv = false;         // q/k/v weights merged at load into one GEMM
   bool cross_kv_cache = false;    // cross-attention K/V computed once per prompt, reused across steps
   bool timestep_dedup = false;    // time embedding computed once per distinct timestep value
+  bool uniform_timestep = false;  // a per-token timestep with one value per sample handled per sample
   bool rope_cache = false;        // rotary tables kept on the device per latent grid
   bool text_trim = false;         // the text encoder runs over the prompt's own tokens, not all 512
   bool cuda_graph = false;        // transformer forward captured and replayed (GPU builds)

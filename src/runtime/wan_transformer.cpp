@@ -16,6 +16,7 @@
 #include "runtime/techniques/kernel/gemm_autotune.h"
 #include "runtime/techniques/quant/fp8_linear.h"
 #include "runtime/techniques/kernel/timestep_dedup.h"
+#include "runtime/techniques/kernel/uniform_timestep.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
 namespace autooptim::runtime {
@@ -411,8 +412,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   const int64_t F = x.size(2) / pt, H = x.size(3) / ph, W = x.size(4) / pw, L = F * H * W;
   if (ctx.dim() != 3 || ctx.size(0) != B || ctx.size(2) != c.text_dim)
     throw Error("transformer: encoder_hidden_states must be [B, S, " + std::to_string(c.text_dim) + "]");
-  const bool per_token = t.dim() == 2;
-  if (!((t.dim() == 1 && t.size(0) == B) || (per_token && t.size(0) == B && t.size(1) == L)))
+  if (!((t.dim() == 1 && t.size(0) == B) || (t.dim() == 2 && t.size(0) == B && t.size(1) == L)))
     throw Error("transformer: timestep must be [B] or [B, " + std::to_string(L) + "] (one per token)");
   const auto dt = precision_.compute;
   auto record = [inter](const std::string& name, const at::Tensor& v) {
@@ -428,9 +428,13 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   const RuntimeOptions* opts = fc ? fc->options : nullptr;
   const bool dedup = opts && opts->timestep_dedup;
   std::optional<ProfileScope> embed_scope(std::in_place, "time_text_embedding", [] { return ProfileDetail{"time"}; });
+  // uniform_timestep: a per-token t with one value per sample goes the per-sample way.
+  const at::Tensor t_sample = techniques::uniform_timesteps(t, fc);
+  const at::Tensor& tt = t_sample.defined() ? t_sample : t;
+  const bool per_token = tt.dim() == 2;
   auto [temb, tproj] = dedup ? techniques::dedup_time_embedding(
-                                   t.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
-                             : time_embedding(t.reshape({-1}));
+                                   tt.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
+                             : time_embedding(tt.reshape({-1}));
   if (per_token) {
     temb = temb.view({B, L, -1});
     tproj = tproj.view({B, L, -1});
