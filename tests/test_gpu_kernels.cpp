@@ -58,6 +58,17 @@ struct Ctx {
   }
 };
 
+// A short clip of the tiny model (text-to-video, 64x96, 9 frames).
+GenerateParams tiny_clip(int64_t steps) {
+  GenerateParams p;
+  p.prompt = "a red fox";
+  p.height = 64;
+  p.width = 96;
+  p.frames = 9;
+  p.steps = steps;
+  return p;
+}
+
 // Share of elements that differ, and the relative L2 error.
 double differing(const at::Tensor& a, const at::Tensor& b) { return a.ne(b).to(at::kDouble).mean().item<double>(); }
 
@@ -324,12 +335,7 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
 // worse); off again reproduces the baseline bit-exactly.
 TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
-  GenerateParams p;
-  p.prompt = "a red fox";
-  p.height = 64;
-  p.width = 96;
-  p.frames = 9;
-  p.steps = 4;
+  const GenerateParams p = tiny_clip(4);
   LoadRequest r32;
   r32.precision = Precision{at::kFloat, gpu()};
   set_strict_fp32(true);
@@ -352,12 +358,7 @@ TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
 // one per token (and without them, the broadcast ops), the clip is the per-token clip bit for bit.
 TEST(GpuKernels, UniformTimestepKeepsTheClipBitForBit) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
-  GenerateParams p;
-  p.prompt = "a red fox";
-  p.height = 64;
-  p.width = 96;
-  p.frames = 9;
-  p.steps = 3;
+  const GenerateParams p = tiny_clip(3);
   LoadRequest r;
   r.precision = Precision{at::kBFloat16, gpu()};
   auto m = load_model(r);
