@@ -678,6 +678,29 @@ TEST(GpuKernels, HopperAttentionMatchesFloat32AttentionOnOddShapes) {
   }
 }
 
+// Inputs that split the kernel in two, for a first run that fails: with q = 0 every score is 0, the softmax
+// is uniform and the output is the mean of V's rows (the P V GEMM and V's N-major layout alone); with V the
+// identity (128 keys, v[k, d] = 1 where k = d) the output is the softmax P itself (the Q K^T GEMM, the
+// masking and the softmax alone).
+TEST(GpuKernels, HopperAttentionDiagnosticInputs) {
+  if (!hopper_gpu()) GTEST_SKIP() << "no CUDA in this build or no compute capability 9.0 GPU";
+  at::InferenceMode guard;
+  const auto qkv = attention_inputs(1, 2, 300, 128, QkvLayout::head_major, 3);
+  const at::Tensor zero_q = at::zeros_like(qkv[0]);
+  const at::Tensor mean_v = qkv[2].to(at::kFloat).mean(2, true).expand({1, 2, 300, 128});
+  const at::Tensor eye_v = at::eye(128, bf16()).expand({1, 2, 128, 128}).contiguous();
+  const at::Tensor probs =
+      at::softmax(at::matmul(qkv[0].to(at::kFloat), qkv[1].to(at::kFloat).transpose(-1, -2)) / std::sqrt(128.0), -1);
+  for (int variant = 1; variant <= 6; ++variant) {
+    const double pv_err = rel_l2(techniques::hopper_attention_variant(zero_q, qkv[1], qkv[2], variant).to(at::kFloat), mean_v);
+    const double qk_err = rel_l2(techniques::hopper_attention_variant(qkv[0], qkv[1], eye_v, variant).to(at::kFloat), probs);
+    std::printf("hopper_attention %d diagnostics: q = 0 (P V alone) rel L2 %.2e; V = I (Q K^T and softmax alone) rel L2 %.2e\n",
+                variant, pv_err, qk_err);
+    EXPECT_LE(pv_err, 1e-2) << "variant " << variant << ": the P V GEMM or V's layout";
+    EXPECT_LE(qk_err, 1e-2) << "variant " << variant << ": the Q K^T GEMM, the masking or the softmax";
+  }
+}
+
 TEST(GpuKernels, HopperAttentionAtTheOfficialShapeAgainstCudnnAndTimed) {
   if (!hopper_gpu()) GTEST_SKIP() << "no CUDA in this build or no compute capability 9.0 GPU";
   at::InferenceMode guard;

@@ -42,7 +42,7 @@ for s in "${steps[@]}"; do
       # beside kernel-fused-all.
       timeout 120 build-gpu/tests/runtime_tests --gtest_filter='GpuKernels.HopperAttention*' > "$OUT/hopper-tests.log" 2>&1
       echo "hopper tests rc=$?"
-      grep -E "official shape|^\[  (FAILED|PASSED|  OK) |Expected|Which is|libtorch's kernel|error" "$OUT/hopper-tests.log" | head -60
+      grep -E "official shape|diagnostics|^\[  (FAILED|PASSED|  OK) |Expected|Which is|libtorch's kernel|error" "$OUT/hopper-tests.log" | head -90
       if grep -q "FAILED" "$OUT/hopper-tests.log" || ! grep -q "PASSED" "$OUT/hopper-tests.log"; then
         echo "hopper: the kernel is not right yet; no forward timings"
       else
