@@ -40,9 +40,8 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
 #if AUTOOPTIM_TECHNIQUE_HOOKS
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <cstdio>
-#include <mutex>
-#include <set>
 
 #include "runtime/nn.h"
 #include "runtime/techniques/kernel/fused_common.h"
@@ -59,11 +58,16 @@ bool operand_fits(const at::Tensor& t, int64_t B, int64_t H) {
          reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
-bool device_supported(const at::Tensor& q) {
+// Everything the kernel needs of its operands and their GPU, checked once per call.
+bool operands_fit(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (q.dim() != 4) return false;
+  const int64_t B = q.size(0), H = q.size(1);
+  if (!operand_fits(q, B, H) || !operand_fits(k, B, H) || !operand_fits(v, B, H) || k.size(2) != v.size(2) ||
+      q.get_device() != k.get_device() || q.get_device() != v.get_device())
+    return false;
 #ifdef AUTOOPTIM_WITH_CUDA
   return cuda::hopper_attention_supported(q.get_device());
 #else
-  (void)q;
   return false;
 #endif
 }
@@ -84,13 +88,9 @@ bool capturing() {
 // query rows against libtorch's attention of the same operands. A kernel that is wrong on this GPU or
 // driver stops the run with the switch named, instead of passing a wrong clip on to the quality gate.
 void self_check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out, int variant) {
-  static std::mutex mu;
-  static std::set<int> checked;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (checked.count(variant)) return;
-  }
-  if (capturing()) return;
+  static std::atomic<unsigned> checked{0};  // bit v: variant v passed
+  const unsigned bit = 1u << variant;
+  if ((checked.load(std::memory_order_acquire) & bit) || capturing()) return;
   auto first = [](const at::Tensor& t, int64_t rows) { return t.narrow(0, 0, 1).narrow(1, 0, 1).narrow(2, 0, rows); };
   const int64_t rows = std::min<int64_t>(q.size(2), 256);
   const at::Tensor ref = compat::sdpa(first(q, rows), first(k, k.size(2)), first(v, v.size(2)));
@@ -102,24 +102,12 @@ void self_check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
                 " does not compute libtorch's attention on this GPU (relative L2 " + buf +
                 " on the first head's first rows); turn the switch off");
   }
-  std::lock_guard<std::mutex> lock(mu);
-  checked.insert(variant);
+  checked.fetch_or(bit, std::memory_order_release);
 }
 
-}  // namespace
-
-bool hopper_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
-  if (!fc || !fc->options || fc->options->hopper_attention == 0 || q.dim() != 4) return false;
-  const int64_t B = q.size(0), H = q.size(1);
-  return operand_fits(q, B, H) && operand_fits(k, B, H) && operand_fits(v, B, H) && k.size(2) == v.size(2) &&
-         q.get_device() == k.get_device() && q.get_device() == v.get_device() && device_supported(q);
-}
-
-at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int variant) {
+// The launch itself, on operands operands_fit has accepted.
+at::Tensor launch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int variant) {
   const int64_t B = q.size(0), H = q.size(1), Lq = q.size(2), Lk = k.size(2), d = q.size(3);
-  if (!operand_fits(q, B, H) || !operand_fits(k, B, H) || !operand_fits(v, B, H) || k.size(2) != v.size(2) ||
-      !device_supported(q))
-    throw Error("hopper_attention: the operands or the GPU do not fit the kernel (bf16 [B, heads, L, 128] on a compute capability 9.0 GPU)");
   at::Tensor out = at::empty({B, Lq, H, d}, q.options());  // the layout the output projection reads
 #ifdef AUTOOPTIM_WITH_CUDA
   const cuda::AttentionOperand os{out.stride(0), out.stride(2), out.stride(1)};
@@ -128,15 +116,29 @@ at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, co
                                              variant - 1, fused::stream()),
                "hopper_attention");
 #else
+  (void)v;
   (void)Lk;
   (void)variant;
 #endif
   return out.transpose(1, 2);
 }
 
+}  // namespace
+
+bool hopper_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
+  return fc && fc->options && fc->options->hopper_attention != 0 && operands_fit(q, k, v);
+}
+
+at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int variant) {
+  if (!operands_fit(q, k, v))
+    throw Error("hopper_attention: the operands or the GPU do not fit the kernel (bf16 [B, heads, L, 128] on a compute capability 9.0 GPU)");
+  return launch(q, k, v, variant);
+}
+
+// Called after hopper_attention_applies: the operands are not checked again.
 at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
   const int variant = static_cast<int>(fc->options->hopper_attention);
-  at::Tensor out = hopper_attention_variant(q, k, v, variant);
+  at::Tensor out = launch(q, k, v, variant);
   self_check(q, k, v, out, variant);
   fc->count("kernel.hopper_attention.calls");
   return out;

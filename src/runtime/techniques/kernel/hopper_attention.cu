@@ -25,8 +25,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
 
 #include "runtime/techniques/kernel/fused_kernels_cuda.h"
 
@@ -482,11 +482,16 @@ bool aligned(const AttentionOperand& t) { return t.row % 8 == 0 && t.head % 8 ==
 }  // namespace
 
 bool hopper_attention_supported(int device) {
+  // Asked on every attention call: the answer is kept per device (0 unknown, 1 yes, -1 no).
+  static std::atomic<signed char> known[64] = {};
+  if (device < 0 || device >= 64) return false;
+  if (const signed char k = known[device].load(std::memory_order_relaxed)) return k > 0;
   int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0 && encode_fn() != nullptr;  // sm_90a code runs on compute capability 9.0 only
+  const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                  major == 9 && minor == 0 && encode_fn() != nullptr;  // sm_90a code runs on 9.0 only
+  known[device].store(ok ? 1 : -1, std::memory_order_relaxed);
+  return ok;
 }
 
 int launch_hopper_attention(const void* q, const void* k, const void* v, void* out, const AttentionOperand& qs,

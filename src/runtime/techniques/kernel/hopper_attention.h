@@ -10,8 +10,8 @@ namespace autooptim::runtime::techniques {
 // capability 9.0 GPU, bf16, d = 128, the head dim contiguous, the other strides multiples of 8 elements.
 bool hopper_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc);
 
-// softmax(q k^T / sqrt(d)) v as [B, heads, L, d] (a view of a [B, L, heads, d] tensor); counts
-// kernel.hopper_attention.calls.
+// softmax(q k^T / sqrt(d)) v as [B, heads, L, d] (a view of a [B, L, heads, d] tensor) for operands that
+// hopper_attention_applies has accepted (not checked again); counts kernel.hopper_attention.calls.
 at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc);
 
 // The kernel itself with an explicit variant (1-4), for tests and timing. Throws where it does not apply.
