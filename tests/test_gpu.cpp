@@ -7,29 +7,12 @@
 #include "runtime/techniques/engagement.h"
 #include "runtime/verify.h"
 #include "test_util.h"
+#include "tiny_gpu.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
-
-namespace {
-
-LoadedModel tiny_bf16_on_gpu() {
-  LoadRequest r;
-  r.precision = Precision{at::kBFloat16, at::Device(at::kCUDA, 0)};
-  return load_model(r);
-}
-
-GenerateParams small_clip(int64_t steps) {
-  GenerateParams p;
-  p.prompt = "a red fox";
-  p.height = 64;
-  p.width = 96;
-  p.frames = 9;
-  p.steps = steps;
-  return p;
-}
-
-}  // namespace
+using test::small_clip;
+using test::tiny_bf16_on_gpu;
 
 TEST(Gpu, GoldenFloat32OnTheDevice) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";

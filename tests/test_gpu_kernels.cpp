@@ -28,9 +28,12 @@
 #include "runtime/torch_compat.h"
 #include "runtime/wan_transformer.h"
 #include "test_util.h"
+#include "tiny_gpu.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
+using test::small_clip;
+using test::tiny_bf16_on_gpu;
 
 namespace {
 
@@ -57,17 +60,6 @@ struct Ctx {
     fc.trace = &trace;
   }
 };
-
-// A short clip of the tiny model (text-to-video, 64x96, 9 frames).
-GenerateParams tiny_clip(int64_t steps) {
-  GenerateParams p;
-  p.prompt = "a red fox";
-  p.height = 64;
-  p.width = 96;
-  p.frames = 9;
-  p.steps = steps;
-  return p;
-}
 
 // Share of elements that differ, and the relative L2 error.
 double differing(const at::Tensor& a, const at::Tensor& b) { return a.ne(b).to(at::kDouble).mean().item<double>(); }
@@ -335,15 +327,13 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
 // worse); off again reproduces the baseline bit-exactly.
 TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
-  const GenerateParams p = tiny_clip(4);
+  const GenerateParams p = small_clip(4);
   LoadRequest r32;
   r32.precision = Precision{at::kFloat, gpu()};
   set_strict_fp32(true);
   const at::Tensor ref = load_model(r32).pipeline->generate(p).video;
   set_strict_fp32(false);
-  LoadRequest r;
-  r.precision = Precision{at::kBFloat16, gpu()};
-  auto m = load_model(r);
+  auto m = tiny_bf16_on_gpu();
   const auto a = m.pipeline->generate(p);
   m.pipeline->set_options(all_fused());
   const auto b = m.pipeline->generate(p);
@@ -358,10 +348,8 @@ TEST(GpuKernels, TinyClipWithFusedKernelsAndOffIdentity) {
 // one per token (and without them, the broadcast ops), the clip is the per-token clip bit for bit.
 TEST(GpuKernels, UniformTimestepKeepsTheClipBitForBit) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
-  const GenerateParams p = tiny_clip(3);
-  LoadRequest r;
-  r.precision = Precision{at::kBFloat16, gpu()};
-  auto m = load_model(r);
+  const GenerateParams p = small_clip(3);
+  auto m = tiny_bf16_on_gpu();
   for (const bool fused : {false, true}) {
     RuntimeOptions o = fused ? all_fused() : RuntimeOptions{};
     o.timestep_dedup = true;

@@ -29,6 +29,13 @@ WanTransformer3DModel load_golden_model() {
   return m;
 }
 
+// A small config beside the golden one: 3 heads x 24 (rope split 8/8/8), patches (1, 2, 2).
+WanTransformerConfig small_config(int64_t layers) {
+  return WanTransformerConfig::from_json({{"num_attention_heads", 3}, {"attention_head_dim", 24}, {"in_channels", 4},
+                                          {"out_channels", 6},        {"text_dim", 8},            {"freq_dim", 32},
+                                          {"ffn_dim", 40},            {"num_layers", layers},     {"patch_size", {1, 2, 2}}});
+}
+
 // Deterministic weights for a config (the values do not matter for the property tests).
 void fill_random(torch::nn::Module& m, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
@@ -117,10 +124,7 @@ TEST(Transformer, BrokenWeightIsCaught) {
 TEST(Transformer, OtherConfigsBatchAndPerTokenConsistency) {
   // 3 heads x 24 (rope split 8/8/8), 3 layers, batch 2, 5 latent frames: batch rows are independent and
   // a per-token t equal everywhere gives the scalar-t result.
-  nlohmann::json j = {{"num_attention_heads", 3}, {"attention_head_dim", 24}, {"in_channels", 4},
-                      {"out_channels", 6},        {"text_dim", 8},            {"freq_dim", 32},
-                      {"ffn_dim", 40},            {"num_layers", 3},          {"patch_size", {1, 2, 2}}};
-  WanTransformer3DModel m(WanTransformerConfig::from_json(j));
+  WanTransformer3DModel m(small_config(3));
   fill_random(*m, 7);
   at::InferenceMode guard;
   const at::Tensor x = at::randn({2, 4, 5, 4, 6});
@@ -139,10 +143,7 @@ TEST(Transformer, OtherConfigsBatchAndPerTokenConsistency) {
 // per-token computation with the time embedding deduplicated (the same rows, broadcast instead of gathered);
 // a sample with two values (image-to-video's zero on the first frame) is left per token.
 TEST(Transformer, UniformTimestepIsThePerTokenResultBitForBit) {
-  nlohmann::json j = {{"num_attention_heads", 3}, {"attention_head_dim", 24}, {"in_channels", 4},
-                      {"out_channels", 6},        {"text_dim", 8},            {"freq_dim", 32},
-                      {"ffn_dim", 40},            {"num_layers", 2},          {"patch_size", {1, 2, 2}}};
-  WanTransformer3DModel m(WanTransformerConfig::from_json(j));
+  WanTransformer3DModel m(small_config(2));
   fill_random(*m, 11);
   at::InferenceMode guard;
   const at::Tensor x = at::randn({2, 4, 5, 4, 6});
