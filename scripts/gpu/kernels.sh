@@ -21,6 +21,9 @@ bench() {  # name manifest extra-args...
     --json "$OUT/bench-$name.json" > /dev/null 2> "$OUT/bench-$name.log"
   echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms|^    [a-z_]+: |error|Error" "$OUT/bench-$name.log" | head -${HEAD:-40}
 }
+derive() {  # source destination statements: destination = the source manifest after the Python statements on m
+  python3 -c "import json; m=json.load(open('$1')); $3; json.dump(m, open('$2', 'w'))"
+}
 for s in "${steps[@]}"; do
   # DEADLINE (seconds since the start): later steps are skipped so that what ran still comes back.
   if [ -n "${DEADLINE:-}" ] && [ "$SECONDS" -gt "$DEADLINE" ]; then echo "=== $s skipped: past DEADLINE=$DEADLINE s"; continue; fi
@@ -50,7 +53,7 @@ for s in "${steps[@]}"; do
         bench fused-all $M/kernel-fused-all.json --skip-vae
         best=$(grep "fused QKV rows: hopper_attention" "$OUT/hopper-tests.log" | sed -E 's/.*hopper_attention ([0-9]) ([0-9.]+) ms.*/\1 \2/' | sort -k2 -n | head -1 | cut -d' ' -f1)
         for v in ${HOPPER_VARIANTS:-$best}; do
-          python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['flags']['hopper_attention']=$v; json.dump(m, open('$d/h$v.json','w'))"
+          derive "$M/kernel-fused-all.json" "$d/h$v.json" "m['flags']['hopper_attention']=$v"
           bench "fused-all-hopper$v" "$d/h$v.json" --skip-vae
         done
       fi ;;
@@ -59,9 +62,9 @@ for s in "${steps[@]}"; do
       # switches) and on kernel-fused-all, each beside the manifest without it, in one machine session.
       d=$(mktemp -d)
       for base in kernel-all kernel-fused-all; do
-        python3 -c "import json; m=json.load(open('$M/$base.json')); m['flags']['uniform_timestep']=True; json.dump(m, open('$d/$base-u.json','w'))"
+        derive "$M/$base.json" "$d/$base-u.json" "m['flags']['uniform_timestep']=True"
       done
-      python3 -c "import json; m=json.load(open('$M/kernel-all.json')); m['flags']={'uniform_timestep': True}; json.dump(m, open('$d/u.json','w'))"
+      derive "$M/kernel-all.json" "$d/u.json" "m['flags']={'uniform_timestep': True}"
       bench baseline none --skip-vae
       bench uniform "$d/u.json" --skip-vae
       bench kernel-all $M/kernel-all.json --skip-vae
@@ -77,16 +80,16 @@ for s in "${steps[@]}"; do
       # Each fused switch alone, and the set without the GELU epilogue.
       d=$(mktemp -d)
       for sw in fused_norm_modulate fused_gate_residual fused_qk_norm_rope gelu_epilogue; do
-        python3 -c "import json,sys; m=json.load(open('$M/kernel-fused.json')); m['flags']={'$sw': True}; json.dump(m, open('$d/$sw.json','w'))"
+        derive "$M/kernel-fused.json" "$d/$sw.json" "m['flags']={'$sw': True}"
         bench "only-$sw" "$d/$sw.json" --skip-vae
       done
-      python3 -c "import json; m=json.load(open('$M/kernel-fused.json')); del m['flags']['gelu_epilogue']; json.dump(m, open('$d/no-gelu.json','w'))"
+      derive "$M/kernel-fused.json" "$d/no-gelu.json" "del m['flags']['gelu_epilogue']"
       bench fused-no-gelu "$d/no-gelu.json" --skip-vae ;;
     sparse2)
       d=$(mktemp -d)
       for cw in 4:7 2:8 4:2 2:3; do
         c=${cw%:*}; w=${cw#*:}
-        python3 -c "import json; m=json.load(open('$M/sparse-frame-window-50.json')); m['flags']['sparse'].update({'query_frames': $c, 'window_frames': $w}); json.dump(m, open('$d/c$c-w$w.json','w'))"
+        derive "$M/sparse-frame-window-50.json" "$d/c$c-w$w.json" "m['flags']['sparse'].update({'query_frames': $c, 'window_frames': $w})"
         bench "sparse-c$c-w$w" "$d/c$c-w$w.json" --skip-vae --at-step 20
       done ;;
     detail)
@@ -101,9 +104,9 @@ for s in "${steps[@]}"; do
       # cross residual add + the FFN's norm/modulation, each one pass), then also with the GEMMs' cuBLASLt
       # algorithms tuned per shape (gemm_autotune), and the FP8 set with the fused norms.
       d=$(mktemp -d)
-      python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-all-cross'; m['flags']['fused_cross_norm']=True; json.dump(m, open('$d/cross.json','w'))"
-      python3 -c "import json; m=json.load(open('$M/kernel-fused-all.json')); m['id']='wan22-ti2v-5b/fused-all-cross-tuned'; m['flags'].update(fused_cross_norm=True, gemm_autotune=True); json.dump(m, open('$d/tuned.json','w'))"
-      python3 -c "import json; m=json.load(open('$M/quant-fp8-fused.json')); m['id']='wan22-ti2v-5b/fp8-fused-cross'; m['flags']['fused_cross_norm']=True; json.dump(m, open('$d/fp8-cross.json','w'))"
+      derive "$M/kernel-fused-all.json" "$d/cross.json" "m['id']='wan22-ti2v-5b/fused-all-cross'; m['flags']['fused_cross_norm']=True"
+      derive "$M/kernel-fused-all.json" "$d/tuned.json" "m['id']='wan22-ti2v-5b/fused-all-cross-tuned'; m['flags'].update(fused_cross_norm=True, gemm_autotune=True)"
+      derive "$M/quant-fp8-fused.json" "$d/fp8-cross.json" "m['id']='wan22-ti2v-5b/fp8-fused-cross'; m['flags']['fused_cross_norm']=True"
       HEAD=80 bench fused-all $M/kernel-fused-all.json --skip-vae
       HEAD=80 bench fused-all-cross "$d/cross.json" --skip-vae
       HEAD=80 bench fused-all-cross-tuned "$d/tuned.json" --skip-vae
@@ -158,7 +161,7 @@ PY
       d=$(mktemp -d)
       for kq in 25:2 25:4 50:4; do
         k=${kq%:*}; q=${kq#*:}
-        python3 -c "import json; m=json.load(open('$M/sparse-topk-$k.json')); m['flags']['sparse']['query_frames']=$q; json.dump(m, open('$d/k$k-q$q.json','w'))"
+        derive "$M/sparse-topk-$k.json" "$d/k$k-q$q.json" "m['flags']['sparse']['query_frames']=$q"
         bench "topk-$k-q$q" "$d/k$k-q$q.json" --skip-vae --at-step 20
       done ;;
     *) echo "unknown step $s" ;;
