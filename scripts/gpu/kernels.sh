@@ -2,9 +2,9 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [hopper] [uniform] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   scripts/gpu/kernels.sh [build] [tests] [hopper] [uniform] [stack] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
 #   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail,
-#    GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
+#    HOPPER: the hopper_attention variant for stack, GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -71,6 +71,19 @@ for s in "${steps[@]}"; do
       bench kernel-all-uniform "$d/kernel-all-u.json" --skip-vae
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fused-all-uniform "$d/kernel-fused-all-u.json" --skip-vae ;;
+    stack)
+      # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out) and uniform_timestep:
+      # the baseline, kernel-all, + uniform_timestep, + the hopper kernel, and kernel-fused-all with both,
+      # in one machine session.
+      d=$(mktemp -d); h=${HOPPER:-0}
+      derive "$M/kernel-all.json" "$d/all-u.json" "m['flags']['uniform_timestep']=True"
+      derive "$M/kernel-all.json" "$d/all-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
+      derive "$M/kernel-fused-all.json" "$d/fused-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
+      bench baseline none --skip-vae
+      bench kernel-all $M/kernel-all.json --skip-vae
+      bench kernel-all-uniform "$d/all-u.json" --skip-vae
+      bench "kernel-all-uniform-hopper$h" "$d/all-u-h.json" --skip-vae
+      bench "fused-all-uniform-hopper$h" "$d/fused-u-h.json" --skip-vae ;;
     headline)
       # The baseline and the two forward manifests in one machine session, for same-session ratios.
       bench baseline none --skip-vae
