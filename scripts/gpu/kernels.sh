@@ -73,16 +73,19 @@ for s in "${steps[@]}"; do
       bench fused-all-uniform "$d/kernel-fused-all-u.json" --skip-vae ;;
     stack)
       # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out) and uniform_timestep:
-      # the baseline, kernel-all, + uniform_timestep, + the hopper kernel, and kernel-fused-all with both,
+      # the baseline, kernel-all, + uniform_timestep, + the hopper kernel, and the same three on kernel-fused-all,
       # in one machine session.
       d=$(mktemp -d); h=${HOPPER:-0}
       derive "$M/kernel-all.json" "$d/all-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-all.json" "$d/all-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
+      derive "$M/kernel-fused-all.json" "$d/fused-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-fused-all.json" "$d/fused-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
       bench baseline none --skip-vae
       bench kernel-all $M/kernel-all.json --skip-vae
       bench kernel-all-uniform "$d/all-u.json" --skip-vae
       bench "kernel-all-uniform-hopper$h" "$d/all-u-h.json" --skip-vae
+      bench fused-all $M/kernel-fused-all.json --skip-vae
+      bench fused-all-uniform "$d/fused-u.json" --skip-vae
       bench "fused-all-uniform-hopper$h" "$d/fused-u-h.json" --skip-vae ;;
     headline)
       # The baseline and the two forward manifests in one machine session, for same-session ratios.
