@@ -52,6 +52,7 @@ for s in "${steps[@]}"; do
         d=$(mktemp -d)
         bench fused-all $M/kernel-fused-all.json --skip-vae
         best=$(grep "fused QKV rows: hopper_attention" "$OUT/hopper-tests.log" | sed -E 's/.*hopper_attention ([0-9]) ([0-9.]+) ms.*/\1 \2/' | sort -k2 -n | head -1 | cut -d' ' -f1)
+        echo "$best" > build-gpu/hopper-best  # for a later stack step on the same machine
         for v in ${HOPPER_VARIANTS:-$best}; do
           derive "$M/kernel-fused-all.json" "$d/h$v.json" "m['flags']['hopper_attention']=$v"
           bench "fused-all-hopper$v" "$d/h$v.json" --skip-vae
@@ -72,10 +73,11 @@ for s in "${steps[@]}"; do
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fused-all-uniform "$d/kernel-fused-all-u.json" --skip-vae ;;
     stack)
-      # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out) and uniform_timestep:
+      # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out; by default the hopper
+      # step's fastest on this machine) and uniform_timestep:
       # the baseline, kernel-all, + uniform_timestep, + the hopper kernel, and the same three on kernel-fused-all,
       # in one machine session.
-      d=$(mktemp -d); h=${HOPPER:-0}
+      d=$(mktemp -d); h=${HOPPER:-$(cat build-gpu/hopper-best 2>/dev/null || echo 0)}
       derive "$M/kernel-all.json" "$d/all-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-all.json" "$d/all-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
       derive "$M/kernel-fused-all.json" "$d/fused-u.json" "m['flags']['uniform_timestep']=True"
