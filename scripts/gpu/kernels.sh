@@ -2,7 +2,7 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [hopper] [uniform] [stack] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   scripts/gpu/kernels.sh [build] [tests] [probe] [hopper] [uniform] [stack] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
 #   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail,
 #    HOPPER: the hopper_attention variant for stack, GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
 set -uo pipefail
@@ -38,6 +38,11 @@ for s in "${steps[@]}"; do
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fp8 $M/quant-fp8.json --skip-vae
       bench fp8-fused $M/quant-fp8-fused.json --skip-vae ;;
+    probe)
+      # The attention kernel alone (tests/hopper_attention_probe.cu, built by nvcc in seconds, no libtorch):
+      # each variant against a float64 reference on small and odd shapes, then timed at the official shape.
+      bash scripts/gpu/hopper-probe.sh ${PROBE_ARGS:-} > "$OUT/probe.log" 2>&1
+      echo "probe rc=$?"; grep -vE "^  variant" "$OUT/probe.log" | head -60; grep -E "^  variant" "$OUT/probe.log" | head -30 ;;
     hopper)
       # hopper_attention: its GPU tests first (odd shapes against float32, then the official shape against
       # cuDNN with each variant's time), under a timeout in case a pipeline barrier deadlocks; then the
