@@ -42,7 +42,13 @@ for s in "${steps[@]}"; do
       # The attention kernel alone (tests/hopper_attention_probe.cu, built by nvcc in seconds, no libtorch):
       # each variant against a float64 reference on small and odd shapes, then timed at the official shape.
       bash scripts/gpu/hopper-probe.sh ${PROBE_ARGS:-} > "$OUT/probe.log" 2>&1
-      echo "probe rc=$?"; grep -vE "^  variant" "$OUT/probe.log" | head -60; grep -E "^  variant" "$OUT/probe.log" | head -30 ;;
+      rc=$?; echo "probe rc=$rc"; grep -vE "^  variant" "$OUT/probe.log" | head -60; grep -E "^  variant" "$OUT/probe.log" | head -30
+      # The fastest variant on this machine, for a later stack step, when every check passed.
+      if [ $rc -eq 0 ]; then
+        mkdir -p build-gpu
+        grep "fused QKV rows: hopper_attention" "$OUT/probe.log" | sed -E 's/.*hopper_attention ([0-9]) ([0-9.]+) ms.*/\1 \2/' \
+          | sort -k2 -n | head -1 | cut -d' ' -f1 > build-gpu/hopper-best
+      fi ;;
     hopper)
       # hopper_attention: its GPU tests first (odd shapes against float32, then the official shape against
       # cuDNN with each variant's time), under a timeout in case a pipeline barrier deadlocks; then the
@@ -78,22 +84,23 @@ for s in "${steps[@]}"; do
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench fused-all-uniform "$d/kernel-fused-all-u.json" --skip-vae ;;
     stack)
-      # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out; by default the hopper
-      # step's fastest on this machine) and uniform_timestep:
-      # the baseline, kernel-all, + uniform_timestep, + the hopper kernel, and the same three on kernel-fused-all,
-      # in one machine session.
+      # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out; by default the fastest
+      # of the probe or hopper step on this machine) and uniform_timestep, in one machine session, the
+      # comparisons that decide the manifests first: kernel-fused-all without and with both, kernel-all
+      # without and with both, the baseline, then uniform_timestep alone on each.
       d=$(mktemp -d); h=${HOPPER:-$(cat build-gpu/hopper-best 2>/dev/null || echo 0)}
+      echo "stack: hopper_attention variant ${h}"
       derive "$M/kernel-all.json" "$d/all-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-all.json" "$d/all-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
       derive "$M/kernel-fused-all.json" "$d/fused-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-fused-all.json" "$d/fused-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
-      bench baseline none --skip-vae
-      bench kernel-all $M/kernel-all.json --skip-vae
-      bench kernel-all-uniform "$d/all-u.json" --skip-vae
-      bench "kernel-all-uniform-hopper$h" "$d/all-u-h.json" --skip-vae
       bench fused-all $M/kernel-fused-all.json --skip-vae
+      [ "$h" != 0 ] && bench "fused-all-uniform-hopper$h" "$d/fused-u-h.json" --skip-vae
+      bench kernel-all $M/kernel-all.json --skip-vae
+      [ "$h" != 0 ] && bench "kernel-all-uniform-hopper$h" "$d/all-u-h.json" --skip-vae
+      bench baseline none --skip-vae
       bench fused-all-uniform "$d/fused-u.json" --skip-vae
-      bench "fused-all-uniform-hopper$h" "$d/fused-u-h.json" --skip-vae ;;
+      bench kernel-all-uniform "$d/all-u.json" --skip-vae ;;
     headline)
       # The baseline and the two forward manifests in one machine session, for same-session ratios.
       bench baseline none --skip-vae
