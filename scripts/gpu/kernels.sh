@@ -2,7 +2,7 @@
 # One device call for the kernel tier (issue 11): build, the GPU kernel tests, then `bench --profile` at the
 # official shape for the baseline and each kernel manifest, all in one machine session so that ratios are
 # comparable. Results: $OUT/*.json and logs; a table at the end.
-#   scripts/gpu/kernels.sh [build] [tests] [probe] [hopper] [uniform] [stack] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
+#   scripts/gpu/kernels.sh [build] [tests] [probe] [hopper] [stack] [bench] [headline] [ablate] [sparse] [sparse2] [topk] [topk-chunks] [vae] [vae-switches] [cache] [detail] [forward-sets]
 #   (env: DEADLINE seconds, STEPS, REPEAT, HEAD, VAE_SETS for vae-switches, PROFILE_DETAIL=1 for --profile-detail,
 #    HOPPER: the hopper_attention variant for stack, GPU_TESTS_EXCLUDE: a ctest -E pattern for the tests step, GateGpu by default)
 set -uo pipefail
@@ -20,6 +20,9 @@ bench() {  # name manifest extra-args...
   $bin bench --model wan22-ti2v-5b --synthetic-weights "${margs[@]}" --steps "${STEPS:-2}" --repeat "${REPEAT:-3}" --profile ${PROFILE_DETAIL:+--profile-detail} "$@" \
     --json "$OUT/bench-$name.json" > /dev/null 2> "$OUT/bench-$name.log"
   echo "--- $name (rc=$?)"; grep -E "transformer forward|denoising step|vae_decode|self-attention|^  [a-z_]+ +[0-9.]+ ms|^    [a-z_]+: |error|Error" "$OUT/bench-$name.log" | head -${HEAD:-40}
+}
+fastest_variant() {  # log: the hopper_attention variant with the shortest time on the fused QKV rows
+  grep "fused QKV rows: hopper_attention" "$1" | sed -E 's/.*hopper_attention ([0-9]) ([0-9.]+) ms.*/\1 \2/' | sort -k2 -n | head -1 | cut -d' ' -f1
 }
 derive() {  # source destination statements: destination = the source manifest after the Python statements on m
   python3 -c "import json; m=json.load(open('$1')); $3; json.dump(m, open('$2', 'w'))"
@@ -46,8 +49,7 @@ for s in "${steps[@]}"; do
       # The fastest variant on this machine, for a later stack step, when every check passed.
       if [ $rc -eq 0 ]; then
         mkdir -p build-gpu
-        grep "fused QKV rows: hopper_attention" "$OUT/probe.log" | sed -E 's/.*hopper_attention ([0-9]) ([0-9.]+) ms.*/\1 \2/' \
-          | sort -k2 -n | head -1 | cut -d' ' -f1 > build-gpu/hopper-best
+        fastest_variant "$OUT/probe.log" > build-gpu/hopper-best
       fi ;;
     hopper)
       # hopper_attention: its GPU tests first (odd shapes against float32, then the official shape against
@@ -62,45 +64,34 @@ for s in "${steps[@]}"; do
       else
         d=$(mktemp -d)
         bench fused-all $M/kernel-fused-all.json --skip-vae
-        best=$(grep "fused QKV rows: hopper_attention" "$OUT/hopper-tests.log" | sed -E 's/.*hopper_attention ([0-9]) ([0-9.]+) ms.*/\1 \2/' | sort -k2 -n | head -1 | cut -d' ' -f1)
+        best=$(fastest_variant "$OUT/hopper-tests.log")
         echo "$best" > build-gpu/hopper-best  # for a later stack step on the same machine
         for v in ${HOPPER_VARIANTS:-$best}; do
           derive "$M/kernel-fused-all.json" "$d/h$v.json" "m['flags']['hopper_attention']=$v"
           bench "fused-all-hopper$v" "$d/h$v.json" --skip-vae
         done
       fi ;;
-    uniform)
-      # uniform_timestep (the per-sample modulation in text-to-video) alone, on kernel-all (the lossless
-      # switches) and on kernel-fused-all, each beside the manifest without it, in one machine session.
-      d=$(mktemp -d)
-      for base in kernel-all kernel-fused-all; do
-        derive "$M/$base.json" "$d/$base-u.json" "m['flags']['uniform_timestep']=True"
-      done
-      derive "$M/kernel-all.json" "$d/u.json" "m['flags']={'uniform_timestep': True}"
-      bench baseline none --skip-vae
-      bench uniform "$d/u.json" --skip-vae
-      bench kernel-all $M/kernel-all.json --skip-vae
-      bench kernel-all-uniform "$d/kernel-all-u.json" --skip-vae
-      bench fused-all $M/kernel-fused-all.json --skip-vae
-      bench fused-all-uniform "$d/kernel-fused-all-u.json" --skip-vae ;;
     stack)
       # The lossless stack with HOPPER (a hopper_attention variant; 0 leaves it out; by default the fastest
       # of the probe or hopper step on this machine) and uniform_timestep, in one machine session, the
       # comparisons that decide the manifests first: kernel-fused-all without and with both, kernel-all
-      # without and with both, the baseline, then uniform_timestep alone on each.
+      # without and with both, the baseline, then uniform_timestep on each and alone (HOPPER=0: only
+      # uniform_timestep's comparisons).
       d=$(mktemp -d); h=${HOPPER:-$(cat build-gpu/hopper-best 2>/dev/null || echo 0)}
       echo "stack: hopper_attention variant ${h}"
       derive "$M/kernel-all.json" "$d/all-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-all.json" "$d/all-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
       derive "$M/kernel-fused-all.json" "$d/fused-u.json" "m['flags']['uniform_timestep']=True"
       derive "$M/kernel-fused-all.json" "$d/fused-u-h.json" "m['flags'].update(uniform_timestep=True, hopper_attention=$h)"
+      derive "$M/kernel-all.json" "$d/u.json" "m['flags']={'uniform_timestep': True}"
       bench fused-all $M/kernel-fused-all.json --skip-vae
       [ "$h" != 0 ] && bench "fused-all-uniform-hopper$h" "$d/fused-u-h.json" --skip-vae
       bench kernel-all $M/kernel-all.json --skip-vae
       [ "$h" != 0 ] && bench "kernel-all-uniform-hopper$h" "$d/all-u-h.json" --skip-vae
       bench baseline none --skip-vae
       bench fused-all-uniform "$d/fused-u.json" --skip-vae
-      bench kernel-all-uniform "$d/all-u.json" --skip-vae ;;
+      bench kernel-all-uniform "$d/all-u.json" --skip-vae
+      bench uniform "$d/u.json" --skip-vae ;;
     headline)
       # The baseline and the two forward manifests in one machine session, for same-session ratios.
       bench baseline none --skip-vae

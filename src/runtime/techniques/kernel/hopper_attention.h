@@ -14,7 +14,7 @@ bool hopper_attention_applies(const at::Tensor& q, const at::Tensor& k, const at
 // hopper_attention_applies has accepted (not checked again); counts kernel.hopper_attention.calls.
 at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc);
 
-// The kernel itself with an explicit variant (1-4), for tests and timing. Throws where it does not apply.
+// The kernel itself with an explicit variant (1-6), for tests and timing. Throws where it does not apply.
 at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int variant);
 
 }  // namespace autooptim::runtime::techniques
