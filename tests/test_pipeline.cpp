@@ -17,6 +17,7 @@
 #include "runtime/models.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/verify.h"
+#include "cpu_bf16.h"
 #include "test_util.h"
 
 using namespace autooptim;
@@ -298,7 +299,9 @@ TEST(Pipeline, VaeConversionsAloneDecodeAsTheModelsOwn) {
     }
     ASSERT_EQ(got.sizes(), ref.sizes());
     const double rel = ((got.to(at::kFloat) - ref).norm() / ref.norm()).item<double>();
-    EXPECT_LE(rel, bf16 ? 2e-2 : 1e-5) << "bf16=" << bf16;
+    // bf16: within 2% where the CPU's bf16 convolutions accumulate in float32; 3.7% was seen where they
+    // accumulate in bf16 (cpu_bf16.h).
+    EXPECT_LE(rel, bf16 ? (test::cpu_bf16_conv_accumulates_in_bf16() ? 6e-2 : 2e-2) : 1e-5) << "bf16=" << bf16;
     m.pipeline->set_options(RuntimeOptions{});
   }
 }

@@ -10,6 +10,7 @@
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/verify.h"
 #include "runtime/wan_vae.h"
+#include "cpu_bf16.h"
 #include "test_util.h"
 
 using namespace autooptim;
@@ -165,17 +166,20 @@ TEST(VAE, BrokenWeightIsCaught) {
 
 TEST(VAE, Bf16Runs) {
   // The pipeline runs the VAE in float32 (spec); bf16 must run and stay close. With the golden's random
-  // weights bf16 rounding through ~40 convolutions drifts about 2.4% on decode, 1.8% on encode.
+  // weights bf16 rounding through ~40 convolutions drifts about 2.4% on decode, 1.8% on encode, where the
+  // convolutions accumulate in float32; on a CPU where libtorch accumulates them in bf16 (cpu_bf16.h),
+  // 9.1% and 7.1%.
+  const double bound = test::cpu_bf16_conv_accumulates_in_bf16() ? 0.15 : 5e-2;
   auto m = load_golden_vae(Precision{at::kBFloat16, at::kCPU});
   const auto io = golden_io();
   at::InferenceMode guard;
   const at::Tensor out = m->decode(io.tensor("z"));
   EXPECT_EQ(out.scalar_type(), at::kBFloat16);
   const double ed = rel_l2(out, io.tensor("decoded"));
-  EXPECT_LE(ed, 5e-2);
+  EXPECT_LE(ed, bound);
   const at::Tensor mean = m->encode(io.tensor("video").narrow(2, 0, 5)).first;
   const double ee = rel_l2(mean, io.tensor("encoded_mean").narrow(2, 0, 2));
-  EXPECT_LE(ee, 5e-2);
+  EXPECT_LE(ee, bound);
   std::cout << "  bf16 decoded " << ed << " encoded_mean (5 frames) " << ee << "\n";
 }
 
