@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,15 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   EXPECT_TRUE(passed(v, "authenticity")) << v.check("authenticity")->reason;
   EXPECT_TRUE(passed(v, "quality")) << v.check("quality")->reason;  // lossless: within 50 dB
   EXPECT_TRUE(passed(v, "visual")) << v.check("visual")->reason;
+  // The object check ran on wan22-tiny's clips, and found no single object to judge: with random weights
+  // the saturated "object" covers most of the frame, ~90% (Gate.TrainedTinyModelsObjectIsCompared is the live case).
+  EXPECT_EQ(v.check("visual")->details.at("semantics_lost"), json::array());
+  EXPECT_EQ(v.check("visual")->details.at("objects_compared"), 0);
+  {
+    const json q = json::parse(std::ifstream(f.tmp.file("kv") + "/quality.json"));
+    for (const auto& [clip, vis] : q.at("visual").items())
+      EXPECT_GT(vis.at("object").at("baseline").at("object_fraction").get<double>(), 0.5) << clip;
+  }
   // Every timed run's stages, in order: 2 interleaved pairs (the candidate first, on a prompt and seed
   // drawn inside its timed window), the candidate on the split, the audit, the fresh baseline, the off run.
   const auto& runs = v.check("performance")->details.at("runs");
@@ -134,6 +144,36 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   EXPECT_EQ(rows[0]["manifest_hash"], manifest_hash(m));
   EXPECT_EQ(rows[0]["gates"].size(), 7u);
   for (const char* k : {"build", "weights_hash", "device", "dtype"}) EXPECT_TRUE(rows[0].contains(k)) << k;
+}
+
+// With the shipped trained weights the tiny model draws the caption's one object, and the visual check
+// compares its colour and motion with the baseline's (gate-defences.md, 14).
+TEST(Gate, TrainedTinyModelsObjectIsCompared) {
+  runtime::LoadRequest req;
+  req.weights_dir = kSrc + "/assets/wan22-tiny/weights";
+  Worker trained(req);
+  Fixture f;
+  f.settings.prompts_dir = kSrc + "/prompts/wan22-tiny";  // as run and gate choose for trained weights
+  const Manifest m = patch("kv-trained", {{"cross_kv_cache", true}, {"timestep_dedup", true}}, true);
+  const auto v = run_gate(trained, m, "smoke", f.tmp.file("kv-trained"), f.settings, nullptr);
+  const auto* vis = v.check("visual");
+  ASSERT_NE(vis, nullptr);
+  EXPECT_TRUE(vis->pass) << vis->reason;
+  // Every clip (the split's and the timed pairs') shows one object in the baseline: all were compared.
+  EXPECT_EQ(vis->details.at("objects_compared"), 3) << vis->details.dump();
+  EXPECT_EQ(vis->details.at("semantics_lost"), json::array());
+  EXPECT_NE(vis->reason.find("keeps the baseline's colour and motion in 3 of 3 clips"), std::string::npos) << vis->reason;
+  const json q = json::parse(std::ifstream(f.tmp.file("kv-trained") + "/quality.json"));
+  for (const auto& [clip, vis_clip] : q.at("visual").items()) {
+    const json& b = vis_clip.at("object").at("baseline");
+    EXPECT_LT(b.at("object_fraction").get<double>(), 0.5) << clip << " " << b.dump();
+    // The smoke split's first clip is tiny-01, "a red circle quickly moves left": it moves, left, and is red.
+    if (clip == "tiny-01") {
+      EXPECT_LT(b.at("dx").get<double>(), -4.0) << b.dump();
+      const double hue = b.at("hue").get<double>();
+      EXPECT_LT(std::min(hue, 180.0 - hue), 10.0) << b.dump();
+    }
+  }
 }
 
 TEST(Gate, RedTeamNoOpCacheFailsAuthenticity) {

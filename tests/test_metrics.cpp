@@ -427,3 +427,95 @@ TEST(NewArtifacts, OnlyWhatTheBaselineLacks) {
   EXPECT_NE(reasons[0].find("NaN"), std::string::npos) << reasons[0];
   EXPECT_NO_THROW(to_json(visual_report(nan)).dump());
 }
+
+// ---------------------------------------------------------------- the object of a procedural scene
+
+namespace {
+
+// wan22-tiny's kind of clip: one saturated disc of colour `rgb` on a grey background with faint noise,
+// its centre moving (vx, vy) pixels a frame from (x0, y0); radius 0 draws no disc.
+Clip disc_clip(cv::Scalar rgb, double x0, double y0, double vx, double vy, int radius = 7, uint64_t seed = 1) {
+  Clip c;
+  cv::RNG rng(seed);
+  for (int t = 0; t < kT; ++t) {
+    cv::Mat f(kH, kW, CV_8UC3, cv::Scalar::all(110));
+    cv::Mat noise(kH, kW, CV_8UC3);
+    rng.fill(noise, cv::RNG::UNIFORM, 0, 4);
+    f += noise;
+    if (radius > 0)
+      cv::circle(f, cv::Point(cvRound(x0 + vx * t), cvRound(y0 + vy * t)), radius, rgb, cv::FILLED, cv::LINE_AA);
+    c.push_back(f);
+  }
+  return c;
+}
+
+const cv::Scalar kRed(230, 40, 40), kBlue(40, 60, 230);
+
+}  // namespace
+
+TEST(ObjectTrack, FindsTheDiscItsHueAndItsTravel) {
+  // 3 px a frame to the right for 12 frames: the last quarter's centroids (frames 9-11) are 27 px on from
+  // the first quarter's (0-2).
+  const auto t = detect_object_track(disc_clip(kRed, 30, 60, 3, 0));
+  ASSERT_TRUE(t.present);
+  EXPECT_EQ(t.frames.size(), static_cast<size_t>(kT));
+  EXPECT_NEAR(t.dx, 27.0, 0.5);
+  EXPECT_NEAR(t.dy, 0.0, 0.5);
+  EXPECT_LT(std::min(t.hue, 180.0 - t.hue), 3.0) << t.hue;  // red: hue 0, across the circle's seam
+  EXPECT_NEAR(t.object_fraction, M_PI * 49 / (kW * kH), 0.004);
+  EXPECT_GT(t.hue_histogram[0] + t.hue_histogram[179], 0);
+  const auto blue = detect_object_track(disc_clip(kBlue, 80, 100, 0, -2));
+  ASSERT_TRUE(blue.present);
+  EXPECT_NEAR(blue.hue, 118.0, 4.0);  // OpenCV's hue of (40, 60, 230)
+  EXPECT_NEAR(blue.dy, -18.0, 0.5);
+  // Float frames in [0, 1] are the same clip.
+  Clip as_float;
+  for (const auto& f : disc_clip(kRed, 30, 60, 3, 0)) {
+    cv::Mat g;
+    f.convertTo(g, CV_32FC3, 1 / 255.0);
+    as_float.push_back(g);
+  }
+  const auto tf = detect_object_track(as_float);
+  EXPECT_EQ(tf.hue_histogram, t.hue_histogram);
+  EXPECT_DOUBLE_EQ(tf.dx, t.dx);
+  // A grey clip has no object: the background's noise is far below the saturation bound.
+  const auto none = detect_object_track(disc_clip(kRed, 30, 60, 3, 0, 0));
+  EXPECT_FALSE(none.present);
+  EXPECT_TRUE(none.frames.empty());
+  EXPECT_EQ(none.hue, -1);
+  EXPECT_EQ(to_json(none)["present"], false);
+}
+
+TEST(ObjectTrack, LostSemanticsNamesWhatTheCandidateLost) {
+  const auto base = detect_object_track(disc_clip(kRed, 30, 60, 3, 0));
+  auto lost = [&](const Clip& c) { return lost_semantics(detect_object_track(c), base); };
+  // The same scene on other noise, or moving a little slower (2.5 of 3 px a frame): nothing lost.
+  EXPECT_TRUE(lost(disc_clip(kRed, 30, 60, 3, 0, 7, 99)).empty());
+  EXPECT_TRUE(lost(disc_clip(kRed, 31, 61, 2.5, 0.3)).empty());
+  // Stopped, reversed, turned to move down, or under half the travel: the motion is lost.
+  for (const auto& [vx, vy] : {std::pair{0.0, 0.0}, {-3.0, 0.0}, {0.0, 3.0}, {1.2, 0.0}}) {
+    const auto r = lost(disc_clip(kRed, 60, 60, vx, vy));
+    ASSERT_EQ(r.size(), 1u) << vx << "," << vy;
+    EXPECT_NE(r[0].find("object motion lost"), std::string::npos) << r[0];
+  }
+  // Another colour on the same path.
+  auto r = lost(disc_clip(kBlue, 30, 60, 3, 0));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].find("object colour changed"), std::string::npos) << r[0];
+  // No object at all.
+  r = lost(disc_clip(kRed, 30, 60, 3, 0, 0));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].find("object lost"), std::string::npos) << r[0];
+  // A baseline whose saturated pixels cover 60% of the frame shows no single object: nothing to judge.
+  Clip wall = disc_clip(kRed, 30, 100, 3, 0);
+  for (auto& fr : wall) cv::rectangle(fr, cv::Rect(0, 0, kW, kH * 3 / 5), cv::Scalar(40, 200, 60), cv::FILLED);
+  const auto wall_track = detect_object_track(wall);
+  ASSERT_TRUE(wall_track.present);
+  EXPECT_GT(wall_track.object_fraction, 0.5);
+  EXPECT_FALSE(single_object(wall_track));
+  EXPECT_TRUE(single_object(base));
+  EXPECT_TRUE(lost_semantics(detect_object_track(disc_clip(kRed, 30, 60, 3, 0, 0)), wall_track).empty());
+  // A baseline without an object, or one that does not move, has nothing to lose there.
+  EXPECT_TRUE(lost_semantics(base, detect_object_track(disc_clip(kRed, 30, 60, 3, 0, 0))).empty());
+  EXPECT_TRUE(lost_semantics(detect_object_track(disc_clip(kRed, 60, 60, 0, 0)), detect_object_track(disc_clip(kRed, 60, 60, 0.2, 0))).empty());
+}

@@ -362,6 +362,84 @@ std::vector<std::string> new_artifacts(const VisualReport& candidate, const Visu
   return reasons;
 }
 
+ObjectTrack detect_object_track(const std::vector<cv::Mat>& frames, const ObjectTrackThresholds& th) {
+  check_clip(frames, "detect_object_track");
+  ObjectTrack t;
+  t.hue_histogram.assign(180, 0);
+  double frac = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    cv::Mat rgb8 = frames[i];
+    if (rgb8.depth() != CV_8U) frames[i].convertTo(rgb8, CV_8UC3, 255.0);  // rounds and clamps as the 8-bit clip
+    cv::Mat hsv, mask;
+    cv::cvtColor(rgb8, hsv, cv::COLOR_RGB2HSV);
+    cv::inRange(hsv, cv::Scalar(0, th.min_saturation, th.min_value), cv::Scalar(180, 255, 255), mask);
+    const cv::Moments mo = cv::moments(mask, true);
+    if (mo.m00 < th.min_pixels) continue;
+    t.frames.push_back(static_cast<int>(i));
+    t.centroids.emplace_back(mo.m10 / mo.m00, mo.m01 / mo.m00);
+    frac += mo.m00 / static_cast<double>(mask.total());
+    for (int y = 0; y < hsv.rows; ++y) {
+      const auto* px = hsv.ptr<cv::Vec3b>(y);
+      const auto* in = mask.ptr<uint8_t>(y);
+      for (int x = 0; x < hsv.cols; ++x)
+        if (in[x]) ++t.hue_histogram[std::min<size_t>(px[x][0], 179)];
+    }
+  }
+  t.object_fraction = frames.empty() ? 0 : frac / static_cast<double>(frames.size());
+  if (t.centroids.empty()) return t;
+  double c = 0, s = 0;  // the hue circle is 180 units round
+  for (int h = 0; h < 180; ++h) {
+    const double a = h * CV_PI / 90.0;
+    c += static_cast<double>(t.hue_histogram[static_cast<size_t>(h)]) * std::cos(a);
+    s += static_cast<double>(t.hue_histogram[static_cast<size_t>(h)]) * std::sin(a);
+  }
+  t.hue = std::fmod(std::atan2(s, c) * 90.0 / CV_PI + 180.0, 180.0);
+  t.present = t.centroids.size() >= 2;
+  if (!t.present) return t;
+  const size_t q = std::max<size_t>(1, t.centroids.size() / 4);
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  for (size_t i = 0; i < q; ++i) {
+    x0 += t.centroids[i].x, y0 += t.centroids[i].y;
+    x1 += t.centroids[t.centroids.size() - 1 - i].x, y1 += t.centroids[t.centroids.size() - 1 - i].y;
+  }
+  t.dx = (x1 - x0) / static_cast<double>(q);
+  t.dy = (y1 - y0) / static_cast<double>(q);
+  return t;
+}
+
+bool single_object(const ObjectTrack& base, const SemanticMargins& m) {
+  return base.present && base.object_fraction <= m.max_object_fraction;
+}
+
+std::vector<std::string> lost_semantics(const ObjectTrack& cand, const ObjectTrack& base, const SemanticMargins& m) {
+  std::vector<std::string> reasons;
+  if (!single_object(base, m)) return reasons;
+  if (!cand.present) {
+    reasons.push_back("object lost: the baseline shows it in " + std::to_string(base.frames.size()) + " frames (hue " +
+                      fmt(base.hue, 0) + "), the candidate in " + std::to_string(cand.frames.size()));
+    return reasons;
+  }
+  double dh = std::fabs(cand.hue - base.hue);
+  dh = std::min(dh, 180.0 - dh);
+  if (dh > m.hue)
+    reasons.push_back("object colour changed: hue " + fmt(base.hue, 0) + " -> " + fmt(cand.hue, 0) + " (OpenCV units, " +
+                      fmt(dh, 0) + " apart, bound " + fmt(m.hue, 0) + ")");
+  const double travel = std::hypot(base.dx, base.dy);
+  if (travel >= m.min_travel) {
+    const double along = (cand.dx * base.dx + cand.dy * base.dy) / travel;  // the candidate's travel along it
+    if (along < m.kept_travel * travel)
+      reasons.push_back("object motion lost: the baseline's moves (" + fmt(base.dx, 1) + ", " + fmt(base.dy, 1) +
+                        ") px, the candidate's (" + fmt(cand.dx, 1) + ", " + fmt(cand.dy, 1) + "): " + fmt(along, 1) +
+                        " px along that direction, under " + fmt(m.kept_travel, 2) + " of " + fmt(travel, 1));
+  }
+  return reasons;
+}
+
+nlohmann::json to_json(const ObjectTrack& t) {
+  return {{"present", t.present}, {"frames", t.frames.size()}, {"hue", num(t.hue)}, {"dx", num(t.dx)}, {"dy", num(t.dy)},
+          {"object_fraction", num(t.object_fraction)}};
+}
+
 nlohmann::json to_json(const ColourShift& c) {
   return {{"shift", {num(c.shift[0]), num(c.shift[1]), num(c.shift[2])}}, {"max_abs", num(c.max_abs)},
           {"present", c.present}};

@@ -152,4 +152,54 @@ std::vector<std::string> new_artifacts(const VisualReport& candidate, const Visu
 nlohmann::json to_json(const VisualReport& r);
 nlohmann::json to_json(const ColourShift& c);
 
+// The one object of a procedural scene (wan22-tiny's captions: one saturated palette-coloured shape moving
+// over a dark, grey, striped or checkered background, all of low saturation): per frame, the pixels of HSV
+// saturation and value above the thresholds below (8-bit, OpenCV's HSV: hue 0..179); a frame with fewer
+// than min_pixels of them shows no object. What the object is (its hue) and where it goes (its centroid
+// from the first quarter of the track to the last) are what a caption asks, and what PSNR against the
+// baseline cannot see: a clip 30 dB from the baseline's may have lost the motion.
+struct ObjectTrackThresholds {
+  int min_saturation = 80;  // of 255: the backgrounds stay well below, the palette well above
+  int min_value = 60;
+  int min_pixels = 8;       // per frame
+};
+
+struct ObjectTrack {
+  std::vector<int> frames;               // the frames that show the object
+  std::vector<cv::Point2d> centroids;    // its centroid in each of them, pixels
+  std::vector<int64_t> hue_histogram;    // 180 bins: the hues of its pixels over the clip
+  double object_fraction = 0;            // mean share of a frame's pixels taken as the object (all frames)
+  double hue = -1;                       // circular mean of those hues, 0..180 (-1: no object)
+  double dx = 0, dy = 0;                 // centroid displacement, last quarter of the track minus the first
+  bool present = false;                  // the object is in at least two frames
+};
+
+ObjectTrack detect_object_track(const std::vector<cv::Mat>& frames, const ObjectTrackThresholds& th = {});
+
+// Margins of lost_semantics(), with the reasoning for each default.
+struct SemanticMargins {
+  // The baseline must travel at least this many pixels for its motion to count (eval-tiny's "did not
+  // move" bound), and the candidate must keep at least this share of that travel along the baseline's
+  // direction: a clip whose object stops, slows to under half or turns away has lost the caption's motion.
+  double min_travel = 4.0;
+  double kept_travel = 0.5;
+  // Circular distance of the mean hues, OpenCV units (2 degrees each): the palette's colours are 30 or
+  // more apart, bf16 and cache noise moves a hue by 1-2.
+  double hue = 15.0;
+  // A baseline whose saturated pixels cover more than this share of the frame shows no single object
+  // (random weights' noise covers ~90%, an open scene): there is nothing to compare. The trained
+  // wan22-tiny's objects, with the saturated fringe it draws around them, cover 20-30% in its clips.
+  double max_object_fraction = 0.5;
+};
+
+// Whether the baseline's clip shows one object whose loss lost_semantics() can judge.
+bool single_object(const ObjectTrack& baseline, const SemanticMargins& m = {});
+
+// What the candidate's clip lost of the baseline's object: one reason each for an object gone, its colour
+// changed, its motion lost. Empty when the baseline shows no single object, or the candidate keeps it.
+std::vector<std::string> lost_semantics(const ObjectTrack& candidate, const ObjectTrack& baseline,
+                                        const SemanticMargins& m = {});
+
+nlohmann::json to_json(const ObjectTrack& t);
+
 }  // namespace autooptim::gates

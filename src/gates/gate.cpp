@@ -859,21 +859,37 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     v.checks.push_back(g);
   }
 
-  // --- 6. visual check: no artifact the baseline does not have.
+  // --- 6. visual check: no artifact the baseline does not have, and (procedural scenes) the object the
+  // baseline shows, with its colour and motion.
   json visual = json::object();
   {
     GateCheck g{"visual", true, "", json::object()};
-    std::vector<std::string> found;
+    std::vector<std::string> found, lost;
+    int64_t compared = 0;  // clips whose baseline shows a single object
+    const bool objects = S.object_check > 0 || (S.object_check < 0 && cand.model == "wan22-tiny");
     for (const auto& c : clips) {
       if (c.cand8.size() != c.base8.size()) continue;  // the quality gate says why
       const auto cr = visual_report(runtime::float_frames_from_tensor(c.cand->video));
       const auto br = visual_report(c.base8);
       visual[c.name] = {{"candidate", gates::to_json(cr)}, {"baseline", gates::to_json(br)}};
       for (const auto& reason : new_artifacts(cr, br)) found.push_back(c.name + ": " + reason);
+      if (objects && !c.cand8.empty() && c.cand8[0].size() == c.base8[0].size()) {
+        const auto ct = detect_object_track(c.cand8), bt = detect_object_track(c.base8);
+        visual[c.name]["object"] = {{"candidate", gates::to_json(ct)}, {"baseline", gates::to_json(bt)}};
+        compared += single_object(bt);
+        for (const auto& reason : lost_semantics(ct, bt)) lost.push_back(c.name + ": " + reason);
+      }
     }
-    g.pass = found.empty();
-    g.reason = g.pass ? "no artifact beyond the baseline's" : found.front();
+    g.pass = found.empty() && lost.empty();
+    g.reason = g.pass ? (compared > 0 ? "no artifact beyond the baseline's; the object keeps the baseline's colour and motion in " +
+                                            std::to_string(compared) + " of " + std::to_string(clips.size()) + " clips"
+                                      : "no artifact beyond the baseline's")
+                      : (found.empty() ? lost : found).front();
     g.details["new_artifacts"] = found;
+    if (objects) {
+      g.details["semantics_lost"] = lost;
+      g.details["objects_compared"] = compared;  // 0 where the baseline shows no single object (random weights)
+    }
     v.checks.push_back(g);
   }
 
@@ -1113,6 +1129,10 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
         v.failure_signature = sig;
         break;
       }
+    // A clip that lost the baseline's object, colour or motion and has no artifact: its own signature.
+    if (const auto* c = v.check("visual"); v.failure_signature == "visual-artifact" && c &&
+                                            c->details.value("new_artifacts", json::array()).empty())
+      v.failure_signature = "semantic-loss";
   }
 
   // Fixed-name artifacts.

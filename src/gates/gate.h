@@ -59,6 +59,10 @@ struct GateSettings {
   // Work floor of every candidate: the denoising loop runs at least this share of the forwards the
   // baseline runs (a cache cannot skip (nearly) everything), and a cache its declared warm-up steps.
   double min_forward_share = 0.05;
+  // The visual check's semantic part: the object of each clip (detect_object_track) must keep the
+  // baseline's colour and motion (lost_semantics). -1: for models whose prompts are procedural scenes
+  // of one object (wan22-tiny), 0: off, 1: on.
+  int object_check = -1;
   // Called before every generation (gate and run show it as progress). An exception it throws ends
   // the gate run without a verdict (how an interrupted run stops the gate it is in).
   std::function<void(const GateProgress&)> progress;

@@ -5,14 +5,13 @@
 
 #include <cmath>
 
+#include "gates/detectors.h"
 #include "runtime/error.h"
+#include "runtime/video_io.h"
 
 namespace autooptim::train {
 namespace {
 
-constexpr int kMinSaturation = 80;  // of 255: the backgrounds stay well below, the palette well above
-constexpr int kMinValue = 60;
-constexpr int kMinPixels = 8;       // per frame, to count as an object
 constexpr double kMinTravel = 4.0;  // pixels: less is "did not move"
 
 // OpenCV's hue (0..179) of each palette colour.
@@ -45,43 +44,21 @@ int nearest_color(int hue) {
 
 ClipAnalysis analyse_clip(const at::Tensor& video_in) {
   if (video_in.dim() != 4 || video_in.size(1) != 3) throw Error("analyse_clip: video must be [T, 3, H, W]");
-  const at::Tensor v = (video_in.detach().to(at::kCPU, at::kFloat).clamp(0, 1) * 255.0)
-                           .round()
-                           .to(at::kByte)
-                           .permute({0, 2, 3, 1})
-                           .contiguous();  // [T, H, W, 3] RGB
-  const int64_t T = v.size(0), H = v.size(1), W = v.size(2);
+  // The gate's detector (gates/detectors.h) on the 8-bit clip; its hues vote for the palette here.
+  const gates::ObjectTrack track = gates::detect_object_track(runtime::frames_from_tensor(video_in));
   ClipAnalysis a;
+  a.frames_with_object = static_cast<int64_t>(track.frames.size());
+  a.object_fraction = track.object_fraction;
+  if (!track.present) return a;
   std::vector<int64_t> votes(color_names().size(), 0);
-  std::vector<std::pair<double, double>> track;  // centroid per frame with an object
-  double frac = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    cv::Mat rgb(static_cast<int>(H), static_cast<int>(W), CV_8UC3, v[t].data_ptr<uint8_t>()), hsv, mask;
-    cv::cvtColor(rgb, hsv, cv::COLOR_RGB2HSV);
-    cv::inRange(hsv, cv::Scalar(0, kMinSaturation, kMinValue), cv::Scalar(180, 255, 255), mask);
-    const cv::Moments m = cv::moments(mask, true);
-    if (m.m00 < kMinPixels) continue;
-    track.emplace_back(m.m10 / m.m00, m.m01 / m.m00);
-    frac += m.m00 / static_cast<double>(H * W);
-    for (int y = 0; y < hsv.rows; ++y)
-      for (int x = 0; x < hsv.cols; ++x)
-        if (mask.at<uint8_t>(y, x)) ++votes[static_cast<size_t>(nearest_color(hsv.at<cv::Vec3b>(y, x)[0]))];
-  }
-  a.frames_with_object = static_cast<int64_t>(track.size());
-  a.object_fraction = T > 0 ? frac / static_cast<double>(T) : 0;
-  if (track.size() < 2) return a;
+  for (int h = 0; h < static_cast<int>(track.hue_histogram.size()); ++h)
+    votes[static_cast<size_t>(nearest_color(h))] += track.hue_histogram[static_cast<size_t>(h)];
   size_t best = 0;
   for (size_t i = 1; i < votes.size(); ++i)
     if (votes[i] > votes[best]) best = i;
   a.color = color_names()[best];
-  const size_t q = std::max<size_t>(1, track.size() / 4);
-  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
-  for (size_t i = 0; i < q; ++i) {
-    x0 += track[i].first, y0 += track[i].second;
-    x1 += track[track.size() - 1 - i].first, y1 += track[track.size() - 1 - i].second;
-  }
-  a.dx = (x1 - x0) / static_cast<double>(q);
-  a.dy = (y1 - y0) / static_cast<double>(q);
+  a.dx = track.dx;
+  a.dy = track.dy;
   if (std::max(std::fabs(a.dx), std::fabs(a.dy)) < kMinTravel) return a;
   if (std::fabs(a.dx) >= std::fabs(a.dy)) a.direction = a.dx < 0 ? "left" : "right";
   else a.direction = a.dy < 0 ? "up" : "down";

@@ -1,8 +1,9 @@
 #pragma once
 // Did wan22-tiny learn what it was asked? A measurement, not a look: in each clip the saturated pixels
-// (the object; the backgrounds are dark and grey) are segmented in HSV, their hue votes for the nearest
-// palette colour, and the centroid track from the first to the last quarter of the clip gives the
-// direction of motion; both are checked against the caption's truth.
+// (the object; the backgrounds are dark and grey) are segmented in HSV (the gate's detect_object_track,
+// gates/detectors.h), their hue votes for the nearest palette colour, and the centroid track from the
+// first to the last quarter of the clip gives the direction of motion; both are checked against the
+// caption's truth.
 #include <ATen/ATen.h>
 
 #include <nlohmann/json.hpp>
