@@ -589,6 +589,50 @@ TEST(CliUx, GateFromAnotherFolderReportsItsProgress) {
   EXPECT_NE(bad.err.find("/nonexistent: no such folder"), std::string::npos) << bad.err;
 }
 
+// A reduced configuration for the gate alone (scripts/gpu/quality.sh): the pinned baseline runs at it, so
+// a candidate at the same reduced size is compared clip for clip; official_config still fails.
+TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
+  autooptim::test::TempDir tmp;
+  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  m["id"] = "wan22-tiny/test/kv-small";
+  m["kind"] = "patch";
+  m["family"] = "kernel";
+  m["base"] = "wan22-tiny/baseline";
+  m["flags"]["cross_kv_cache"] = true;
+  m["config"]["frames"] = 5;
+  m["config"]["steps"] = 2;
+  m["config"]["height"] = 64;
+  m["config"]["width"] = 96;
+  std::ofstream(tmp.file("kv-small.json")) << m.dump();
+  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
+                                                    " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
+                                                    tmp.file("g"));
+  ASSERT_EQ(r.code, 1) << r.err;
+  const json v = json::parse(r.out);
+  EXPECT_EQ(v["integrity"]["baseline"]["source"], "pinned, at the harness's configuration") << v["integrity"].dump();
+  EXPECT_FALSE(v["gates"]["official_config"]["pass"].get<bool>());
+  EXPECT_TRUE(v["gates"]["quality"]["pass"].get<bool>()) << v["gates"]["quality"].dump();  // same-size clips, lossless
+  EXPECT_TRUE(v["gates"]["off_identity"]["pass"].get<bool>()) << v["gates"]["off_identity"].dump();
+  // Without the reduced configuration the same manifest meets a baseline of another size.
+  const auto full = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
+                                                       " --split smoke --max-prompts 1 --repeats 1 --json --out " + tmp.file("h"));
+  ASSERT_EQ(full.code, 1) << full.err;
+  EXPECT_FALSE(json::parse(full.out)["gates"]["quality"]["pass"].get<bool>());
+  // With the shipped trained weights the gate takes wan22-tiny's own prompts, as run does: the split's clip
+  // is tiny-01's, and the visual check compared its object.
+  const auto trained = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --manifest " + tmp.file("kv-small.json") +
+                                                          " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
+                                                          tmp.file("t"));
+  ASSERT_EQ(trained.code, 1) << trained.err;
+  const json tq = json::parse(slurp(tmp.file("t") + "/quality.json"));
+  EXPECT_TRUE(tq["visual"].contains("tiny-01")) << tq["visual"].dump().substr(0, 300);
+  EXPECT_TRUE(json::parse(trained.out)["gates"]["visual"]["details"].contains("objects_compared"));
+  // A value off the grid is a parse error naming the option.
+  const auto bad = sh_in(kSrc, "", "gate --manifest " + tmp.file("kv-small.json") + " --split smoke --frames 6 --out " + tmp.file("i"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--frames"), std::string::npos) << bad.err;
+}
+
 TEST(CliUx, RunThatGatesNothingExitsTwoWithTheReason) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");

@@ -25,6 +25,8 @@ struct GateArgs {
   std::string ledger;
   bool json = false;
   bool allow_redteam = false;
+  bool prompts_dir_given = false;
+  int64_t frames = 0, steps = 0, height = 0, width = 0;  // a reduced configuration of the pinned baseline
   gates::GateSettings settings;
 };
 
@@ -59,6 +61,18 @@ void run_gate_cmd(GateArgs& a) {
   gates::set_redteam_allowed(a.allow_redteam);
   const auto m = gates::load_manifest(a.manifest);
   if (m.model != a.model.model) a.model.model = m.model;  // the manifest names its model
+  // The trained wan22-tiny gates on its own prompts, as `run` does (--prompts-dir overrides).
+  if (a.model.tiny_trained() && !a.prompts_dir_given) a.settings.prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
+  // A reduced configuration: the pinned baseline runs at it (a candidate at the official one then fails
+  // official_config, as in a reduced `run`; one at the same reduced size is compared clip for clip).
+  if (a.frames || a.steps || a.height || a.width) {
+    gates::RunConfig c = gates::pinned_baseline(m.model).config;
+    if (a.frames) c.frames = a.frames;
+    if (a.steps) c.steps = a.steps;
+    if (a.height) c.height = a.height;
+    if (a.width) c.width = a.width;
+    a.settings.baseline_config = c;
+  }
   auto req = a.model.request();
   gates::Worker worker(req);
   fs::create_directories(a.out);
@@ -97,10 +111,15 @@ void add_gate(CLI::App& app) {
   cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)")->check(int_in(0, 1000000));
   cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str()->check(number_in(0, 200));
   cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str()->check(number_in(0, 1));
+  cmd->add_option("--frames", a->frames, "Reduced configuration: the baseline's frames (official_config fails)")->check(frames_count());
+  cmd->add_option("--steps", a->steps, "Reduced configuration: the baseline's steps (official_config fails)")->check(step_count());
+  cmd->add_option("--height", a->height, "Reduced configuration: the baseline's height (official_config fails)")->check(pixel_size());
+  cmd->add_option("--width", a->width, "Reduced configuration: the baseline's width (official_config fails)")->check(pixel_size());
   cmd->add_flag("--json", a->json, "Print the verdict as JSON");
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");
   cmd->callback([a, cmd] {
-    a->settings.prompts_dir = find_data_dir("prompts", a->settings.prompts_dir, cmd->count("--prompts-dir") > 0);
+    a->prompts_dir_given = cmd->count("--prompts-dir") > 0;
+    a->settings.prompts_dir = find_data_dir("prompts", a->settings.prompts_dir, a->prompts_dir_given);
     run_gate_cmd(*a);
   });
 }

@@ -98,11 +98,7 @@ void add_run(CLI::App& app) {
     if (out_opt->count() == 0 && !req->plan) throw CLI::RequiredError("--out");
     if (req->plan && req->out_dir.empty()) req->out_dir = "(plan)";
     if (fail_tier->count() > 0 && req->fail_if_no_tier.empty()) req->fail_if_no_tier = "any";
-    // The trained wan22-tiny gates on its own prompt set (captions of its data set it never saw);
-    // the random one on the harness's prompts (docs/training.md).
-    const bool tiny_trained = model->model == "wan22-tiny" && !model->synthetic &&
-                              (!model->weights.empty() || !shipped_tiny_weights().empty());
-    if (tiny_trained && cmd->count("--prompts-dir") == 0) req->prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
+    if (model->tiny_trained() && cmd->count("--prompts-dir") == 0) req->prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
     else req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
     req->manifests_dir = find_data_dir("manifests", req->manifests_dir, cmd->count("--manifests-dir") > 0);
     req->command_line = command_line();

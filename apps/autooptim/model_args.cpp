@@ -35,6 +35,10 @@ void ModelArgs::add_to(CLI::App* cmd) {
       ->check(CLI::IsMember({"auto", "bf16", "fp32"}));
 }
 
+bool ModelArgs::tiny_trained() const {
+  return model == "wan22-tiny" && !synthetic && (!weights.empty() || !shipped_tiny_weights().empty());
+}
+
 runtime::LoadRequest ModelArgs::request() const {
   runtime::LoadRequest r;
   r.model = model;

@@ -27,6 +27,9 @@ struct ModelArgs {
   void add_to(CLI::App* cmd);
   // Resolves device/dtype into a load request (throws Error for impossible combinations).
   runtime::LoadRequest request() const;
+  // The trained wan22-tiny (given weights or the shipped ones): it gates on its own prompt set, captions
+  // of its data set it never saw; the random one on the harness's prompts (docs/training.md).
+  bool tiny_trained() const;
 };
 
 // A manifest's switches on a load request: its options, and the compute dtype its `dtype` setting means

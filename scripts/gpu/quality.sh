@@ -3,7 +3,7 @@
 # configuration (so that a clip takes seconds; official_config fails by design there) against the
 # baseline on one validation prompt, printing the gate's checks and the worst PSNR. Synthetic weights:
 # PSNR against the baseline measures how far a switch moves the output, not image quality.
-#   scripts/gpu/quality.sh MANIFEST...   (default: the kernel-fused, quant-fp8 and sparse manifests)
+#   scripts/gpu/quality.sh MANIFEST...   (default: kernel-fused-all, kernel-hopper, quant-fp8, a sparse one)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 source .device-deps/env.sh
 bin=build-gpu/autooptim
 ms=("$@")
-[ ${#ms[@]} -eq 0 ] && ms=(kernel-fused quant-fp8 sparse-frame-window-25)
+[ ${#ms[@]} -eq 0 ] && ms=(kernel-fused-all kernel-hopper quant-fp8 sparse-frame-window-25)
 md=$(mktemp -d)/manifests
 mkdir -p "$md/wan22-ti2v-5b"
 for f in manifests/wan22-ti2v-5b/*.json; do
@@ -31,7 +31,9 @@ for m in "${ms[@]}"; do
   esac
 done
 for m in "${ms[@]}"; do
-  $bin gate --model wan22-ti2v-5b --synthetic-weights --manifest "$md/wan22-ti2v-5b/$m.json" --manifests-dir "$md" \
+  # The pinned baseline at the same reduced configuration (without it the gate runs it at the official one).
+  $bin gate --model wan22-ti2v-5b --synthetic-weights --manifest "$md/wan22-ti2v-5b/$m.json" \
+    --frames 33 --height 480 --width 832 --steps 20 \
     --split val --max-prompts 1 --repeats 1 --out "/tmp/gate-$m" > "$OUT/gate-$m.txt" 2> "$OUT/gate-$m.log"
   echo "--- $m (rc=$?)"; cat "$OUT/gate-$m.txt"
 done
