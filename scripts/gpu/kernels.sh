@@ -93,9 +93,10 @@ for s in "${steps[@]}"; do
       bench kernel-all-uniform "$d/all-u.json" --skip-vae
       bench uniform "$d/u.json" --skip-vae ;;
     headline)
-      # The baseline and the two forward manifests in one machine session, for same-session ratios.
+      # The baseline and the forward manifests in one machine session, for same-session ratios.
       bench baseline none --skip-vae
       bench fused-all $M/kernel-fused-all.json --skip-vae
+      bench hopper $M/kernel-hopper.json --skip-vae
       bench fp8-fused $M/quant-fp8-fused.json --skip-vae ;;
     ablate)
       # Each fused switch alone, and the set without the GELU epilogue.
