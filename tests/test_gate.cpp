@@ -174,6 +174,27 @@ TEST(Gate, TrainedTinyModelsObjectIsCompared) {
       EXPECT_LT(std::min(hue, 180.0 - hue), 10.0) << b.dump();
     }
   }
+  // Red team: the same candidate played backwards, with the quality floor lowered so that only the object
+  // comparison stands in its way: rejected on visual for the lost motion, signature semantic-loss.
+  {
+    AllowRedTeam allow;
+    GateSettings low = f.settings;
+    low.min_psnr = 1.0;
+    low.min_ssim = 0.0;
+    low.audit_psnr_slack = 1.0;
+    const Manifest rev = patch("reversed", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"reverse_time", true}}}},
+                               false, "cache");
+    const auto rv = run_gate(trained, rev, "smoke", f.tmp.file("reversed"), low, nullptr);
+    EXPECT_FALSE(rv.accepted);
+    EXPECT_TRUE(passed(rv, "quality")) << rv.check("quality")->reason;
+    const auto* rvis = rv.check("visual");
+    ASSERT_NE(rvis, nullptr);
+    EXPECT_FALSE(rvis->pass);
+    EXPECT_EQ(rvis->details.at("new_artifacts"), json::array()) << rvis->details.dump();
+    ASSERT_FALSE(rvis->details.at("semantics_lost").empty());
+    EXPECT_NE(rvis->reason.find("object motion lost"), std::string::npos) << rvis->reason;
+    EXPECT_EQ(rv.failure_signature, "semantic-loss") << rv.to_json().dump(1).substr(0, 2000);
+  }
 }
 
 TEST(Gate, RedTeamNoOpCacheFailsAuthenticity) {
@@ -258,7 +279,7 @@ TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
   size_t n = 0;
   const auto* all = runtime::redteam_switches(&n);
-  ASSERT_EQ(n, 11u);  // ten cheats and load_spike (simulated load, not a cheat)
+  ASSERT_EQ(n, 12u);  // eleven cheats and load_spike (simulated load, not a cheat)
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
   for (size_t i = 0; i < n; ++i) {
     const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);

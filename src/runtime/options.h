@@ -128,6 +128,10 @@ struct RedTeamOptions {
   // warm-up and its first timed runs) each wait 10 s inside their timed window, as a load spike on a busy
   // CI machine slows them; the harness must not take that for a cheat (authenticity's recheck).
   bool load_spike = false;
+  // Semantic loss: with a technique on, the clip is played backwards. Every frame is a frame of the
+  // honest clip (no artifact, no colour shift), the object moves against its caption; a quality floor set
+  // low enough lets it through, the visual check's object comparison does not.
+  bool reverse_time = false;
 };
 
 // Process-wide: whether red-team switches are allowed at all (gates::set_redteam_allowed sets it). The
@@ -151,7 +155,7 @@ inline const RedTeamSwitch* redteam_switches(size_t* count) {
       {"replay_baseline_cache", &RedTeamOptions::replay_baseline_cache},
       {"inflate_counters", &RedTeamOptions::inflate_counters}, {"skip_warmup", &RedTeamOptions::skip_warmup},
       {"sparse_skip_dense", &RedTeamOptions::sparse_skip_dense}, {"load_spike", &RedTeamOptions::load_spike},
-      {"text_cache", &RedTeamOptions::text_cache}};
+      {"text_cache", &RedTeamOptions::text_cache},     {"reverse_time", &RedTeamOptions::reverse_time}};
   *count = sizeof(all) / sizeof(all[0]);
   return all;
 }

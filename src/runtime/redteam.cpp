@@ -158,6 +158,7 @@ void RedTeam::after(WanPipeline& pipe, const RuntimeOptions& o, const GeneratePa
   const bool technique = !techniques_off(o);
   const std::string key = request_key(p);
   if (rt.write_output_early) early_[key] = r.video.clone();
+  if (rt.reverse_time && technique && r.video.dim() == 4) r.video.copy_(r.video.flip({0}));  // in the output buffer
   // The baseline's clips, for a later replay (a cheat keeps them whatever runs).
   if (!technique && !any_redteam(rt)) baseline_[key] = r.video.clone();
   if (rt.inflate_counters) {
