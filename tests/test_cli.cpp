@@ -593,16 +593,9 @@ TEST(CliUx, GateFromAnotherFolderReportsItsProgress) {
 // a candidate at the same reduced size is compared clip for clip; official_config still fails.
 TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
   autooptim::test::TempDir tmp;
-  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
-  m["id"] = "wan22-tiny/test/kv-small";
-  m["kind"] = "patch";
-  m["family"] = "kernel";
-  m["base"] = "wan22-tiny/baseline";
+  json m = json::parse(slurp(small_baseline(tmp)));  // 5 frames, 2 steps, 64x96
+  m.update({{"id", "wan22-tiny/test/kv-small"}, {"kind", "patch"}, {"family", "kernel"}, {"base", "wan22-tiny/baseline"}});
   m["flags"]["cross_kv_cache"] = true;
-  m["config"]["frames"] = 5;
-  m["config"]["steps"] = 2;
-  m["config"]["height"] = 64;
-  m["config"]["width"] = 96;
   std::ofstream(tmp.file("kv-small.json")) << m.dump();
   const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
                                                     " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
