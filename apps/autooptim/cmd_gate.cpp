@@ -65,14 +65,8 @@ void run_gate_cmd(GateArgs& a) {
   if (a.model.tiny_trained() && !a.prompts_dir_given) a.settings.prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
   // A reduced configuration: the pinned baseline runs at it (a candidate at the official one then fails
   // official_config, as in a reduced `run`; one at the same reduced size is compared clip for clip).
-  if (a.frames || a.steps || a.height || a.width) {
-    gates::RunConfig c = gates::pinned_baseline(m.model).config;
-    if (a.frames) c.frames = a.frames;
-    if (a.steps) c.steps = a.steps;
-    if (a.height) c.height = a.height;
-    if (a.width) c.width = a.width;
-    a.settings.baseline_config = c;
-  }
+  if (a.frames || a.steps || a.height || a.width)
+    a.settings.baseline_config = gates::with_sizes(gates::pinned_baseline(m.model).config, a.frames, a.steps, a.height, a.width);
   auto req = a.model.request();
   gates::Worker worker(req);
   fs::create_directories(a.out);

@@ -428,6 +428,14 @@ runtime::RuntimeOptions to_runtime_options(const Manifest& m) {
   return resolve_flags(Checker(m.id), m.flags);
 }
 
+RunConfig with_sizes(RunConfig c, int64_t frames, int64_t steps, int64_t height, int64_t width) {
+  if (frames) c.frames = frames;
+  if (steps) c.steps = steps;
+  if (height) c.height = height;
+  if (width) c.width = width;
+  return c;
+}
+
 RunConfig official_config(const std::string& model) {
   RunConfig c;
   c.fps = 24;

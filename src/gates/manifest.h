@@ -65,6 +65,8 @@ void set_redteam_allowed(bool allowed);
 
 // The model's official setting; a run off it can be measured but never win a tier.
 RunConfig official_config(const std::string& model);
+// A reduced run's configuration: c with each size that is not 0 put in (the CLI has checked the values).
+RunConfig with_sizes(RunConfig c, int64_t frames, int64_t steps, int64_t height, int64_t width);
 
 // Technique flags whose resolved value differs from the default, as dotted names
 // ("fused_qkv", "easycache.enabled", "sparse.pattern"). dtype, cpu_threads and onednn are not techniques.

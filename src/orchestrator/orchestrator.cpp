@@ -540,10 +540,7 @@ RunOutcome run(const RunRequest& req) {
       throw Error(installed.string() + ": differs from the harness's pinned baseline of " + req.load.model +
                   "; the baseline always comes from the harness (restore the file or drop --manifests-dir)");
   }
-  if (req.frames) base.config.frames = req.frames;
-  if (req.steps) base.config.steps = req.steps;
-  if (req.height) base.config.height = req.height;
-  if (req.width) base.config.width = req.width;
+  base.config = gates::with_sizes(base.config, req.frames, req.steps, req.height, req.width);
   base = gates::parse_manifest(gates::to_json(base), "baseline with the run's configuration");
   const bool official = base.config == gates::official_config(base.model);
   // The prompts, held-out ones included (their pin is checked here, not at the first tier candidate).

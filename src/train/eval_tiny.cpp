@@ -12,7 +12,8 @@
 namespace autooptim::train {
 namespace {
 
-constexpr double kMinTravel = 4.0;  // pixels: less is "did not move"
+// Pixels: less is "did not move" (the gate's bound for a motion to keep).
+constexpr double kMinTravel = gates::SemanticMargins{}.min_travel;
 
 // OpenCV's hue (0..179) of each palette colour.
 const std::vector<int>& palette_hues() {
