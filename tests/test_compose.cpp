@@ -91,6 +91,36 @@ TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
   EXPECT_FALSE(orchestrator::compose_manifest(base, {&cache, &other}).has_value());
 }
 
+// A part's technique that another part's supersedes would sit idle and fail the engagement check: the
+// composition leaves it out and says so (kernel's GELU epilogue under quant's FP8 GEMMs).
+TEST(Compose, ATechniqueAnotherPartSupersedesIsLeftOut) {
+  const auto base = base_manifest();
+  auto part = [&](const std::string& id, const json& flags) {
+    gates::Manifest m = base;
+    m.id = id;
+    m.kind = "patch";
+    m.family = id.substr(id.find('/') + 1, id.rfind('/') - id.find('/') - 1);
+    m.base = base.id;
+    m.flags = resolved_flags(base, flags, m.family);
+    return gates::parse_manifest(gates::to_json(m), "part");
+  };
+  const auto kernel = part("wan22-tiny/kernel/greedy", {{"gelu_epilogue", true}, {"fused_qkv", true}, {"attention_backend", "cudnn"}});
+  const auto quant = part("wan22-tiny/quant/fp8", {{"quant", {{"fp8", true}}}});
+  const auto m = orchestrator::compose_manifest(base, {&kernel, &quant});
+  ASSERT_TRUE(m.has_value());
+  const auto o = gates::to_runtime_options(*m);
+  EXPECT_TRUE(o.quant.fp8 && o.fused_qkv);
+  EXPECT_EQ(o.attention_backend, "cudnn");  // nothing here supersedes it
+  EXPECT_FALSE(o.gelu_epilogue);
+  EXPECT_FALSE(m->flags.contains("gelu_epilogue"));
+  EXPECT_NE(m->description.find("gelu_epilogue left out (fp8 does its work)"), std::string::npos) << m->description;
+  // Without the superseding part, the kernel part's flags are kept whole.
+  const auto cache = part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}});
+  const auto alone = orchestrator::compose_manifest(base, {&kernel, &cache});
+  ASSERT_TRUE(alone.has_value());
+  EXPECT_TRUE(gates::to_runtime_options(*alone).gelu_epilogue);
+}
+
 // The cache executor's try order within one policy: the middle point first, then outwards (the more
 // aggressive neighbour first), every point exactly once.
 TEST(Executors, CachePointsAreTriedMiddleFirst) {
@@ -227,6 +257,14 @@ TEST(Executors, TheKernelStartingSetIsAValidManifestWithTheRestAsAlternatives) {
   EXPECT_EQ(alternatives.count("vae_head_pad=32"), 1u);
   EXPECT_EQ(alternatives.count("vae_channels_last=true"), 0u) << "shared by two points: once, in the starting set";
   EXPECT_EQ(k.slot.at("vae_transposed_upsample"), k.slot.at("vae_subpixel_upsample"));
+  // Superseded switches wait: the Hopper kernel takes every attention, one timestep per sample leaves
+  // no rows to deduplicate (on, they would fail the engagement check).
+  EXPECT_EQ(flags["hopper_attention"], 6);
+  EXPECT_EQ(flags["uniform_timestep"], true);
+  EXPECT_FALSE(flags.contains("attention_backend"));
+  EXPECT_FALSE(flags.contains("timestep_dedup"));
+  EXPECT_EQ(alternatives.count("timestep_dedup=true"), 1u);
+  EXPECT_EQ(alternatives.count("attention_backend=\"cudnn\""), 1u);
   EXPECT_NE(k.slot.at("vae_frame_convs"), k.slot.at("vae_subpixel_upsample"));
   // The starting set is a manifest the gates accept (before: both upsamplers on, refused).
   const gates::Manifest base = base_manifest();

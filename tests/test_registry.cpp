@@ -272,6 +272,37 @@ TEST(Registry, EngagementNamesTheCounterOfEveryTechniqueThatIsOn) {
   EXPECT_NE(problems[0].find("teacache: its computed and skipped forwards disagree"), std::string::npos);
 }
 
+// A technique that another one on leaves idle: named as such, with the one that does its work, so that a
+// hand-written manifest's author knows which flag to drop (the kernel-hopper manifest had both).
+TEST(Registry, AnIdleSupersededTechniqueIsNamedWithTheOneThatDoesItsWork) {
+  RuntimeOptions o;
+  o.attention_backend = "cudnn";
+  o.hopper_attention = 6;
+  o.timestep_dedup = true;
+  o.uniform_timestep = true;
+  o.gelu_epilogue = true;  // no quant.fp8: not superseded
+  EXPECT_EQ(superseded(o), (std::vector<std::pair<std::string, std::string>>{{"attention_backend", "hopper_attention"},
+                                                                               {"timestep_dedup", "uniform_timestep"}}));
+  o.quant.fp8 = true;
+  EXPECT_EQ(superseded(o).size(), 3u);
+  o.hopper_attention = 0;
+  EXPECT_EQ(superseded(o).size(), 2u);
+  o.hopper_attention = 6;
+  Trace t;
+  t.add("kernel.hopper_attention.calls");
+  t.add("kernel.uniform_timestep.samples", 2);
+  t.add("quant.fp8.gemms", 6);
+  const auto problems = engagement_problems(o, t);
+  const std::set<std::string> got(problems.begin(), problems.end());
+  EXPECT_EQ(got, (std::set<std::string>{
+                     "attention_backend cudnn is set but no attention ran on it (kernel.attention.cudnn.calls = 0); "
+                     "hopper_attention is on and does its work: leave attention_backend out",
+                     "timestep_dedup is on but no time-embedding row was saved (kernel.timestep_dedup.rows_saved = 0); "
+                     "uniform_timestep is on and does its work: leave timestep_dedup out",
+                     "gelu_epilogue is on but no GEMM with a GELU epilogue ran (needs a CUDA build and bf16 on the GPU) "
+                     "(kernel.gelu_epilogue.launches = 0); fp8 is on and does its work: leave gelu_epilogue out"}));
+}
+
 TEST(Registry, CalibrationsFitWhatTheirRunsRecorded) {
   // TeaCache: pairs on y = 0.1 + 2x + 3x^2 give back those coefficients.
   Trace tr;
@@ -353,7 +384,8 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
   for (const auto& t : j["techniques"]) {
     names.insert(t["name"].get<std::string>());
     EXPECT_EQ(keys_of(t), (std::set<std::string>{"name", "family", "lossless", "summary", "flags", "switch", "exclusive_group",
-                                                 "hooks", "engagement", "search_space", "calibration"}));
+                                                 "hooks", "supersedes", "engagement", "search_space", "calibration"}));
+    for (const auto& s : t["supersedes"]) EXPECT_NE(find(s.get<std::string>()), nullptr) << s;
     const Technique* reg = find(t["name"]);
     ASSERT_NE(reg, nullptr);
     std::set<std::string> paths;

@@ -44,6 +44,7 @@ const Candidate* closest_miss(const std::vector<Candidate>& measured) {
 KernelSwitches kernel_switches(
     const std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques::SearchPoint>>& space) {
   KernelSwitches k;
+  std::map<std::string, const runtime::techniques::Technique*> owner;  // flag -> its technique
   for (const auto& [tech, point] : space)
     for (const auto& [key, value] : point.flags.items()) {
       k.lossless.emplace(key, tech->lossless);
@@ -54,7 +55,22 @@ KernelSwitches kernel_switches(
       const std::string& slot = k.slot[key];
       const bool taken = std::any_of(k.on.begin(), k.on.end(), [&](const auto& x) { return k.slot[x.first] == slot; });
       (taken ? k.alternatives : k.on).push_back({key, value});
+      owner.emplace(key, tech);
     }
+  // A switch another starting switch supersedes would sit idle and fail the engagement check: it waits as
+  // an alternative (tried if the ablation drops the one that supersedes it: the GPU is no Hopper).
+  auto idle = [&](const std::string& key) {
+    return std::any_of(k.on.begin(), k.on.end(), [&](const auto& x) {
+      const auto& s = owner[x.first]->supersedes;
+      return x.first != key && std::find(s.begin(), s.end(), owner[key]->name) != s.end();
+    });
+  };
+  std::vector<bool> is_idle;
+  for (const auto& s : k.on) is_idle.push_back(idle(s.first));
+  std::vector<std::pair<std::string, nlohmann::json>> kept, moved;
+  for (size_t i = 0; i < k.on.size(); ++i) (is_idle[i] ? moved : kept).push_back(std::move(k.on[i]));
+  k.on = std::move(kept);
+  k.alternatives.insert(k.alternatives.end(), moved.begin(), moved.end());
   return k;
 }
 

@@ -42,7 +42,9 @@ const Candidate* closest_miss(const std::vector<Candidate>& measured);
 // competes for a slot: its own key, or, when it is its technique's switch, that technique's exclusive
 // group (two ways of computing the VAE's upsamplers). The first flag of each slot is on; a later one of
 // a taken slot (another attention backend, another padding) is an alternative, tried after the ablation
-// in place of the slot's survivor.
+// in place of the slot's survivor. A switch that another starting switch supersedes (attention_backend
+// under hopper_attention, timestep_dedup under uniform_timestep) is an alternative too: on, it would sit
+// idle and fail the engagement check.
 struct KernelSwitches {
   std::vector<std::pair<std::string, nlohmann::json>> on, alternatives;
   std::map<std::string, bool> lossless;   // flag -> whether its technique is bit-exact

@@ -21,11 +21,15 @@ std::string substitute(std::string text, const techniques::Technique& t, const R
 
 std::vector<std::string> engagement_problems(const RuntimeOptions& o, const Trace& t) {
   std::vector<std::string> out;
+  const auto idle = techniques::superseded(o);
   for (const auto& tech : techniques::all()) {
     if (!tech.on(o)) continue;
+    std::string why;
+    for (const auto& [name, by] : idle)
+      if (name == tech.name) why = "; " + by + " is on and does its work: leave " + tech.name + " out";
     for (const auto& e : tech.engagement) {
       const std::string key = substitute(e.counter, tech, o);
-      if (t.get(key) <= 0) out.push_back(substitute(e.not_engaged, tech, o) + " (" + key + " = 0)");
+      if (t.get(key) <= 0) out.push_back(substitute(e.not_engaged, tech, o) + " (" + key + " = 0)" + why);
     }
     if (tech.check_counters) tech.check_counters(o, t, out);
   }

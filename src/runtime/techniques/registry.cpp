@@ -95,6 +95,10 @@ std::vector<Technique> build() {
       if (t.group.empty() && !top.insert(f.key).second)
         throw std::logic_error("technique registry: flag '" + f.key + "' declared twice");
   }
+  for (const auto& t : out)
+    for (const auto& s : t.supersedes)
+      if (s == t.name || std::none_of(out.begin(), out.end(), [&s](const Technique& u) { return u.name == s; }))
+        throw std::logic_error("technique registry: '" + t.name + "' supersedes '" + s + "', which is not another technique");
   return out;
 }
 
@@ -280,6 +284,7 @@ json Technique::to_json(const SearchContext& reference) const {
           {"switch", switch_flag},
           {"exclusive_group", exclusive_group},
           {"hooks", hooks},
+          {"supersedes", supersedes},
           {"engagement", eng},
           {"search_space", space},
           {"calibration", calibration ? calibration->flags : json(nullptr)}};
@@ -358,6 +363,19 @@ std::vector<std::string> techniques_on(const RuntimeOptions& o) {
   for (const auto& t : all())
     if (t.on(o)) names.push_back(t.name);
   return names;
+}
+
+std::vector<std::pair<std::string, std::string>> superseded(const RuntimeOptions& o) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& idle : all()) {
+    if (!idle.on(o)) continue;
+    for (const auto& t : all())
+      if (t.on(o) && std::find(t.supersedes.begin(), t.supersedes.end(), idle.name) != t.supersedes.end()) {
+        out.push_back({idle.name, t.name});
+        break;
+      }
+  }
+  return out;
 }
 
 json registry_to_json(const SearchContext& reference) {

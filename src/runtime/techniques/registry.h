@@ -18,6 +18,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -116,6 +117,10 @@ struct Technique {
   // Techniques sharing a non-empty exclusive group cannot be on together (one cache policy at a time).
   std::string exclusive_group;
   std::vector<std::string> hooks;  // where it runs in the forward, for the listing and the docs
+  // Techniques this one leaves idle when both are on, because it does their work its own way (the sm_90a
+  // attention kernel takes every attention an attention_backend would have run). An idle technique fails
+  // the gate's engagement check, so a composition drops it and the engagement message names this one.
+  std::vector<std::string> supersedes;
   std::vector<EngagementCounter> engagement;
   // Further engagement checks (consistency of its counters); may be empty.
   std::function<void(const RuntimeOptions&, const Trace&, std::vector<std::string>&)> check_counters;
@@ -159,6 +164,9 @@ nlohmann::json flags_to_json(const RuntimeOptions& o);
 std::vector<std::string> technique_flags_set(const RuntimeOptions& o);
 // The techniques of `family` that are on in `o`.
 std::vector<std::string> techniques_on(const RuntimeOptions& o);
+// The techniques on in `o` that another technique on in `o` supersedes: {idle one, the one that takes its
+// place}, in registry order.
+std::vector<std::pair<std::string, std::string>> superseded(const RuntimeOptions& o);
 
 // The listing `autooptim techniques --json` prints: {"techniques": [...], "settings": [...]}.
 nlohmann::json registry_to_json(const SearchContext& reference = {});

@@ -24,6 +24,7 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
                       "our Hopper attention kernel's variant (0: off; 1-4: 128-key tiles, 2 or 3 stages, without/with ping-pong; 5/6: 176-key tiles)")};
   t.switch_flag = "hopper_attention";
   t.hooks = {"attention"};
+  t.supersedes = {"attention_backend"};  // it takes every attention the backend would have run
   t.engagement = {{"kernel.hopper_attention.calls",
                    "hopper_attention is on but no attention ran on it (it needs a CUDA build, a compute capability 9.0 "
                    "GPU, bf16 and head_dim 128)"}};

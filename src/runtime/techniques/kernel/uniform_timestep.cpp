@@ -20,6 +20,9 @@ AUTOOPTIM_TECHNIQUE(uniform_timestep) {
                        "a per-token timestep that is constant within each sample handled per sample")};
   t.switch_flag = "uniform_timestep";
   t.hooks = {"transformer.time_embedding"};
+  // With one timestep per sample there are no repeated per-token rows left to deduplicate (text-to-video;
+  // on image-to-video this switch is the idle one).
+  t.supersedes = {"timestep_dedup"};
   t.engagement = {{"kernel.uniform_timestep.samples",
                    "uniform_timestep is on but no forward had one timestep per sample (image-to-video gives the "
                    "image's frame its own)"}};

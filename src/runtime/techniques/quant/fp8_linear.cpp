@@ -15,6 +15,7 @@ AUTOOPTIM_TECHNIQUE(fp8) {
                        "FP8 GEMMs through cuBLASLt (GPU builds, libtorch >= 2.5, sm_89+)")};
   t.switch_flag = "quant.fp8";
   t.hooks = {"self_attention.qkv_projection", "attention.output", "cross_attention.q", "block.ffn"};
+  t.supersedes = {"gelu_epilogue"};  // the FFN's GELU is folded into the FP8 quantisation of its second GEMM's input
   t.engagement = {{"quant.fp8.gemms", "quant.fp8 is on but no FP8 GEMM ran (needs a CUDA build, libtorch >= 2.5 and an sm_89+ GPU)"}};
   t.search = [](const SearchContext& c) {
     return c.gpu ? std::vector<SearchPoint>{{"fp8", {{"quant", {{"fp8", true}}}}}} : std::vector<SearchPoint>{};
