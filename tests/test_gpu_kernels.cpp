@@ -51,6 +51,15 @@ RuntimeOptions all_fused() {
   return o;
 }
 
+// A GPU the sm_90a attention kernel runs on (compute capability 9.0: H100, H200).
+bool hopper_gpu() {
+#ifdef AUTOOPTIM_WITH_CUDA
+  return cuda_available() && cuda::hopper_attention_supported(0);
+#else
+  return false;
+#endif
+}
+
 struct Ctx {
   RuntimeOptions opts;
   Trace trace;
@@ -320,6 +329,24 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
   for (const char* k : {"kernel.fused_norm_modulate.launches", "kernel.fused_gate_residual.launches",
                         "kernel.fused_qk_norm_rope.launches", "kernel.gelu_epilogue.launches", "kernel.fused_cross_norm.launches"})
     EXPECT_GT(fused.trace.get(k), 0) << k;
+  std::printf("full-size block rel L2 to float32: unfused bf16 %.3e, fused %.3e\n", e_base, e_fused);
+  if (!hopper_gpu()) return;
+  // kernel-hopper's block: the fused kernels on the merged QKV GEMM's rows, and the sm_90a attention kernel
+  // (variant 6, as the manifest) for both attentions. Also as close to float32 as the unfused bf16 block.
+  RuntimeOptions ho = all_fused();
+  ho.fused_qkv = true;
+  ho.hopper_attention = 6;
+  Ctx hop(ho);
+  hop.fc.grid_f = F;
+  const at::Tensor h16 = b16->forward(x.to(at::kBFloat16), ctx.to(at::kBFloat16), tproj.to(at::kBFloat16), ang.cos(),
+                                      ang.sin(), &hop.fc, nullptr);
+  const double e_hop = rel_l2(h16, r32);
+  std::printf("full-size block rel L2 to float32 with fused QKV + hopper_attention 6: %.3e (%g attention calls taken)\n", e_hop,
+              hop.trace.get("kernel.hopper_attention.calls"));
+  EXPECT_LT(e_hop, 2e-2);
+  EXPECT_LT(e_hop, e_base * 1.25 + 1e-4) << "unfused bf16 " << e_base;
+  EXPECT_GE(hop.trace.get("kernel.hopper_attention.calls"), 1.0);
+  EXPECT_GT(hop.trace.get("kernel.fused_qkv.launches"), 0);
 }
 
 // The tiny model's clip: with every fused switch on each switch engages and the clip is as close to the
@@ -624,14 +651,6 @@ std::string attention_error_map(const at::Tensor& out, const at::Tensor& ref) {
                 err(o.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128), r.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128)),
                 static_cast<int>(o.isfinite().all().item<bool>()));
   return buf;
-}
-
-bool hopper_gpu() {
-#ifdef AUTOOPTIM_WITH_CUDA
-  return cuda_available() && cuda::hopper_attention_supported(0);
-#else
-  return false;
-#endif
 }
 
 }  // namespace

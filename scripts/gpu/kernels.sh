@@ -97,7 +97,8 @@ for s in "${steps[@]}"; do
       bench baseline none --skip-vae
       bench fused-all $M/kernel-fused-all.json --skip-vae
       bench hopper $M/kernel-hopper.json --skip-vae
-      bench fp8-fused $M/quant-fp8-fused.json --skip-vae ;;
+      bench fp8-fused $M/quant-fp8-fused.json --skip-vae
+      bench fp8-hopper $M/quant-fp8-hopper.json --skip-vae ;;
     ablate)
       # Each fused switch alone, and the set without the GELU epilogue.
       d=$(mktemp -d)
