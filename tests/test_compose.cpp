@@ -265,6 +265,11 @@ TEST(Executors, TheKernelStartingSetIsAValidManifestWithTheRestAsAlternatives) {
   EXPECT_FALSE(flags.contains("timestep_dedup"));
   EXPECT_EQ(alternatives.count("timestep_dedup=true"), 1u);
   EXPECT_EQ(alternatives.count("attention_backend=\"cudnn\""), 1u);
+  // The lossy switches lead the starting set (the ablation removes in this order), then the lossless ones.
+  size_t lossy = 0;
+  while (lossy < k.on.size() && !k.lossless.at(k.on[lossy].first)) ++lossy;
+  EXPECT_GT(lossy, 0u);
+  for (size_t i = lossy; i < k.on.size(); ++i) EXPECT_TRUE(k.lossless.at(k.on[i].first)) << k.on[i].first << " after a lossless switch";
   EXPECT_NE(k.slot.at("vae_frame_convs"), k.slot.at("vae_subpixel_upsample"));
   // The starting set is a manifest the gates accept (before: both upsamplers on, refused).
   const gates::Manifest base = base_manifest();

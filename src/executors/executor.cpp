@@ -115,8 +115,8 @@ void propose_best_effort(const ExecutorRequest& r, Outbox& box, const std::vecto
 }
 
 // kernel: greedy ablation. Start with every switch the registry's kernel techniques offer for this run
-// on; drop each switch whose removal does not make the run slower; propose the surviving set and each
-// surviving switch alone.
+// on; drop each switch whose removal does not make the run slower (the lossy ones tried first); propose
+// the surviving set and each surviving switch alone.
 int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
   KernelSwitches ks = kernel_switches(search_space("kernel", run));
   auto& [on, alternatives, lossless, slot] = ks;

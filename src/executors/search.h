@@ -44,7 +44,8 @@ const Candidate* closest_miss(const std::vector<Candidate>& measured);
 // a taken slot (another attention backend, another padding) is an alternative, tried after the ablation
 // in place of the slot's survivor. A switch that another starting switch supersedes (attention_backend
 // under hopper_attention, timestep_dedup under uniform_timestep) is an alternative too: on, it would sit
-// idle and fail the engagement check.
+// idle and fail the engagement check. The lossy switches come first in `on`, the order the ablation
+// tries removing them in.
 struct KernelSwitches {
   std::vector<std::pair<std::string, nlohmann::json>> on, alternatives;
   std::map<std::string, bool> lossless;   // flag -> whether its technique is bit-exact
