@@ -31,6 +31,18 @@ json resolved_flags(const gates::Manifest& base, const json& flags, const std::s
   return gates::to_json(gates::parse_manifest(gates::to_json(m), "test"))["flags"];
 }
 
+// A candidate of family F as an executor proposes it: id <model>/F/<name>, every flag resolved.
+gates::Manifest part_manifest(const gates::Manifest& base, const std::string& id, const json& flags, bool lossless) {
+  gates::Manifest m = base;
+  m.id = id;
+  m.kind = "patch";
+  m.family = id.substr(id.find('/') + 1, id.rfind('/') - id.find('/') - 1);
+  m.base = base.id;
+  m.flags = resolved_flags(base, flags, m.family);
+  m.lossless = lossless;
+  return gates::parse_manifest(gates::to_json(m), "part");
+}
+
 }  // namespace
 
 TEST(Compose, PartsFromTwoFamiliesMergeIntoOneManifest) {
@@ -67,16 +79,7 @@ TEST(Compose, ConflictingPartsAreRefused) {
 
 TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
   const auto base = base_manifest();
-  auto part = [&](const std::string& id, const json& flags, bool lossless) {
-    gates::Manifest m = base;
-    m.id = id;
-    m.kind = "patch";
-    m.family = id.substr(id.find('/') + 1, id.rfind('/') - id.find('/') - 1);
-    m.base = base.id;
-    m.flags = resolved_flags(base, flags, m.family);
-    m.lossless = lossless;
-    return gates::parse_manifest(gates::to_json(m), "part");
-  };
+  auto part = [&](const std::string& id, const json& flags, bool lossless) { return part_manifest(base, id, flags, lossless); };
   const auto cache = part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}}, false);
   const auto kernel = part("wan22-tiny/kernel/cross_kv_cache", {{"cross_kv_cache", true}}, true);
   const auto m = orchestrator::compose_manifest(base, {&cache, &kernel});
@@ -95,15 +98,7 @@ TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
 // composition leaves it out and says so (kernel's GELU epilogue under quant's FP8 GEMMs).
 TEST(Compose, ATechniqueAnotherPartSupersedesIsLeftOut) {
   const auto base = base_manifest();
-  auto part = [&](const std::string& id, const json& flags) {
-    gates::Manifest m = base;
-    m.id = id;
-    m.kind = "patch";
-    m.family = id.substr(id.find('/') + 1, id.rfind('/') - id.find('/') - 1);
-    m.base = base.id;
-    m.flags = resolved_flags(base, flags, m.family);
-    return gates::parse_manifest(gates::to_json(m), "part");
-  };
+  auto part = [&](const std::string& id, const json& flags) { return part_manifest(base, id, flags, false); };
   const auto kernel = part("wan22-tiny/kernel/greedy", {{"gelu_epilogue", true}, {"fused_qkv", true}, {"attention_backend", "cudnn"}});
   const auto quant = part("wan22-tiny/quant/fp8", {{"quant", {{"fp8", true}}}});
   const auto m = orchestrator::compose_manifest(base, {&kernel, &quant});
