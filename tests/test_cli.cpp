@@ -248,10 +248,19 @@ TEST(Cli, GenerateReproducesAManifest) {
   json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
   m["config"]["frames"] = 5;
   m["config"]["steps"] = 2;
+  // A patch with both: one timestep per sample leaves timestep_dedup nothing to do. It runs, with a
+  // warning that names both.
+  m["base"] = m["id"];
+  m["id"] = "wan22-tiny/kernel/idle";
+  m["kind"] = "patch";
+  m["family"] = "kernel";
+  m["flags"]["uniform_timestep"] = true;
+  m["flags"]["timestep_dedup"] = true;
   std::ofstream(tmp.file("m.json")) << m.dump();
   const auto r = sh("generate --manifest " + tmp.file("m.json") + " --prompt x --out " + tmp.file("a.mp4"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(autooptim::runtime::probe_video(tmp.file("a.mp4")).frames, 5);
+  EXPECT_NE(r.output.find("timestep_dedup sits idle under uniform_timestep, which does its work"), std::string::npos) << r.output;
 }
 
 TEST(Cli, NumbersAndSplitsAreRefusedBeforeAnyWork) {

@@ -130,6 +130,7 @@ void run_bench(const BenchArgs& a) {
     const auto m = gates::load_manifest(a.manifest);
     if (m.model != a.model.model) throw Error(a.manifest + ": manifest is for model '" + m.model + "', not '" + a.model.model + "'");
     req.options = gates::to_runtime_options(m);
+    warn_idle_switches(a.manifest, req.options);
     if (req.precision.device.is_cuda()) req.precision.compute = req.options.dtype == "fp32" ? at::kFloat : at::kBFloat16;
     out["manifest"] = gates::to_json(m);
   }

@@ -60,6 +60,7 @@ namespace {
 void run_gate_cmd(GateArgs& a) {
   gates::set_redteam_allowed(a.allow_redteam);
   const auto m = gates::load_manifest(a.manifest);
+  warn_idle_switches(a.manifest, gates::to_runtime_options(m));
   if (m.model != a.model.model) a.model.model = m.model;  // the manifest names its model
   // The trained wan22-tiny gates on its own prompts, as `run` does (--prompts-dir overrides).
   if (a.model.tiny_trained() && !a.prompts_dir_given) a.settings.prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);

@@ -112,6 +112,7 @@ void run_generate(GenerateArgs& a) {
     p = gates::generate_params(m.config, prompt);
     p.negative_prompt = negative;
     opts = gates::to_runtime_options(m);
+    warn_idle_switches(a.manifest, opts);
   }
   if (a.out.empty() && a.frames_dir.empty()) throw Error("give --out clip.mp4 and/or --frames-dir DIR");
   if (!a.out.empty()) check_out_path(a.out);  // before the model loads and 50 steps run

@@ -12,6 +12,7 @@
 #include "runtime/log.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/techniques/registry.h"
 
 namespace autooptim::app {
 
@@ -75,6 +76,12 @@ runtime::LoadRequest ModelArgs::request() const {
 void use_switches(runtime::LoadRequest& req, const runtime::RuntimeOptions& options) {
   req.options = options;
   req.precision.compute = runtime::compute_dtype(options.dtype, req.precision.device);
+}
+
+void warn_idle_switches(const std::string& manifest, const runtime::RuntimeOptions& options) {
+  for (const auto& [idle, by] : runtime::techniques::superseded(options))
+    log::warn(manifest + ": " + idle + " sits idle under " + by + ", which does its work; the gate's authenticity check " +
+              "refuses a manifest with both: leave " + idle + " out");
 }
 
 std::string shipped_tiny_weights() {

@@ -35,6 +35,9 @@ struct ModelArgs {
 // A manifest's switches on a load request: its options, and the compute dtype its `dtype` setting means
 // on the request's device (the CPU runs bf16 manifests in fp32).
 void use_switches(runtime::LoadRequest& req, const runtime::RuntimeOptions& options);
+// A warning for each switch of `options` that another one on leaves idle (attention_backend under
+// hopper_attention): the gate's authenticity check refuses such a manifest, after all its runs.
+void warn_idle_switches(const std::string& manifest, const runtime::RuntimeOptions& options);
 
 // Validators that read an option's text before CLI11 converts it: CLI11 clamps an integer above
 // 2^63-1 to the maximum silently, reads "010" as octal, and lets nan through every range check.
