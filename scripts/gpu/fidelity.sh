@@ -11,21 +11,16 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
 mkdir -p "$OUT"
 source .device-deps/env.sh
+source scripts/gpu/reduced.sh
 bin=build-gpu/autooptim
 ms=("$@")
 [ ${#ms[@]} -eq 0 ] && ms=(kernel-cudnn-attention kernel-fused-all kernel-hopper)
 w=/tmp/fidelity
 rm -rf "$w"; mkdir -p "$w/manifests"
-prompt=$(python3 -c "import json; print(json.loads(open('prompts/visible.jsonl').readline())['prompt'])" 2>/dev/null ||
-         echo "a red fox running through fresh snow at dawn")
+# The first validation prompt (the one quality.sh's gate uses).
+prompt=$(python3 -c "import json; print(json.loads(open('prompts/visible.jsonl').readline())['prompt'])") || exit 2
 reduce() {  # manifest name -> the reduced copy's path
-  python3 - "manifests/wan22-ti2v-5b/$1.json" "$w/manifests/$1.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["config"].update({"frames": 33, "height": 480, "width": 832, "steps": 20})
-json.dump(m, open(sys.argv[2], "w"), indent=2)
-PY
-  echo "$w/manifests/$1.json"
+  reduce_manifest "manifests/wan22-ti2v-5b/$1.json" "$w/manifests/$1.json" && echo "$w/manifests/$1.json"
 }
 gen() {  # name manifest-name extra-args...
   local name=$1 man; man=$(reduce "$2"); shift 2

@@ -9,21 +9,13 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
 mkdir -p "$OUT"
 source .device-deps/env.sh
+source scripts/gpu/reduced.sh
 bin=build-gpu/autooptim
 ms=("$@")
 [ ${#ms[@]} -eq 0 ] && ms=(kernel-fused-all kernel-hopper quant-fp8 sparse-frame-window-25)
 md=$(mktemp -d)/manifests
 mkdir -p "$md/wan22-ti2v-5b"
-for f in manifests/wan22-ti2v-5b/*.json; do
-  python3 - "$f" "$md/wan22-ti2v-5b/$(basename "$f")" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["config"].update({"frames": 33, "height": 480, "width": 832, "steps": 20})
-if m.get("flags", {}).get("sparse", {}).get("dense_steps"):
-    m["flags"]["sparse"]["dense_steps"] = 4
-json.dump(m, open(sys.argv[2], "w"), indent=2)
-PY
-done
+for f in manifests/wan22-ti2v-5b/*.json; do reduce_manifest "$f" "$md/wan22-ti2v-5b/$(basename "$f")"; done
 # only-SWITCH: the kernel-fused manifest with that one switch.
 for m in "${ms[@]}"; do
   case "$m" in only-*)
@@ -33,7 +25,7 @@ done
 for m in "${ms[@]}"; do
   # The pinned baseline at the same reduced configuration (without it the gate runs it at the official one).
   $bin gate --model wan22-ti2v-5b --synthetic-weights --manifest "$md/wan22-ti2v-5b/$m.json" \
-    --frames 33 --height 480 --width 832 --steps 20 \
+    "${REDUCED_GATE_ARGS[@]}" \
     --split val --max-prompts 1 --repeats 1 --out "/tmp/gate-$m" > "$OUT/gate-$m.txt" 2> "$OUT/gate-$m.log"
   echo "--- $m (rc=$?)"; cat "$OUT/gate-$m.txt"
 done
