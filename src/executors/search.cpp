@@ -1,6 +1,8 @@
 #include "executors/search.h"
 
 #include <algorithm>
+#include <iterator>
+#include <set>
 
 namespace autooptim::executors {
 
@@ -59,18 +61,11 @@ KernelSwitches kernel_switches(
     }
   // A switch another starting switch supersedes would sit idle and fail the engagement check: it waits as
   // an alternative (tried if the ablation drops the one that supersedes it: the GPU is no Hopper).
-  auto idle = [&](const std::string& key) {
-    return std::any_of(k.on.begin(), k.on.end(), [&](const auto& x) {
-      const auto& s = owner[x.first]->supersedes;
-      return x.first != key && std::find(s.begin(), s.end(), owner[key]->name) != s.end();
-    });
-  };
-  std::vector<bool> is_idle;
-  for (const auto& s : k.on) is_idle.push_back(idle(s.first));
-  std::vector<std::pair<std::string, nlohmann::json>> kept, moved;
-  for (size_t i = 0; i < k.on.size(); ++i) (is_idle[i] ? moved : kept).push_back(std::move(k.on[i]));
-  k.on = std::move(kept);
-  k.alternatives.insert(k.alternatives.end(), moved.begin(), moved.end());
+  std::set<std::string> superseded;
+  for (const auto& s : k.on) superseded.insert(owner[s.first]->supersedes.begin(), owner[s.first]->supersedes.end());
+  const auto idle = std::stable_partition(k.on.begin(), k.on.end(), [&](const auto& s) { return !superseded.count(owner[s.first]->name); });
+  k.alternatives.insert(k.alternatives.end(), std::make_move_iterator(idle), std::make_move_iterator(k.on.end()));
+  k.on.erase(idle, k.on.end());
   // The ablation removes switches in this order and may run out of trials: the lossy ones first, since a
   // switch that costs quality has to earn its place (vae_bf16 on a CPU without native bf16 makes the whole
   // set 0.5x, and a budget of five trials never reached it behind the lossless ones).

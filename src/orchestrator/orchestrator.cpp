@@ -303,8 +303,7 @@ std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, con
   m.description = "composition of the best accepted candidate of each family";
   // A part's technique that another part's leaves idle (attention_backend under hopper_attention,
   // gelu_epilogue under quant.fp8) would fail the engagement check: the composition leaves it out.
-  const auto idle = runtime::techniques::superseded(gates::to_runtime_options(gates::parse_manifest(gates::to_json(m), "composition " + id)));
-  for (const auto& [name, by] : idle) {
+  for (const auto& [name, by] : runtime::techniques::superseded(gates::to_runtime_options(m))) {
     const auto* t = runtime::techniques::find(name);
     for (const auto& f : t->flags) m.flags.erase(t->group.empty() ? f.key : t->group);
     m.description += "; " + name + " left out (" + by + " does its work)";
