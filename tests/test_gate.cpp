@@ -235,6 +235,53 @@ TEST(Gate, RedTeamLossyBeyondToleranceFailsQuality) {
   EXPECT_TRUE(passed(v, "authenticity"));  // it did engage: the problem is quality
 }
 
+// The precision floor of a lossless claim (GateSettings::precision_floor). With the 50 dB rule raised
+// above any clip that is not bit-identical, a candidate that computes one precision up (float64 here; the
+// CPU baseline is float32) is as close to the float64 control as the baseline is, and passes as lossless;
+// a cache that claims losslessness is far further from the control than the baseline and is rejected. The
+// control's clip is made once per prompt and cached beside the baseline's.
+TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
+  Fixture f;
+  f.settings.lossless_psnr = 99.0;  // only bit-identical clips (capped at 100 dB) meet the rule itself
+  int control_runs = 0;
+  f.settings.progress = [&](const GateProgress& p) { control_runs += p.stage == "precision control"; };
+
+  const auto lossy = f.gate(patch("cache-claims-lossless", {{"easycache", {{"enabled", true}, {"threshold", 0.1}}}}, true, "cache"));
+  const auto* q = lossy.check("quality");
+  ASSERT_NE(q, nullptr);
+  EXPECT_FALSE(q->pass);
+  EXPECT_NE(q->reason.find("nor within the precision floor"), std::string::npos) << q->reason;
+  const json& fl = q->details.at("precision_floor");
+  EXPECT_EQ(fl.at("control_dtype"), "fp64");
+  EXPECT_FALSE(fl.at("pass").get<bool>());
+  ASSERT_EQ(fl.at("clips").size(), 1u) << fl.dump();
+  const json& c = fl.at("clips").begin().value();
+  EXPECT_LT(c.at("psnr_margin_db").get<double>(), -f.settings.floor_psnr_slack) << c.dump();
+  EXPECT_LT(c.at("candidate_vs_control").at("psnr_mean").get<double>(), c.at("baseline_vs_control").at("psnr_mean").get<double>());
+  EXPECT_EQ(control_runs, 1);
+  int cached = 0;
+  for (const auto& e : fs::recursive_directory_iterator(f.tmp.file("cache")))
+    cached += e.path().filename().string().find("-control-fp64.safetensors") != std::string::npos;
+  EXPECT_EQ(cached, 1);
+
+  const auto precise = f.gate(patch("fp64-claims-lossless", {{"dtype", "fp64"}}, true));
+  const auto* pq = precise.check("quality");
+  ASSERT_NE(pq, nullptr);
+  EXPECT_TRUE(pq->pass) << pq->reason;
+  EXPECT_LT(precise.psnr, 99.0);  // not bit-identical to the float32 baseline: the floor decided
+  EXPECT_NE(pq->reason.find("lossless within the baseline's rounding"), std::string::npos) << pq->reason;
+  const json& pf = pq->details.at("precision_floor");
+  EXPECT_TRUE(pf.at("pass").get<bool>()) << pf.dump();
+  EXPECT_GE(pf.at("worst_psnr_margin_db").get<double>(), 0.0);  // it is the control's own computation
+  EXPECT_EQ(control_runs, 1);  // the control's clip came from the cache
+
+  // Off: the rule alone decides.
+  f.settings.precision_floor = false;
+  const auto ruled = f.gate(patch("fp64-rule-alone", {{"dtype", "fp64"}}, true));
+  EXPECT_FALSE(passed(ruled, "quality"));
+  EXPECT_FALSE(ruled.check("quality")->details.contains("precision_floor"));
+}
+
 TEST(Gate, RedTeamOutputWrittenBeforeTimingFails) {
   set_redteam_allowed(true);
   Fixture f;

@@ -38,6 +38,20 @@ struct GateSettings {
   double min_psnr = 30.0;
   double min_ssim = 0.90;
   double lossless_psnr = 50.0;
+  // The precision floor of a lossless claim. Where the compute dtype rounds coarsely (bf16 on a GPU), the
+  // baseline is itself only ~45-52 dB from the same run one precision up, so any change of rounding (a
+  // fused kernel, another GEMM algorithm) lands near or below lossless_psnr against it however exact it is.
+  // A lossless candidate whose split clips miss lossless_psnr (or SSIM 0.999) still passes when they are as
+  // close to the precision control (the baseline one precision up: bf16 -> fp32, fp32 -> fp64) as the
+  // baseline's own clips are: on average over those clips within floor_psnr_slack / floor_ssim_slack (one
+  // clip's distance is one sample of a chaotic trajectory: +-1.4 dB measured between equally exact
+  // kernels), and no clip beyond the clip slacks. Its timed pairs' clips (no control run there) may then
+  // fall audit_psnr_slack below its worst split clip. Off: the 50 dB rule alone.
+  bool precision_floor = true;
+  double floor_psnr_slack = 1.0;        // dB, the mean over the clips
+  double floor_ssim_slack = 0.001;
+  double floor_clip_psnr_slack = 3.0;   // dB, any one clip
+  double floor_clip_ssim_slack = 0.003;
   // The timed pairs' clips (fresh prompts/seeds) are quality audits too: a lossy candidate's may fall
   // this far below min_psnr (one sample each, so a little slack), a lossless one's none.
   double audit_psnr_slack = 3.0;

@@ -1356,7 +1356,10 @@ RunOutcome run(const RunRequest& req) {
                                   {"finished", gates::utc_timestamp()},
                                   {"command_line", command_line},
                                   {"thresholds", {{"min_psnr_db", req.gate.min_psnr}, {"min_ssim", req.gate.min_ssim},
-                                                  {"lossless_psnr_db", req.gate.lossless_psnr}, {"min_margin", req.gate.min_margin},
+                                                  {"lossless_psnr_db", req.gate.lossless_psnr},
+                                                  // null: the 50 dB rule alone (docs/gate-defences.md)
+                                                  {"lossless_floor_slack_db", req.gate.precision_floor ? json(req.gate.floor_psnr_slack) : json(nullptr)},
+                                                  {"min_margin", req.gate.min_margin},
                                                   {"timing_repeats", req.gate.timing_repeats}, {"max_prompts", req.gate.max_prompts}}},
                                   {"build", {{"version", bi.version}, {"commit", bi.commit}, {"flavour", bi.flavour}, {"build_type", bi.build_type},
                                              {"libtorch", bi.libtorch}, {"cuda", bi.cuda}, {"cudnn", bi.cudnn}, {"driver", bi.driver}}}}},
