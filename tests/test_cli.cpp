@@ -150,6 +150,31 @@ TEST(Cli, ProfileDetailAddsUpAndRatesEachOperation) {
   }
 }
 
+// bench --vae-manifest: each set of VAE switches is timed against the float32 decode of the same latents,
+// with its own peak, its error and the host's enqueue time (on the CPU the host does the work itself, so
+// the decode's own time; on a GPU the evidence whether launches are on the critical path).
+TEST(Cli, BenchTimesAVaeManifestAndItsHostEnqueue) {
+  autooptim::test::TempDir tmp;
+  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  m["id"] = "wan22-tiny/test/vae-cl";
+  m["kind"] = "patch";
+  m["family"] = "kernel";
+  m["base"] = "wan22-tiny/baseline";
+  m["lossless"] = true;
+  m["flags"]["vae_channels_last"] = true;
+  std::ofstream(tmp.file("vae.json")) << m.dump(2);
+  const auto r = sh("bench --model wan22-tiny --vae-only --repeat 1 --vae-manifest " + tmp.file("vae.json") + " --json " + tmp.file("b.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("vae_decode_wan22-tiny_test_vae-cl: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the host enqueued it in"), std::string::npos) << r.output;
+  const json b = json::parse(slurp(tmp.file("b.json")));
+  const json& v = b.at("vae_decode_switches").at("wan22-tiny_test_vae-cl");
+  const double enqueue = v.at("host_enqueue_s").get<double>();
+  EXPECT_GT(enqueue, 0.0);
+  EXPECT_LE(enqueue, v.at("max_s").get<double>() * 1.05 + 0.01);  // a part of the decode it measured
+  EXPECT_GT(v.at("psnr_vs_fp32_db").get<double>(), 60.0);  // channels-last float32: the same decode
+}
+
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");

@@ -198,11 +198,13 @@ at::Tensor WanPipeline::decode_with(const RuntimeOptions& o, const at::Tensor& l
   };
   const bool tune = o.vae_cudnn_benchmark && z.is_cuda();
   const CudnnBenchmark tuner(tune);
+  const auto enqueue_t0 = std::chrono::steady_clock::now();
   at::Tensor video = decoding_vae(o)->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
   if (tune) run.count("kernel.vae_cudnn_benchmark.decodes");
   if (o.vae_bf16) run.count("kernel.vae_bf16.decodes");
   if (o.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
   video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);
+  last_decode_enqueue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - enqueue_t0).count();
   if (!at::isfinite(video).all().item<bool>()) throw NumericError("VAE decode produced NaN or Inf pixels");
   return video;
 }

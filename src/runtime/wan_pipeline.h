@@ -88,6 +88,10 @@ class WanPipeline {
   // The VAE the options decode with: the model's own (float32, as loaded) unless vae_bf16 or
   // vae_channels_last ask for a converted copy, made once and kept until other settings ask for another.
   AutoencoderKLWan& decoding_vae();
+  // Host seconds the last decode took to enqueue its work, up to the check of its pixels (the decode's
+  // first synchronisation). Far below the decode's time: the device never waited for the host, and
+  // launch overhead (what CUDA graphs remove) is not on the critical path.
+  double last_decode_enqueue_s() const { return last_decode_enqueue_s_; }
   // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
   at::Tensor encode_image(const at::Tensor& image);
   // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed). trim: the
@@ -109,6 +113,7 @@ class WanPipeline {
   int64_t max_text_length = 512;
 
  private:
+  double last_decode_enqueue_s_ = 0;
   WanTransformer3DModel transformer_;
   AutoencoderKLWan vae_;
   std::shared_ptr<UMT5EncoderModel> text_encoder_;
