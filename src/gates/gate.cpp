@@ -60,6 +60,20 @@ at::Tensor frames_to_u8(const std::vector<cv::Mat>& frames) {
   return (runtime::tensor_from_frames(frames) * 255.0).round().clamp(0, 255).to(at::kByte);
 }
 
+// A clip of the gate's output cache (8-bit frames in a safetensors file), or nullopt when none is there.
+std::optional<std::vector<cv::Mat>> read_cached_clip(const fs::path& f) {
+  if (!fs::exists(f)) return std::nullopt;
+  const at::Tensor u8 = runtime::SafetensorsFile::open(f.string())->tensor("video").clone();
+  return runtime::frames_from_tensor(u8.to(at::kFloat) / 255.0);
+}
+
+// Temporary name + rename: workers gating in parallel share the cache and must never read half a file.
+void write_cached_clip(const fs::path& f, const std::vector<cv::Mat>& frames) {
+  const std::string tmp = f.string() + ".tmp" + std::to_string(::getpid());
+  runtime::write_safetensors(tmp, {{"video", frames_to_u8(frames)}});
+  fs::rename(tmp, f);
+}
+
 bool same_frames(const std::vector<cv::Mat>& a, const std::vector<cv::Mat>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -352,11 +366,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   json cache_check = {{"dir", cdir.string()}, {"key", cache_key}};
   for (size_t i = 0; i < prompts.size(); ++i) {
     const fs::path f = cdir / (prompts[i].id + "-" + std::to_string(base.config.seed) + ".safetensors");
-    std::optional<std::vector<cv::Mat>> cached;
-    if (fs::exists(f)) {
-      const at::Tensor u8 = runtime::SafetensorsFile::open(f.string())->tensor("video").clone();
-      cached = runtime::frames_from_tensor(u8.to(at::kFloat) / 255.0);
-    }
+    std::optional<std::vector<cv::Mat>> cached = read_cached_clip(f);
     if (i == 0) {
       // The promised check: the cached output must be what a fresh run makes now.
       split_base8[0] = runtime::frames_from_tensor(windows[check_i].out.video);
@@ -372,9 +382,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                               num(p, 2) + " dB): the cache is stale or the baseline is nondeterministic here; remove " +
                               cdir.string() + " and run again");
       } else {
-        const std::string tmp = f.string() + ".tmp" + std::to_string(::getpid());  // parallel workers: no half files
-        runtime::write_safetensors(tmp, {{"video", frames_to_u8(split_base8[0])}});
-        fs::rename(tmp, f);
+        write_cached_clip(f, split_base8[0]);
         cache_check["checked"] = nullptr;
         cache_check["note"] = "no cached output yet: the fresh run was cached";
       }
@@ -387,10 +395,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     const RunOutput& b = window("baseline_split", false, [&] { return w.run(base, prompts[i]); });
     baseline_ok(b);
     split_base8[i] = runtime::frames_from_tensor(b.video);
-    // Temporary name + rename: workers gating in parallel share this cache and must never read half a file.
-    const std::string tmp = f.string() + ".tmp" + std::to_string(::getpid());
-    runtime::write_safetensors(tmp, {{"video", frames_to_u8(split_base8[i])}});
-    fs::rename(tmp, f);
+    write_cached_clip(f, split_base8[i]);
   }
   v.integrity["baseline_cache"] = cache_check;
 
@@ -870,9 +875,8 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
         // device, threads, baseline).
         const fs::path f = cdir / (prompts[k].id + "-" + std::to_string(base.config.seed) + "-control-" + up + ".safetensors");
         std::vector<cv::Mat> ctl8;
-        if (fs::exists(f)) {
-          const at::Tensor u8 = runtime::SafetensorsFile::open(f.string())->tensor("video").clone();
-          ctl8 = runtime::frames_from_tensor(u8.to(at::kFloat) / 255.0);
+        if (auto cached = read_cached_clip(f)) {
+          ctl8 = std::move(*cached);
         } else {
           tick(stage_label("precision_control"));
           const RunOutput r = w.run(ctl, prompts[k]);
@@ -883,9 +887,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
             break;
           }
           ctl8 = runtime::frames_from_tensor(r.video);
-          const std::string tmp = f.string() + ".tmp" + std::to_string(::getpid());
-          runtime::write_safetensors(tmp, {{"video", frames_to_u8(ctl8)}});
-          fs::rename(tmp, f);
+          write_cached_clip(f, ctl8);
         }
         const auto bq = compare_clips(c.base8, ctl8), cq = compare_clips(c.cand8, ctl8);
         double margin = cq.psnr_mean - bq.psnr_mean, ssim_margin = cq.ssim_mean - bq.ssim_mean;
