@@ -57,6 +57,17 @@ std::string slurp(const fs::path& p) {
 
 const char* kSmall = "--model wan22-tiny --frames 9 --steps 3 --height 64 --width 96";
 
+// A patch of the tiny model's baseline manifest with these flags, as a file would hold it.
+json tiny_patch(const std::string& id, const std::string& family, const json& flags) {
+  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
+  m["id"] = id;
+  m["kind"] = "patch";
+  m["family"] = family;
+  m["base"] = "wan22-tiny/baseline";
+  m["flags"] = flags;
+  return m;
+}
+
 }  // namespace
 
 TEST(Cli, UnknownFlagIsExitTwo) {
@@ -85,12 +96,7 @@ TEST(Cli, MissingOrEmptyWeightsFolderIsExitTwo) {
 
 TEST(Cli, MalformedManifestNamesTheKey) {
   autooptim::test::TempDir tmp;
-  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
-  m["kind"] = "patch";
-  m["family"] = "cache";
-  m["base"] = "wan22-tiny/baseline";
-  m["id"] = "wan22-tiny/bad";
-  m["flags"] = {{"easycache", {{"enabled", true}, {"threshold", 1.7}}}};
+  const json m = tiny_patch("wan22-tiny/bad", "cache", {{"easycache", {{"enabled", true}, {"threshold", 1.7}}}});
   std::ofstream(tmp.file("bad.json")) << m.dump();
   const auto r = sh("gate --manifest " + tmp.file("bad.json") + " --split smoke --out " + tmp.file("g"));
   EXPECT_EQ(r.code, 2) << r.output;
@@ -155,13 +161,8 @@ TEST(Cli, ProfileDetailAddsUpAndRatesEachOperation) {
 // the decode's own time; on a GPU the evidence whether launches are on the critical path).
 TEST(Cli, BenchTimesAVaeManifestAndItsHostEnqueue) {
   autooptim::test::TempDir tmp;
-  json m = json::parse(slurp(kSrc + "/manifests/wan22-tiny/baseline.json"));
-  m["id"] = "wan22-tiny/test/vae-cl";
-  m["kind"] = "patch";
-  m["family"] = "kernel";
-  m["base"] = "wan22-tiny/baseline";
+  json m = tiny_patch("wan22-tiny/test/vae-cl", "kernel", {{"vae_channels_last", true}});
   m["lossless"] = true;
-  m["flags"]["vae_channels_last"] = true;
   std::ofstream(tmp.file("vae.json")) << m.dump(2);
   const auto r = sh("bench --model wan22-tiny --vae-only --repeat 1 --vae-manifest " + tmp.file("vae.json") + " --json " + tmp.file("b.json"));
   ASSERT_EQ(r.code, 0) << r.output;
