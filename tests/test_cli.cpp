@@ -176,6 +176,33 @@ TEST(Cli, BenchTimesAVaeManifestAndItsHostEnqueue) {
   EXPECT_GT(v.at("psnr_vs_fp32_db").get<double>(), 60.0);  // channels-last float32: the same decode
 }
 
+// gate --object-check off --no-precision-floor: the visual check compares no object, and a lossless claim
+// below the 50 dB rule is judged by the rule alone (no precision control runs); a bad value is exit 2.
+TEST(Cli, GateJudgementOptionsReachTheGate) {
+  autooptim::test::TempDir tmp;
+  json m = tiny_patch("wan22-tiny/test/cache-lossless", "cache", {{"easycache", {{"enabled", true}, {"threshold", 0.1}}}});
+  m["lossless"] = true;
+  std::ofstream(tmp.file("m.json")) << m.dump(2);
+  const std::string gate = "gate --model wan22-tiny --manifest " + tmp.file("m.json") + " --split smoke --max-prompts 1 --repeats 1 --json";
+  const auto bad = sh(gate + " --out " + tmp.file("bad") + " --object-check maybe");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--object-check"), std::string::npos) << bad.output;
+  const auto r = sh(gate + " --out " + tmp.file("g") + " --object-check off --no-precision-floor");
+  ASSERT_EQ(r.code, 1) << r.output;  // rejected: a cache is not lossless
+  const json v = json::parse(slurp(tmp.file("g") + "/verdict.json"));
+  const json& q = v.at("gates").at("quality");
+  EXPECT_FALSE(q.at("pass").get<bool>());
+  EXPECT_FALSE(q.at("details").contains("precision_floor")) << q.dump();
+  EXPECT_EQ(q.at("reason").get<std::string>().find("precision floor"), std::string::npos) << q.dump();
+  EXPECT_FALSE(v.at("gates").at("visual").at("details").contains("objects_compared")) << v.at("gates").at("visual").dump();
+  // With the defaults the same gate judges both.
+  const auto d = sh(gate + " --out " + tmp.file("d"));
+  ASSERT_EQ(d.code, 1) << d.output;
+  const json dv = json::parse(slurp(tmp.file("d") + "/verdict.json"));
+  EXPECT_TRUE(dv.at("gates").at("quality").at("details").contains("precision_floor"));
+  EXPECT_TRUE(dv.at("gates").at("visual").at("details").contains("objects_compared"));
+}
+
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");

@@ -282,6 +282,46 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
   EXPECT_FALSE(ruled.check("quality")->details.contains("precision_floor"));
 }
 
+// What a gate request carries to a worker: every judgement setting survives the trip (each changed from
+// its default, so a field the JSON drops shows as a default), missing keys keep their defaults, and a key
+// of the wrong type is an error naming it.
+TEST(Gate, SettingsTravelToAWorkerWhole) {
+  GateSettings s;
+  s.prompts_dir = "/p";
+  s.cache_dir = "/c";
+  s.records_path = "/r.json";
+  s.timing_repeats = 7;
+  s.min_margin = 0.07;
+  s.min_psnr = 33;
+  s.min_ssim = 0.93;
+  s.lossless_psnr = 55;
+  s.precision_floor = false;
+  s.floor_psnr_slack = 1.5;
+  s.floor_ssim_slack = 0.002;
+  s.floor_clip_psnr_slack = 4;
+  s.floor_clip_ssim_slack = 0.004;
+  s.audit_psnr_slack = 2.5;
+  s.off_time_tolerance = 0.2;
+  s.exact_off_identity = false;
+  s.max_prompts = 3;
+  s.min_baseline_efficiency = 0.1;
+  s.baseline_record_tolerance = 0.5;
+  s.untimed_work_fraction = 0.3;
+  s.min_forward_share = 0.06;
+  s.object_check = 0;
+  const json j = settings_to_json(s);
+  EXPECT_EQ(settings_to_json(settings_from_json(j)), j);
+  const json defaults = settings_to_json(GateSettings{});
+  for (const auto& [k, v] : defaults.items()) EXPECT_NE(j.at(k), v) << k << " is not carried";
+  EXPECT_EQ(settings_to_json(settings_from_json(json::object())), defaults);
+  try {
+    settings_from_json({{"object_check", "on"}});
+    ADD_FAILURE() << "a string object_check was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'object_check'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Gate, RedTeamOutputWrittenBeforeTimingFails) {
   set_redteam_allowed(true);
   Fixture f;

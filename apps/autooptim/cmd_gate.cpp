@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "data_dirs.h"
+#include "gate_args.h"
 #include "gates/gate.h"
 #include "gates/metrics.h"
 #include "model_args.h"
@@ -110,6 +111,7 @@ void add_gate(CLI::App& app) {
   cmd->add_option("--steps", a->steps, "Reduced configuration: the baseline's steps (official_config fails)")->check(step_count());
   cmd->add_option("--height", a->height, "Reduced configuration: the baseline's height (official_config fails)")->check(pixel_size());
   cmd->add_option("--width", a->width, "Reduced configuration: the baseline's width (official_config fails)")->check(pixel_size());
+  add_gate_judgement_options(cmd, a->settings);
   cmd->add_flag("--json", a->json, "Print the verdict as JSON");
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");
   cmd->callback([a, cmd] {

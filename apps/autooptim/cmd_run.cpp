@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "data_dirs.h"
+#include "gate_args.h"
 #include "executors/executor.h"
 #include "gates/prompts.h"
 #include "model_args.h"
@@ -90,6 +91,7 @@ void add_run(CLI::App& app) {
                         ->check(CLI::IsMember({"", "any", "1.5x", "2x", "3x", "4x"}));
   cmd->add_option("--min-psnr", req->gate.min_psnr, "Quality tolerance of lossy candidates (dB)")->capture_default_str()->check(number_in(0, 200));
   cmd->add_option("--min-ssim", req->gate.min_ssim, "Quality tolerance of lossy candidates (SSIM)")->capture_default_str()->check(number_in(0, 1));
+  add_gate_judgement_options(cmd, req->gate);
   cmd->add_option("--frames", req->frames, "Reduced configuration: frames (no tier can be won)")->check(frames_count());
   cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)")->check(step_count());
   cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)")->check(pixel_size());

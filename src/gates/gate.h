@@ -82,6 +82,12 @@ struct GateSettings {
   std::function<void(const GateProgress&)> progress;
 };
 
+// The settings a gate request carries from the orchestrator to a worker: every judgement setting (the
+// thresholds, the floor, the object check, the folders); not baseline_config (the request carries the
+// baseline's manifest) nor progress. Missing keys keep their defaults; a key of the wrong type throws.
+nlohmann::json settings_to_json(const GateSettings& s);
+GateSettings settings_from_json(const nlohmann::json& j);
+
 // A baseline that cannot be trusted (slower than the machine's calibration or its records allow, a
 // cached output that a fresh run contradicts): an error of the run (exit 2), never a verdict.
 class BaselineError : public Error {

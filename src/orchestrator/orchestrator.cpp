@@ -700,10 +700,8 @@ RunOutcome run(const RunRequest& req) {
   const std::string cache = fs::absolute(cache_root(req, out)).string();
   gs.cache_dir = (fs::path(cache) / "outputs").string();
   if (first_worker.device == "cuda") gs.exact_off_identity = false;
-  const json gate_settings = {{"prompts_dir", gs.prompts_dir}, {"baseline_manifest", gates::to_json(base)}, {"cache_dir", gs.cache_dir},
-                              {"timing_repeats", gs.timing_repeats}, {"min_margin", gs.min_margin}, {"min_psnr", gs.min_psnr},
-                              {"min_ssim", gs.min_ssim}, {"lossless_psnr", gs.lossless_psnr}, {"off_time_tolerance", gs.off_time_tolerance},
-                              {"exact_off_identity", gs.exact_off_identity}, {"max_prompts", gs.max_prompts}};
+  json gate_settings = gates::settings_to_json(gs);
+  gate_settings["baseline_manifest"] = gates::to_json(base);  // the worker reads the baseline's config from it
   const double screen_min = req.screen_min_speedup >= 0 ? req.screen_min_speedup : (official ? Buckets::all().front().second : 0.0);
 
   int64_t gate_runs = 0, screens = 0, screened_out = 0;
@@ -1359,6 +1357,7 @@ RunOutcome run(const RunRequest& req) {
                                                   {"lossless_psnr_db", req.gate.lossless_psnr},
                                                   // null: the 50 dB rule alone (docs/gate-defences.md)
                                                   {"lossless_floor_slack_db", req.gate.precision_floor ? json(req.gate.floor_psnr_slack) : json(nullptr)},
+                                                  {"object_check", req.gate.object_check < 0 ? "auto" : req.gate.object_check ? "on" : "off"},
                                                   {"min_margin", req.gate.min_margin},
                                                   {"timing_repeats", req.gate.timing_repeats}, {"max_prompts", req.gate.max_prompts}}},
                                   {"build", {{"version", bi.version}, {"commit", bi.commit}, {"flavour", bi.flavour}, {"build_type", bi.build_type},

@@ -502,19 +502,9 @@ json Server::do_gate(const json& req) {
   const std::string out_dir = req.value("out_dir", "");
   if (split.empty() || out_dir.empty()) throw Error("gate request without split or out_dir");
   const json s = req.value("settings", json::object());
-  gates::GateSettings g;
-  g.prompts_dir = s.value("prompts_dir", g.prompts_dir);
+  gates::GateSettings g = gates::settings_from_json(s);
   // The baseline is the harness's pinned one; the orchestrator sends it at the run's configuration.
   if (s.contains("baseline_manifest")) g.baseline_config = gates::parse_manifest(s["baseline_manifest"], "the gate request's baseline").config;
-  g.cache_dir = s.value("cache_dir", g.cache_dir);
-  g.timing_repeats = s.value("timing_repeats", g.timing_repeats);
-  g.min_margin = s.value("min_margin", g.min_margin);
-  g.min_psnr = s.value("min_psnr", g.min_psnr);
-  g.min_ssim = s.value("min_ssim", g.min_ssim);
-  g.lossless_psnr = s.value("lossless_psnr", g.lossless_psnr);
-  g.off_time_tolerance = s.value("off_time_tolerance", g.off_time_tolerance);
-  g.exact_off_identity = s.value("exact_off_identity", g.exact_off_identity);
-  g.max_prompts = s.value("max_prompts", g.max_prompts);
   const std::string id = req.value("id", "");
   g.progress = [this, id](const gates::GateProgress& p) {
     check_abandon(id);
