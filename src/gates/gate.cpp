@@ -171,64 +171,55 @@ Manifest find_manifest(const std::string& manifests_dir, const std::string& mode
   throw Error("no manifest with id '" + id + "' under " + dir.string());
 }
 
+namespace {
+
+// Every judgement setting a gate request carries, by its key: the one list settings_to_json and
+// settings_from_json both walk (a setting missing here stays at the worker's default).
+template <class Settings, class Visit>
+void each_setting(Settings& s, Visit&& visit) {
+  visit("prompts_dir", s.prompts_dir);
+  visit("cache_dir", s.cache_dir);
+  visit("records_path", s.records_path);
+  visit("timing_repeats", s.timing_repeats);
+  visit("min_margin", s.min_margin);
+  visit("min_psnr", s.min_psnr);
+  visit("min_ssim", s.min_ssim);
+  visit("lossless_psnr", s.lossless_psnr);
+  visit("precision_floor", s.precision_floor);
+  visit("floor_psnr_slack", s.floor_psnr_slack);
+  visit("floor_ssim_slack", s.floor_ssim_slack);
+  visit("floor_clip_psnr_slack", s.floor_clip_psnr_slack);
+  visit("floor_clip_ssim_slack", s.floor_clip_ssim_slack);
+  visit("audit_psnr_slack", s.audit_psnr_slack);
+  visit("off_time_tolerance", s.off_time_tolerance);
+  visit("exact_off_identity", s.exact_off_identity);
+  visit("max_prompts", s.max_prompts);
+  visit("min_baseline_efficiency", s.min_baseline_efficiency);
+  visit("baseline_record_tolerance", s.baseline_record_tolerance);
+  visit("untimed_work_fraction", s.untimed_work_fraction);
+  visit("min_forward_share", s.min_forward_share);
+  visit("object_check", s.object_check);
+}
+
+}  // namespace
+
 json settings_to_json(const GateSettings& s) {
-  return {{"prompts_dir", s.prompts_dir},
-          {"cache_dir", s.cache_dir},
-          {"records_path", s.records_path},
-          {"timing_repeats", s.timing_repeats},
-          {"min_margin", s.min_margin},
-          {"min_psnr", s.min_psnr},
-          {"min_ssim", s.min_ssim},
-          {"lossless_psnr", s.lossless_psnr},
-          {"precision_floor", s.precision_floor},
-          {"floor_psnr_slack", s.floor_psnr_slack},
-          {"floor_ssim_slack", s.floor_ssim_slack},
-          {"floor_clip_psnr_slack", s.floor_clip_psnr_slack},
-          {"floor_clip_ssim_slack", s.floor_clip_ssim_slack},
-          {"audit_psnr_slack", s.audit_psnr_slack},
-          {"off_time_tolerance", s.off_time_tolerance},
-          {"exact_off_identity", s.exact_off_identity},
-          {"max_prompts", s.max_prompts},
-          {"min_baseline_efficiency", s.min_baseline_efficiency},
-          {"baseline_record_tolerance", s.baseline_record_tolerance},
-          {"untimed_work_fraction", s.untimed_work_fraction},
-          {"min_forward_share", s.min_forward_share},
-          {"object_check", s.object_check}};
+  json j = json::object();
+  each_setting(s, [&](const char* key, const auto& field) { j[key] = field; });
+  return j;
 }
 
 GateSettings settings_from_json(const json& j) {
   GateSettings s;
   if (!j.is_object()) throw Error("gate settings: not a JSON object");
-  auto read = [&](const char* key, auto& field) {
+  each_setting(s, [&](const char* key, auto& field) {
     if (!j.contains(key)) return;
     try {
       field = j.at(key).get<std::decay_t<decltype(field)>>();
     } catch (const json::exception&) {
       throw Error(std::string("gate settings: '") + key + "' has the wrong type (" + j.at(key).type_name() + ")");
     }
-  };
-  read("prompts_dir", s.prompts_dir);
-  read("cache_dir", s.cache_dir);
-  read("records_path", s.records_path);
-  read("timing_repeats", s.timing_repeats);
-  read("min_margin", s.min_margin);
-  read("min_psnr", s.min_psnr);
-  read("min_ssim", s.min_ssim);
-  read("lossless_psnr", s.lossless_psnr);
-  read("precision_floor", s.precision_floor);
-  read("floor_psnr_slack", s.floor_psnr_slack);
-  read("floor_ssim_slack", s.floor_ssim_slack);
-  read("floor_clip_psnr_slack", s.floor_clip_psnr_slack);
-  read("floor_clip_ssim_slack", s.floor_clip_ssim_slack);
-  read("audit_psnr_slack", s.audit_psnr_slack);
-  read("off_time_tolerance", s.off_time_tolerance);
-  read("exact_off_identity", s.exact_off_identity);
-  read("max_prompts", s.max_prompts);
-  read("min_baseline_efficiency", s.min_baseline_efficiency);
-  read("baseline_record_tolerance", s.baseline_record_tolerance);
-  read("untimed_work_fraction", s.untimed_work_fraction);
-  read("min_forward_share", s.min_forward_share);
-  read("object_check", s.object_check);
+  });
   return s;
 }
 
