@@ -565,6 +565,74 @@ TEST(GpuKernels, VaeFusedShortcutIsBitIdenticalToTheUnfusedAdd) {
   }
 }
 
+// vae_cuda_graph: the tiny VAE's decode of 7 random latent frames with the steady chunks replayed from
+// graphs gives the eager decode with the same switches bit for bit, and every other switch counts as
+// often: the kernel-vae set (channels-last, causal buffer, fused kernels), with the buffers holding two
+// chunks (one graph per ring position), with two latent frames per chunk (a last chunk of another length
+// runs eagerly), and bf16 alone (channels-first, the causal convs' context kept in their cache tensors);
+// batch 1 and 2; twice in a row (each decode captures its own graphs).
+TEST(GpuKernels, VaeCudaGraphReplaysTheEagerDecodeBitForBit) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
+  const auto wj = read_json_file(test::golden_dir() + "/vae_tiny_weights.json");
+  const auto cfg = WanVAEConfig::from_json(wj["config"]);
+  auto load = [&](bool cl) {
+    AutoencoderKLWan v(cfg, Precision{at::kBFloat16, gpu()});
+    load_strict(*v, TensorSource::open(test::golden_dir() + "/vae_tiny_weights.safetensors"));
+    at::NoGradGuard g;
+    if (cl)
+      for (auto& p : v->parameters()) {
+        if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
+        if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+      }
+    return v;
+  };
+  AutoencoderKLWan plain = load(false), cl = load(true);
+  at::InferenceMode guard;
+  const auto io = TensorSource::open(test::golden_dir() + "/vae_tiny_io.safetensors");
+  const at::Tensor z1 = io.tensor("z");
+  auto gen = at::detail::createCPUGenerator(41);
+  RuntimeOptions kv;
+  kv.vae_channels_last = kv.vae_causal_buffer = kv.vae_fused_norm_silu = kv.vae_transposed_upsample = true;
+  kv.vae_fused_shortcut = kv.vae_frame_convs = kv.vae_pointwise_gemm = true;
+  RuntimeOptions ring = kv, chunked = kv, alone;
+  ring.vae_causal_ring = 2;
+  chunked.vae_chunk_frames = 2;
+  struct Case {
+    const char* name;
+    RuntimeOptions o;
+    bool cl;
+  };
+  for (const int64_t B : {1, 2}) {
+    const at::Tensor z = at::randn({B, z1.size(1), 7, z1.size(3), z1.size(4)}, gen).to(gpu());
+    for (const Case& c : {Case{"kernel-vae set", kv, true}, Case{"ring of 2", ring, true},
+                          Case{"2 latent frames a chunk", chunked, true}, Case{"bf16 alone", alone, false}}) {
+      SCOPED_TRACE(std::string(c.name) + ", batch " + std::to_string(B));
+      AutoencoderKLWan& vae = c.cl ? cl : plain;
+      Trace eager_t;
+      const techniques::VaeRun eager_run{&c.o, &eager_t};
+      const at::Tensor want = vae->decode(z, nullptr, &eager_run);
+      RuntimeOptions g = c.o;
+      g.vae_cuda_graph = true;
+      // Chunks: 1 + 6 x 1 latent frames, or 1 + 2 + 2 + 2: the first two eager, the rest steady (one graph
+      // per ring position where the ring holds: channels-last, batch 1).
+      const int64_t chunks = c.o.vae_chunk_frames == 2 ? 4 : 7;
+      const int64_t graphs = c.o.vae_causal_ring == 2 && B == 1 ? 2 : 1;
+      for (int round = 0; round < 2; ++round) {
+        Trace t;
+        const techniques::VaeRun run{&g, &t};
+        const at::Tensor got = vae->decode(z, nullptr, &run);
+        ASSERT_EQ(got.sizes(), want.sizes());
+        EXPECT_TRUE(at::equal(got, want)) << "round " << round << ": " << differing(got, want) << " of the pixels differ";
+        EXPECT_EQ(t.get("kernel.vae_cuda_graph.captures"), graphs);
+        EXPECT_EQ(t.get("kernel.vae_cuda_graph.replays"), chunks - 2);
+        EXPECT_EQ(t.get("kernel.vae_cuda_graph.eager_chunks"), 2);
+        for (const auto& [key, v] : eager_t.counters()) EXPECT_EQ(t.get(key), v) << key;
+        EXPECT_TRUE(engagement_problems(g, t).empty());
+      }
+    }
+  }
+}
+
 // topk_blocks on the GPU (bf16, cuDNN's attention with its log-sum-exp) against the same pattern in
 // float32 on the CPU (the math ops), whose definition tests/test_sparse.cpp checks: odd grid, batch 2.
 TEST(GpuKernels, TopkBlocksOnTheGpuMatchesTheCpu) {

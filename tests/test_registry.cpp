@@ -58,13 +58,15 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
       {"fused_qk_norm_rope", {"kernel", false}},  {"gelu_epilogue", {"kernel", false}}, {"fused_cross_norm", {"kernel", false}}, {"gemm_autotune", {"kernel", false}},
       {"hopper_attention", {"kernel", true}},  // another attention kernel, as attention_backend's choices are
       {"fp8", {"quant", false}},
-      // The VAE decoder's switches: only the causal buffer computes exactly what the reference computes.
+      // The VAE decoder's switches: the causal buffer, its ring, the fused shortcut and the graphs compute exactly
+      // what the reference computes.
       {"vae_bf16", {"kernel", false}}, {"vae_channels_last", {"kernel", false}}, {"vae_fused_norm_silu", {"kernel", false}},
       {"vae_subpixel_upsample", {"kernel", false}}, {"vae_causal_buffer", {"kernel", true}},
       {"vae_fused_shortcut", {"kernel", true}},     {"vae_cudnn_benchmark", {"kernel", false}},
       {"vae_chunk_frames", {"kernel", false}},      {"vae_frame_convs", {"kernel", false}},
       {"vae_transposed_upsample", {"kernel", false}}, {"vae_head_pad", {"kernel", false}},
-      {"vae_pointwise_gemm", {"kernel", false}},   {"vae_causal_ring", {"kernel", true}}};
+      {"vae_pointwise_gemm", {"kernel", false}},   {"vae_causal_ring", {"kernel", true}},
+      {"vae_cuda_graph", {"kernel", true}}};
   EXPECT_EQ(got, want);
   for (const auto& t : all()) {
     SCOPED_TRACE(t.name);
@@ -420,7 +422,7 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
   // The CUDA-only switches are not proposed on a CPU; the VAE switches oneDNN runs are (measured there).
   for (const char* gpu_only : {"cuda_graph", "vae_cudnn_benchmark", "vae_fused_norm_silu", "vae_fused_shortcut", "fused_norm_modulate",
                                "vae_frame_convs", "rope_cache", "vae_transposed_upsample", "vae_head_pad", "fused_cross_norm", "gemm_autotune",
-                               "vae_pointwise_gemm", "vae_causal_ring", "hopper_attention"})
+                               "vae_pointwise_gemm", "vae_causal_ring", "hopper_attention", "vae_cuda_graph"})
     EXPECT_FALSE(searched_on_cpu.count(gpu_only)) << gpu_only;
   for (const char* cpu_too : {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache", "uniform_timestep"})
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;

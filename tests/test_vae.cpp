@@ -7,6 +7,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
+#include "runtime/techniques/engagement.h"
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/verify.h"
 #include "runtime/wan_vae.h"
@@ -338,6 +339,61 @@ TEST(VAE, CausalRingIsBitIdenticalToTheBuffer) {
     } else {
       EXPECT_EQ(rc.slots[0].frames.size(2), 4 + 2);
       EXPECT_EQ(trace.get("kernel.vae_causal_ring.windows"), 0);
+    }
+  }
+}
+
+// vae_cuda_graph on the CPU: nothing to capture, every chunk runs eagerly (counted) and the decode is the
+// reference's bit for bit; the engagement check then says the switch did nothing. What a graph needs from
+// the eager code holds here too: with the switch on, a chunk copies the context it keeps into the cache
+// slot's own tensor, so from the second chunk on no slot's memory moves (a replayed graph reads it there),
+// through an up block's residual blocks and its temporal upsampler, batch 1 and 2.
+TEST(VAE, CudaGraphSwitchKeepsTheCausalCacheInPlace) {
+  auto m = load_golden_vae();
+  const auto io = golden_io();
+  at::InferenceMode guard;
+  const at::Tensor z = io.tensor("z");
+  const at::Tensor ref = m->decode(z);
+  for (const bool buffered : {false, true}) {
+    SCOPED_TRACE(buffered ? "with vae_causal_buffer" : "alone");
+    RuntimeOptions o;
+    o.vae_cuda_graph = true;
+    o.vae_causal_buffer = buffered;
+    Trace trace;
+    EXPECT_TRUE(at::equal(decode_with(m, z, o, &trace), ref));
+    EXPECT_EQ(trace.get("kernel.vae_cuda_graph.eager_chunks"), z.size(2));
+    EXPECT_EQ(trace.get("kernel.vae_cuda_graph.replays"), 0);
+    const auto problems = engagement_problems(o, trace);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("vae_cuda_graph"), std::string::npos) << problems[0];
+  }
+
+  WanResidualUpBlock block(8, 8, 1, true, true, at::TensorOptions().dtype(at::kFloat));
+  fill_random(*block, 31);
+  auto gen = at::detail::createCPUGenerator(32);
+  for (const int64_t B : {1, 2}) {
+    RuntimeOptions plain_o, graph_o;
+    graph_o.vae_cuda_graph = true;
+    const techniques::VaeRun plain_run{&plain_o, nullptr}, graph_run{&graph_o, nullptr};
+    WanCausalCache plain, graphed;
+    plain.run = &plain_run;
+    graphed.run = &graph_run;
+    std::vector<const void*> where;
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      const at::Tensor x = at::randn({B, 8, chunk == 0 ? 1 : 2, 5, 6}, gen);
+      plain.begin_chunk();
+      graphed.begin_chunk();
+      const at::Tensor want = block->forward(x, plain, chunk == 0);
+      EXPECT_TRUE(at::equal(block->forward(x, graphed, chunk == 0), want)) << "batch " << B << ", chunk " << chunk;
+      std::vector<const void*> now;
+      for (const auto& slot : graphed.slots) now.push_back(slot.frames.defined() ? slot.frames.data_ptr() : nullptr);
+      // Four causal convs (two residual blocks': an up block has one more than num_res_blocks) and the
+      // temporal upsampler's cache.
+      ASSERT_EQ(now.size(), 5u);
+      if (chunk >= 1)  // the first chunk leaves the upsampler's cache empty ("Rep")
+        for (const void* p : now) EXPECT_NE(p, nullptr) << "chunk " << chunk;
+      if (chunk >= 2) EXPECT_EQ(now, where) << "batch " << B << ", chunk " << chunk << ": a cache tensor moved";
+      where = now;
     }
   }
 }

@@ -146,7 +146,8 @@ for s in "${steps[@]}"; do
 import json, sys
 names = {"bf16": "vae_bf16", "cl": "vae_channels_last", "causal": "vae_causal_buffer", "fused": "vae_fused_norm_silu",
          "subpixel": "vae_subpixel_upsample", "short": "vae_fused_shortcut", "tune": "vae_cudnn_benchmark",
-         "frames": "vae_frame_convs", "transposed": "vae_transposed_upsample", "gemm": "vae_pointwise_gemm"}
+         "frames": "vae_frame_convs", "transposed": "vae_transposed_upsample", "gemm": "vae_pointwise_gemm",
+         "graph": "vae_cuda_graph"}
 m = json.load(open(sys.argv[1]))
 m["id"] = "wan22-ti2v-5b/vae-" + sys.argv[3].replace(",", "-")
 # chunkN: vae_chunk_frames N; headN: vae_head_pad N; ringN: vae_causal_ring N

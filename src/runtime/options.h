@@ -207,6 +207,7 @@ struct RuntimeOptions {
   bool vae_transposed_upsample = false;  // nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv
   int64_t vae_head_pad = 0;            // output channels the decoder's last conv is padded to (0: off)
   bool vae_pointwise_gemm = false;     // 1x1x1 convs as one GEMM over the voxels (channels-last view)
+  bool vae_cuda_graph = false;         // steady decoder chunks captured once per chunk length, then replayed
   // quantisation family
   QuantOptions quant;
   // cache family (one policy at a time)

@@ -41,6 +41,18 @@ at::Tensor last_frames(const at::Tensor& x, int64_t n) {
   return x.narrow(2, std::max<int64_t>(0, T - n), std::min(n, T));
 }
 
+// A cache slot's context for the next chunk: a copy of `keep`, so the chunk's activation can be freed.
+// Under vae_cuda_graph the copy goes into the slot's own tensor where it has the shape already, so a
+// chunk leaves the cache's memory where it found it (a graph replayed for the next chunk reads it there).
+void keep_context(at::Tensor& frames, const at::Tensor& keep, const techniques::VaeRun* run) {
+  if (run && run->options && run->options->vae_cuda_graph && frames.defined() && frames.sizes() == keep.sizes() &&
+      frames.scalar_type() == keep.scalar_type() && frames.device() == keep.device()) {
+    frames.copy_(keep);
+    return;
+  }
+  frames = keep.clone();
+}
+
 // Conv2d applied to every frame of x [B, C, T, H, W] as a (1, kh, kw) Conv3d.
 at::Tensor conv2d_per_frame(const Conv2d& conv, const at::Tensor& x, std::vector<int64_t> stride,
                             std::vector<int64_t> padding, const techniques::VaeRun* run = nullptr) {
@@ -248,7 +260,7 @@ at::Tensor WanCausalConv3dImpl::forward_cached(const at::Tensor& x, WanCausalCac
     keep = at::cat({last_frames(slot.frames, 1), keep}, 2);  // previous chunk's last frame + this one
   at::Tensor out = forward(x, slot.frames, cache.run);
   ProfileScope ps("layout", [] { return ProfileDetail{"causal context kept"}; });
-  slot.frames = keep.clone();  // a copy, so the chunk's activation x can be freed
+  keep_context(slot.frames, keep, cache.run);
   return out;
 }
 
@@ -415,7 +427,7 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
         keep = at::cat({slot.rep ? at::zeros_like(keep) : last_frames(slot.frames, 1), keep}, 2);
       // After "Rep" the second chunk pads with zeros, not with the first chunk's frame.
       at::Tensor y = slot.rep ? time_conv->forward(x, {}, cache.run) : time_conv->forward(x, slot.frames, cache.run);  // [B, 2C, T, H, W]
-      slot.frames = keep.clone();
+      keep_context(slot.frames, keep, cache.run);
       slot.rep = false;
       const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
       // Channel halves [0, C) and [C, 2C) become frames 2t and 2t+1.
@@ -627,15 +639,22 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   // The first latent frame alone, then one frame per chunk (the reference) or vae_chunk_frames: the
   // decoder is causal and carries its context, so a chunk of k frames computes what k chunks do.
   const int64_t per_chunk = run && run->options ? std::max<int64_t>(1, run->options->vae_chunk_frames) : 1;
-  for (int64_t i = 0; i < x.size(2);) {
+  // vae_cuda_graph: the steady chunks replayed from a graph per chunk length (the others eagerly).
+  techniques::VaeChunkGraphs graphs(run);
+  for (int64_t i = 0, k = 0; i < x.size(2); ++k) {
     const int64_t n = i == 0 ? 1 : std::min(per_chunk, x.size(2) - i);
     cache.begin_chunk();
     if (n > 1) run->count("kernel.vae_chunk_frames.chunks");
-    const at::Tensor out = decoder->forward(x.narrow(2, i, n), cache, i == 0, record);
+    const bool first = i == 0;
+    const at::Tensor in = x.narrow(2, i, n);
+    const at::Tensor out = graphs.engaged()
+                               ? graphs.chunk(k, in, cache, [&](const at::Tensor& t) { return decoder->forward(t, cache, first, record); })
+                               : decoder->forward(in, cache, first, record);
     i += n;
     ProfileScope ps("layout", [] { return ProfileDetail{"unpatchify, clamp, sink"}; });
     const at::Tensor px = wan_vae_unpatchify(out, c.patch_size);  // [B, 3, 1 or 4, H, W]
-    sink(clamp ? px.clamp(-1.0, 1.0) : px);
+    // A replayed chunk's output is the graph's: the clamp (or a copy) makes the sink's own.
+    sink(clamp ? px.clamp(-1.0, 1.0) : graphs.engaged() ? px.clone() : px);
   }
   if (inter)
     for (auto& [name, list] : parts) (*inter)[name] = at::cat(list, 2);

@@ -3,8 +3,15 @@
 // these where a switch is on; each is defined in its technique's file in this folder.
 #include <ATen/ATen.h>
 
+#include <functional>
+#include <memory>
+
 #include "runtime/options.h"
 #include "runtime/trace.h"
+
+namespace autooptim::runtime {
+struct WanCausalCache;
+}
 
 namespace autooptim::runtime::techniques {
 
@@ -83,5 +90,24 @@ at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tens
 bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                                 at::IntArrayRef padding);
 at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// vae_cuda_graph.cpp: the decoder's chunks through CUDA graphs. One per decode; chunk(k, in, cache, body)
+// returns body(in) for the k-th chunk (in: its latent frames), run eagerly or replayed from the graph of
+// its length (and ring position), captured at the first steady chunk of that length. A replayed chunk's
+// result is the graph's output tensor: valid until the next chunk.
+class VaeChunkGraphs {
+ public:
+  using Body = std::function<at::Tensor(const at::Tensor& in)>;
+  explicit VaeChunkGraphs(const VaeRun* run);
+  ~VaeChunkGraphs();
+  VaeChunkGraphs(const VaeChunkGraphs&) = delete;
+  VaeChunkGraphs& operator=(const VaeChunkGraphs&) = delete;
+  bool engaged() const;  // the switch is on (whether a chunk can replay is decided per chunk)
+  at::Tensor chunk(int64_t k, const at::Tensor& in, WanCausalCache& cache, const Body& body);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace autooptim::runtime::techniques
