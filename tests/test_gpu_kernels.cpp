@@ -627,7 +627,9 @@ TEST(GpuKernels, VaeCudaGraphReplaysTheEagerDecodeBitForBit) {
         EXPECT_EQ(t.get("kernel.vae_cuda_graph.replays"), chunks - 2);
         EXPECT_EQ(t.get("kernel.vae_cuda_graph.eager_chunks"), 2);
         for (const auto& [key, v] : eager_t.counters()) EXPECT_EQ(t.get(key), v) << key;
-        EXPECT_TRUE(engagement_problems(g, t).empty());
+        // The graphs add no engagement problem to the eager decode's (a direct decode has some: the
+        // pipeline counts vae_channels_last's decodes).
+        EXPECT_EQ(engagement_problems(g, t), engagement_problems(c.o, eager_t));
       }
     }
   }

@@ -4,7 +4,7 @@
 # TI2V-5B's shape (31 latent frames to 121x704x1280, synthetic weights) in one process: kernel-vae, kernel-vae
 # + vae_cuda_graph, each twice in alternating order (drift shows as a difference between a set's two
 # rows), and + vae_causal_ring 4, each against one float32 decode of the same latents.
-#   scripts/gpu/vae-graph.sh [build]     (env: REPEAT, 3 by default)
+#   scripts/gpu/vae-graph.sh [build]     (env: REPEAT, 3 by default; SETS, the rows to time)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -20,7 +20,7 @@ echo "--- VAE GPU tests (rc=$?, $SECONDS s)"
 grep -E "^\[  (PASSED|FAILED|  OK) |Failure|Expected|Which is|differ|error" "$OUT/vae-tests.log" | head -40
 d=$(mktemp -d)
 vm=()
-for v in plain-a graph-a plain-b graph-b graph-ring4; do
+for v in ${SETS:-plain-a graph-a plain-b graph-b graph-ring4}; do
   python3 - manifests/wan22-ti2v-5b/kernel-vae.json "$d/$v.json" "$v" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
