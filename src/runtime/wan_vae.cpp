@@ -639,7 +639,8 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   // The first latent frame alone, then one frame per chunk (the reference) or vae_chunk_frames: the
   // decoder is causal and carries its context, so a chunk of k frames computes what k chunks do.
   const int64_t per_chunk = run && run->options ? std::max<int64_t>(1, run->options->vae_chunk_frames) : 1;
-  // vae_cuda_graph: the steady chunks replayed from a graph per chunk length (the others eagerly).
+  // vae_cuda_graph: the steady chunks replayed from a graph per chunk length (the others, and every chunk
+  // where the switch is off, run eagerly).
   techniques::VaeChunkGraphs graphs(run);
   for (int64_t i = 0, k = 0; i < x.size(2); ++k) {
     const int64_t n = i == 0 ? 1 : std::min(per_chunk, x.size(2) - i);
@@ -647,9 +648,7 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
     if (n > 1) run->count("kernel.vae_chunk_frames.chunks");
     const bool first = i == 0;
     const at::Tensor in = x.narrow(2, i, n);
-    const at::Tensor out = graphs.engaged()
-                               ? graphs.chunk(k, in, cache, [&](const at::Tensor& t) { return decoder->forward(t, cache, first, record); })
-                               : decoder->forward(in, cache, first, record);
+    const at::Tensor out = graphs.chunk(k, in, cache, [&](const at::Tensor& t) { return decoder->forward(t, cache, first, record); });
     i += n;
     ProfileScope ps("layout", [] { return ProfileDetail{"unpatchify, clamp, sink"}; });
     const at::Tensor px = wan_vae_unpatchify(out, c.patch_size);  // [B, 3, 1 or 4, H, W]

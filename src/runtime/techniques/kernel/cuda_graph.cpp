@@ -31,10 +31,9 @@ AUTOOPTIM_TECHNIQUE(cuda_graph) {
 #include "runtime/trace.h"
 
 #ifdef AUTOOPTIM_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
+
+#include "runtime/techniques/kernel/graph_capture.h"
 #endif
 
 namespace autooptim::runtime::techniques {
@@ -85,7 +84,7 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
   }
 #ifdef AUTOOPTIM_WITH_CUDA
   if (!e.graph) {
-    // Capture on a side stream (libtorch refuses the default stream), after everything queued so far.
+    // Capture after everything queued so far (graph_capture.h: on a side stream).
     for (const auto& t : inputs) e.static_in.push_back(t.clone());
     local.trace = fc.trace ? &e.counts : nullptr;
     if (!impl_->have_pool) {
@@ -93,24 +92,13 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
       impl_->have_pool = true;
     }
     cudaDeviceSynchronize();
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
-    {
-      c10::cuda::CUDAStreamGuard side(c10::cuda::getStreamFromPool(false, inputs.front().device().index()));
-      graph->capture_begin(impl_->pool);
-      try {
-        e.static_out = body(e.static_in, local);
-      } catch (const std::exception& ex) {
-        try {
-          graph->capture_end();
-        } catch (...) {
-        }
-        impl_->entries.erase(key);
-        throw Error(std::string("cuda_graph: the transformer forward could not be captured: ") + ex.what());
-      }
-      graph->capture_end();
+    try {
+      e.graph = capture_graph(inputs.front().device().index(), impl_->pool, [&] { e.static_out = body(e.static_in, local); });
+    } catch (const std::exception& ex) {
+      impl_->entries.erase(key);
+      throw Error(std::string("cuda_graph: the transformer forward could not be captured: ") + ex.what());
     }
     cudaDeviceSynchronize();
-    e.graph = std::move(graph);
     fc.count("kernel.cuda_graph.captures");
   } else {
     if (e.static_in.size() != inputs.size()) throw Error("cuda_graph: input count changed for key " + key);

@@ -51,10 +51,9 @@ AUTOOPTIM_TECHNIQUE(vae_cuda_graph) {
 #include "runtime/wan_vae.h"
 
 #ifdef AUTOOPTIM_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
+
+#include "runtime/techniques/kernel/graph_capture.h"
 #endif
 
 namespace autooptim::runtime::techniques {
@@ -136,36 +135,23 @@ at::Tensor VaeChunkGraphs::chunk(int64_t k, const at::Tensor& in, WanCausalCache
         s.have_pool = true;
       }
       // The body counts into the entry (once), through a run that differs from the decode's in that only.
+      // Nothing is launched while capturing, so the queued chunks keep running; the replay goes on the
+      // decode's stream after them.
       VaeRun counting{s.run->options, s.run->trace ? &e.counts : nullptr};
-      const VaeRun* decode_run = cache.run;
+      struct RestoreRun {
+        WanCausalCache& cache;
+        const VaeRun* run;
+        ~RestoreRun() { cache.run = run; }
+      } restore{cache, cache.run};
       cache.run = &counting;
-      auto graph = std::make_unique<at::cuda::CUDAGraph>();
       try {
-        // libtorch refuses to capture the default stream: a side stream. Nothing is launched while
-        // capturing, so the queued chunks keep running; the replay goes on the decode's stream after them.
-        c10::cuda::CUDAStreamGuard side(c10::cuda::getStreamFromPool(false, in.device().index()));
-        graph->capture_begin(s.pool);
-        try {
-          e.static_out = body(e.static_in);
-        } catch (...) {
-          try {
-            graph->capture_end();
-          } catch (...) {
-          }
-          throw;
-        }
-        graph->capture_end();
+        e.graph = capture_graph(in.device().index(), s.pool, [&] { e.static_out = body(e.static_in); });
+        if (!(cache_shape(cache) == before))
+          throw Error("the captured chunk moved a causal cache tensor, so its graph cannot be replayed");
       } catch (const std::exception& ex) {
-        cache.run = decode_run;
         s.entries.erase({n, k % ring});
         throw Error(std::string("vae_cuda_graph: a decoder chunk could not be captured: ") + ex.what());
       }
-      cache.run = decode_run;
-      if (!(cache_shape(cache) == before)) {
-        s.entries.erase({n, k % ring});
-        throw Error("vae_cuda_graph: the captured chunk moved a causal cache tensor, so its graph cannot be replayed");
-      }
-      e.graph = std::move(graph);
       s.run->count("kernel.vae_cuda_graph.captures");
     } else {
       e.static_in.copy_(in);
