@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "runtime/blas_threads.h"
+#include "runtime/process_allocator.h"
 #include "runtime/error.h"
 #include "runtime/forward_context.h"
 #include "runtime/techniques/cache/cache_policy.h"
@@ -43,6 +44,7 @@ WanPipeline::WanPipeline(WanTransformer3DModel transformer, AutoencoderKLWan vae
 void WanPipeline::set_options(const RuntimeOptions& o) {
   options_ = o;
   settle_blas_threads();  // once per process: OpenBLAS's own threads would fight libtorch's (blas_threads.h)
+  settle_allocator();     // once per process: allocation cost independent of the process's history
   // libtorch's own thread count (OMP_NUM_THREADS, else its default) unless the options name one.
   static const int initial_threads = at::get_num_threads();
   const int want = o.cpu_threads > 0 ? static_cast<int>(o.cpu_threads) : initial_threads;
