@@ -1,4 +1,6 @@
 // autooptim generate: one clip from a prompt (and optionally an image) with our runtime alone.
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -6,6 +8,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #ifdef AUTOOPTIM_HAVE_VIDEOIO
@@ -13,11 +16,15 @@
 #endif
 
 #include "commands.h"
-#include "gates/generate_params.h"
+#include "gates/atomic_file.h"
+#include "gates/clip_digest.h"
+#include "gates/gate.h"
+#include "gates/worker.h"
 #include "model_args.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/video_io.h"
+#include "train/scenes.h"
 
 namespace fs = std::filesystem;
 
@@ -31,6 +38,9 @@ struct GenerateArgs {
   std::string out;
   std::string frames_dir;
   std::string manifest;
+  std::string json_out;
+  int64_t threads = 0;
+  int64_t repeat = 1;
 };
 
 // An RGB image file -> [3, H, W] float in [0, 1].
@@ -101,44 +111,48 @@ at::Tensor cover_and_center_crop(const at::Tensor& img, int64_t H, int64_t W) {
   return r.slice(1, y0, y0 + H).slice(2, x0, x0 + W).to(at::kFloat).contiguous();
 }
 
-void run_generate(GenerateArgs& a) {
-  auto& p = a.params;
-  runtime::RuntimeOptions opts;
+// What the command line asks for, as a manifest: the given one (a tier from a report), or the harness's
+// pinned baseline at the command line's configuration. Either way the clip is made by the gate's own code
+// (gates::Worker::run), so a manifest, prompt and seed give the same clip here as in its gate run.
+gates::Manifest manifest_to_generate(GenerateArgs& a, const CLI::App& cmd) {
+  const auto& p = a.params;
   if (!a.manifest.empty()) {
-    // Reproduce a manifest (a tier from a report): its model, configuration and switches.
-    const auto m = gates::load_manifest(a.manifest);
+    // A manifest carries its configuration and precision: a flag that would change them would make a clip
+    // that the gate never judged.
+    for (const char* flag : {"--steps", "--frames", "--height", "--width", "--guidance", "--fps", "--dtype"})
+      if (cmd.count(flag) && !(std::string(flag) == "--dtype" && a.model.dtype == "auto"))
+        throw Error(std::string(flag) + " cannot be combined with --manifest: the manifest carries its configuration (" +
+                    a.manifest + "); drop " + flag + ", or run without --manifest");
+    gates::Manifest m = gates::load_manifest(a.manifest);
+    if (cmd.count("--model") && a.model.model != m.model)
+      throw Error("--model " + a.model.model + ": the manifest " + a.manifest + " is for " + m.model);
     a.model.model = m.model;
-    const std::string prompt = p.prompt, negative = p.negative_prompt;
-    p = gates::generate_params(m.config, prompt);
-    p.negative_prompt = negative;
-    opts = gates::to_runtime_options(m);
-    warn_idle_switches(a.manifest, opts);
+    return m;
   }
-  if (a.out.empty() && a.frames_dir.empty()) throw Error("give --out clip.mp4 and/or --frames-dir DIR");
-  if (!a.out.empty()) check_out_path(a.out);  // before the model loads and 50 steps run
-  runtime::validate_params(p);
-  if (!a.image.empty()) {
-    at::Tensor img = read_image(a.image);
-    const int64_t h = img.size(1), w = img.size(2);
-    if (h != p.height || w != p.width) {
-      img = cover_and_center_crop(img, p.height, p.width);
-      const bool same_aspect = h * p.width == w * p.height;
-      log::info("--image " + std::to_string(w) + "x" + std::to_string(h) + " resized to " + std::to_string(p.width) + "x" +
-                std::to_string(p.height) + (same_aspect ? " (Lanczos)" : ": another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped, as the reference pipeline does"));
-    }
-    p.image = img;
-  }
-  auto req = a.model.request();
-  log::info("loading " + a.model.model + " ...");
-  if (!a.manifest.empty()) use_switches(req, opts);
-  auto loaded = runtime::load_model(req);
-  char line[256];
-  std::snprintf(line, sizeof line, "model loaded in %.2f s (%s; weights: %s)", loaded.load_seconds,
-                runtime::device_name(loaded.pipeline->precision().device).c_str(), loaded.weights_label.c_str());
-  log::info(line);
-  // Step progress: redrawn in place on a terminal; in a log file a line at most every few seconds.
-  log::Progress progress;
-  const auto result = loaded.pipeline->generate(p, [&progress](int64_t i, int64_t n, double secs) {
+  nlohmann::json j = gates::to_json(gates::pinned_baseline(a.model.model));
+  j["id"] = a.model.model + "/generate";
+  j["config"].update({{"height", p.height}, {"width", p.width}, {"frames", p.frames}, {"steps", p.steps},
+                      {"guidance", p.guidance}, {"seed", p.seed}, {"fps", p.fps}});
+  if (a.model.dtype != "auto") j["flags"]["dtype"] = a.model.dtype;
+  return gates::parse_manifest(j, "the command line's configuration");
+}
+
+// The trained wan22-tiny knows only its data set's captions: a prompt outside them gives a faint, static
+// blob, which a user should hear about before reading anything into the clip.
+void warn_outside_vocabulary(const ModelArgs& model, const std::string& prompt) {
+  if (!model.tiny_trained()) return;
+  const auto outside = train::words_outside_captions(prompt);
+  if (outside.empty()) return;
+  std::string words;
+  for (const auto& w : outside) words += (words.empty() ? "'" : ", '") + w + "'";
+  log::warn("wan22-tiny was trained on captions of moving shapes only (docs/training.md); " + words +
+            (outside.size() == 1 ? " is" : " are") + " outside them, so the clip will not show " + (outside.size() == 1 ? "it" : "them") +
+            ". It knows prompts like \"a red circle quickly moves left across a striped background\"");
+}
+
+// Step progress: redrawn in place on a terminal; in a log file a line at most every few seconds.
+runtime::StepCallback step_progress(log::Progress& progress) {
+  return [&progress](int64_t i, int64_t n, double secs) {
     char b[96];
     std::snprintf(b, sizeof b, "step %lld/%lld  %.3f s/step", static_cast<long long>(i + 1), static_cast<long long>(n), secs);
     progress.update("denoising", b);
@@ -146,21 +160,92 @@ void run_generate(GenerateArgs& a) {
       progress.clear();
       progress.event(std::string("denoising done: ") + b);
     }
-  });
-  const auto frames = runtime::frames_from_tensor(result.video);
-  if (!a.out.empty()) runtime::write_video(a.out, frames, p.fps);
-  if (!a.frames_dir.empty()) runtime::write_png_frames(a.frames_dir, frames);
-  const auto& t = result.times;
-  std::printf("model load     %8.3f s (not part of generation)\n", loaded.load_seconds);
+  };
+}
+
+std::optional<at::Tensor> first_frame(const std::string& path, const gates::RunConfig& c) {
+  if (path.empty()) return std::nullopt;
+  at::Tensor img = read_image(path);
+  const int64_t h = img.size(1), w = img.size(2);
+  if (h != c.height || w != c.width) {
+    img = cover_and_center_crop(img, c.height, c.width);
+    const bool same_aspect = h * c.width == w * c.height;
+    log::info("--image " + std::to_string(w) + "x" + std::to_string(h) + " resized to " + std::to_string(c.width) + "x" +
+              std::to_string(c.height) +
+              (same_aspect ? " (Lanczos)" : ": another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped, as the reference pipeline does"));
+  }
+  return img;
+}
+
+void print_times(const gates::RunOutput& r, double load_s, bool image, int64_t steps) {
+  const auto& t = r.times;
+  std::printf("model load     %8.3f s (not part of generation)\n", load_s);
   std::printf("text encoding  %8.3f s\n", t.text_encoding);
-  if (p.image) std::printf("image encoding %8.3f s\n", t.image_encoding);
-  std::printf("denoising      %8.3f s (%lld steps, %.0f transformer forwards)\n", t.denoising,
-              static_cast<long long>(p.steps), result.trace.get("transformer.forwards"));
+  if (image) std::printf("image encoding %8.3f s\n", t.image_encoding);
+  std::printf("denoising      %8.3f s (%lld steps, %.0f transformer forwards)\n", t.denoising, static_cast<long long>(steps),
+              r.trace.get("transformer.forwards"));
   std::printf("decoding       %8.3f s\n", t.decoding);
-  std::printf("total          %8.3f s\n", t.total());
-  std::printf("wrote %lld frames %lldx%lld at %.0f fps to %s\n", static_cast<long long>(frames.size()),
-              static_cast<long long>(p.width), static_cast<long long>(p.height), p.fps,
-              (a.out.empty() ? a.frames_dir : a.out).c_str());
+  std::printf("total          %8.3f s\n", r.seconds);
+}
+
+nlohmann::json run_json(const gates::RunOutput& r, const std::string& digest) {
+  const auto& t = r.times;
+  return {{"seconds", r.seconds},           {"text_s", t.text_encoding}, {"image_s", t.image_encoding},
+          {"denoise_s", t.denoising},       {"decode_s", t.decoding},    {"forwards", r.trace.get("transformer.forwards")},
+          {"frames_sha256", digest}};
+}
+
+void run_generate(GenerateArgs& a, const CLI::App& cmd) {
+  const gates::Manifest m = manifest_to_generate(a, cmd);
+  const runtime::RuntimeOptions opts = gates::to_runtime_options(m);
+  if (!a.manifest.empty()) warn_idle_switches(a.manifest, opts);
+  if (a.out.empty() && a.frames_dir.empty() && a.json_out.empty()) throw Error("give --out clip.mp4, --frames-dir DIR and/or --json OUT");
+  if (!a.out.empty()) check_out_path(a.out);  // before the model loads and 50 steps run
+  if (!a.params.negative_prompt.empty() && !a.manifest.empty())
+    log::warn("--negative-prompt: the gate judged this manifest with the empty negative prompt; this clip is not the one it measured");
+  warn_outside_vocabulary(a.model, a.params.prompt);
+  gates::RunExtras extras;
+  extras.negative_prompt = a.params.negative_prompt;
+  extras.image = first_frame(a.image, m.config);
+  if (a.threads > 0) at::set_num_threads(static_cast<int>(a.threads));  // as `worker --threads`, before the model loads
+  auto req = a.model.request();
+  use_switches(req, opts);
+  log::info("loading " + m.model + " ...");
+  gates::Worker worker(req);
+  char line[256];
+  std::snprintf(line, sizeof line, "model loaded in %.2f s (%s; weights: %s; %d CPU threads)", worker.load_seconds(),
+                runtime::device_name(worker.device()).c_str(), worker.weights_label().c_str(), at::get_num_threads());
+  log::info(line);
+  log::Progress progress;
+  extras.on_step = step_progress(progress);
+  const gates::Prompt prompt{"generate", "", a.params.prompt, {}};
+  nlohmann::json runs = nlohmann::json::array();
+  gates::RunOutput r;
+  std::string digest;
+  for (int64_t i = 0; i < a.repeat; ++i) {
+    r = worker.run(m, prompt, a.params.seed, extras);
+    if (!r.error.empty()) throw Error("the generation failed: " + r.error);
+    const std::string d = gates::frames_sha256(runtime::frames_from_tensor(r.video));
+    if (!digest.empty() && d != digest) log::warn("repeat " + std::to_string(i + 1) + " made another clip than the first: this configuration is not deterministic here");
+    digest = d;
+    runs.push_back(run_json(r, d));
+    if (a.repeat > 1) log::info("generation " + std::to_string(i + 1) + "/" + std::to_string(a.repeat) + ": " + std::to_string(r.seconds).substr(0, 6) + " s");
+  }
+  const auto frames = runtime::frames_from_tensor(r.video);
+  if (!a.out.empty()) runtime::write_video(a.out, frames, m.config.fps);
+  if (!a.frames_dir.empty()) runtime::write_png_frames(a.frames_dir, frames);
+  print_times(r, worker.load_seconds(), extras.image.has_value(), m.config.steps);
+  std::printf("frames sha256  %s\n", digest.c_str());
+  if (!a.out.empty() || !a.frames_dir.empty())
+    std::printf("wrote %zu frames %lldx%lld at %.0f fps to %s\n", frames.size(), static_cast<long long>(m.config.width),
+                static_cast<long long>(m.config.height), m.config.fps, (a.out.empty() ? a.frames_dir : a.out).c_str());
+  if (!a.json_out.empty()) {
+    nlohmann::json j = {{"manifest", m.id}, {"manifest_hash", gates::manifest_hash(m)}, {"model", m.model},
+                        {"prompt", a.params.prompt}, {"seed", a.params.seed}, {"config", gates::to_json(m.config)},
+                        {"threads", at::get_num_threads()}, {"device", runtime::device_name(worker.device())},
+                        {"load_s", worker.load_seconds()}, {"frames_sha256", digest}, {"runs", runs}};
+    gates::write_file_atomic(a.json_out, j.dump(2) + "\n");
+  }
 }
 
 }  // namespace
@@ -179,11 +264,15 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")->default_str("96 for wan22-tiny, 704 for wan22-ti2v-5b")->check(pixel_size());
   cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")->default_str("160 for wan22-tiny, 1280 for wan22-ti2v-5b")->check(pixel_size());
   cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")->capture_default_str()->check(number_in(0, 50));
-  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str()->check(number_in(0, 1000, true));
+  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str()->check(number_in(0.001, 1000));
   cmd->add_option("--out", a->out, "Output video (.mp4 H.264/MPEG-4, or .y4m)");
   cmd->add_option("--frames-dir", a->frames_dir, "Also write PNG frames here");
   cmd->add_option("--manifest", a->manifest, "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--json", a->json_out, "Also write the stage times and the frames' SHA-256 here (JSON)");
+  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default), as a run's worker --threads")->check(int_in(0, 4096));
+  cmd->add_option("--repeat", a->repeat, "Generate the clip this many times in one process (the first includes warm-up costs)")
+      ->capture_default_str()->check(int_in(1, 1000));
   cmd->callback([a, cmd] {
     // The tiny model's defaults are its own small official setting unless the user says otherwise.
     if (a->model.model == "wan22-tiny" && a->manifest.empty()) {
@@ -191,7 +280,7 @@ void add_generate(CLI::App& app) {
       if (cmd->count("--width") == 0) a->params.width = 160;
       if (cmd->count("--frames") == 0) a->params.frames = 49;
     }
-    run_generate(*a);
+    run_generate(*a, *cmd);
   });
 }
 

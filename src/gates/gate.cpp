@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 
+#include "gates/clip_digest.h"
 #include "gates/detectors.h"
 #include "gates/integrity.h"
 #include "gates/metrics.h"
@@ -815,20 +816,20 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     const double audit_drop = first > 0 ? 1.0 - audit.seconds / first : 0.0;
     if (v.speedup < 1.0 + margin) {
       g.pass = false;
-      g.reason = "not faster than the baseline beyond the noise: " + std::to_string(v.speedup) + "x, needs > " +
-                 std::to_string(1.0 + margin) + "x";
+      g.reason = "not faster than the baseline beyond the noise: " + num(v.speedup, 3) + "x, needs > " +
+                 num(1.0 + margin, 3) + "x";
     } else if (cstats.min < floor_s) {
       g.pass = false;
-      g.reason = "a run took " + std::to_string(cstats.min) + " s, below the physical floor of " + std::to_string(floor_s) + " s";
+      g.reason = "a run took " + num(cstats.min, 3) + " s, below the physical floor of " + num(floor_s, 3) + " s";
     } else if (audit_drop > std::max(3 * margin, 0.25)) {
       g.pass = false;
-      g.reason = "duplicate-prompt audit: the same prompt cost " + std::to_string(first) + " s then " +
-                 std::to_string(audit.seconds) + " s (caching across requests)";
+      g.reason = "duplicate-prompt audit: the same prompt cost " + num(first, 3) + " s then " +
+                 num(audit.seconds, 3) + " s (caching across requests)";
     } else if (!same_frames(runtime::frames_from_tensor(audit.video), clips[prompts.size()].cand8)) {
       g.pass = false;
       g.reason = "duplicate-prompt audit: the same prompt gave a different clip the second time";
     } else {
-      g.reason = std::to_string(v.speedup) + "x faster (noise " + std::to_string(noise) + ")";
+      g.reason = num(v.speedup, 3) + "x faster (noise " + num(noise, 3) + ")";
     }
     v.checks.push_back(g);
   }
@@ -850,10 +851,10 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       g.reason = "the off run failed: " + off_run.error;
     } else if (!same && (S.exact_off_identity || psnr_off < S.lossless_psnr)) {
       g.pass = false;
-      g.reason = "with the technique's flags off the output differs from the baseline's (PSNR " + std::to_string(psnr_off) + " dB)";
+      g.reason = "with the technique's flags off the output differs from the baseline's (PSNR " + num(psnr_off, 2) + " dB)";
     } else if (std::fabs(ratio - 1.0) > tol) {
       g.pass = false;
-      g.reason = "with the flags off the time is " + std::to_string(ratio) + "x the baseline's (tolerance " + std::to_string(tol) + ")";
+      g.reason = "with the flags off the time is " + num(ratio, 3) + "x the baseline's (tolerance " + num(tol, 3) + ")";
     } else {
       g.reason = same ? "flags off: bit-identical output, same time" : "flags off: output within tolerance, same time";
     }
@@ -984,14 +985,14 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     g.details = {{"worst_psnr", worst_psnr}, {"worst_ssim", worst_ssim}, {"min_psnr", need_psnr}, {"min_ssim", need_ssim},
                  {"worst_audit_psnr", worst_audit_psnr}, {"min_audit_psnr", need_audit_psnr}, {"lossless", cand.lossless}};
     if (try_floor) g.details["precision_floor"] = floor;
-    const std::string shown = "worst PSNR " + std::to_string(worst_psnr) + " dB, worst SSIM " + std::to_string(worst_ssim);
+    const std::string shown = "worst PSNR " + num(worst_psnr, 2) + " dB, worst SSIM " + num(worst_ssim, 4);
     if (!why.empty()) {
       g.pass = false;
       g.reason = why;
     } else if (!short_of_need.empty() && !by_floor) {
       g.pass = false;
-      g.reason = "quality below tolerance: worst PSNR " + std::to_string(worst_psnr) + " dB (needs " + std::to_string(need_psnr) +
-                 "), worst SSIM " + std::to_string(worst_ssim) + " (needs " + std::to_string(need_ssim) + ")";
+      g.reason = "quality below tolerance: worst PSNR " + num(worst_psnr, 2) + " dB (needs " + num(need_psnr, 2) +
+                 "), worst SSIM " + num(worst_ssim, 4) + " (needs " + num(need_ssim, 4) + ")";
       if (try_floor) g.reason += "; nor within the precision floor: " + floor_why;
     } else if (!audit_why.empty()) {
       g.pass = false;
@@ -1283,7 +1284,15 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       v.failure_signature = "semantic-loss";
   }
 
-  // Fixed-name artifacts.
+  // Fixed-name artifacts. clips.json: each judged clip's identity (its 8-bit frames' SHA-256) and the
+  // baseline's at the same prompt and seed: what `generate --manifest` must reproduce (docs/deploy.md).
+  json clip_ids = json::object();
+  for (const auto& c : clips)
+    if (!c.pair)
+      clip_ids[c.name] = {{"seed", c.cand->seed}, {"frames_sha256", frames_sha256(c.cand8)},
+                          {"baseline_frames_sha256", frames_sha256(c.base8)}, {"seconds", c.cand->seconds},
+                          {"video", "videos/" + c.name + video_ext()}};
+  write_json(out / "clips.json", {{"manifest_hash", v.manifest_hash}, {"clips", clip_ids}});
   json trace = json::object();
   for (const auto& c : clips) trace[c.name] = c.cand->trace.to_json();
   write_json(out / "trace.json", trace);
@@ -1296,7 +1305,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   write_json(out / "benchmark.json", bench);
   write_json(out / "quality.json", {{"clips", quality}, {"visual", visual}, {"worst_psnr", v.psnr}, {"worst_ssim", v.ssim}});
   // The artifacts gate also checks that the files it relies on parse back.
-  for (const char* f : {"trace.json", "benchmark.json", "quality.json", "manifest.json", "metadata.json"}) {
+  for (const char* f : {"trace.json", "benchmark.json", "quality.json", "manifest.json", "metadata.json", "clips.json"}) {
     try {
       std::ifstream in(out / f);
       const json parsed = json::parse(in);

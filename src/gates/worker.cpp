@@ -66,8 +66,8 @@ runtime::WanPipeline& Worker::pipeline_for(const std::string& dtype) {
   return *it->second.pipeline;
 }
 
-RunOutput Worker::run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed) {
-  return run_with(m, {prompt}, seed, false);
+RunOutput Worker::run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed, const RunExtras& extras) {
+  return run_with(m, {prompt}, seed, false, extras);
 }
 
 RunOutput Worker::run_drawn(const Manifest& m, const std::vector<Prompt>& choices) {
@@ -75,7 +75,8 @@ RunOutput Worker::run_drawn(const Manifest& m, const std::vector<Prompt>& choice
   return run_with(m, choices, std::nullopt, true);
 }
 
-RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn) {
+RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn,
+                           const RunExtras& extras) {
   if (m.model != request_.model)
     throw Error("manifest '" + m.id + "' is for model '" + m.model + "', this worker runs '" + request_.model + "'");
   RunOutput out;
@@ -103,8 +104,10 @@ RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices
     }
     RunConfig c = m.config;
     c.seed = out.seed;
-    const runtime::GenerateParams p = generate_params(c, out.prompt.text);
-    auto r = pipe.generate(p, {}, &out.video);
+    runtime::GenerateParams p = generate_params(c, out.prompt.text);
+    p.negative_prompt = extras.negative_prompt;
+    p.image = extras.image;
+    auto r = pipe.generate(p, extras.on_step, &out.video);
     out.seconds = runtime::synced_seconds_since(t0, device());
     ++generations_;
     generating_s_ += out.seconds;

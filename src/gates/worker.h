@@ -42,6 +42,14 @@ struct Calibration {
   int64_t tokens = 0, dim = 0, heads = 0;
 };
 
+// What a direct generation (`generate`) may add to a manifest's run; the gate never sets any of it, and
+// with none set a run is exactly the gate's.
+struct RunExtras {
+  std::string negative_prompt;           // diffusers' default, and the gate's: empty
+  std::optional<at::Tensor> image;       // first frame, [3, H, W] in [0, 1] (any size)
+  runtime::StepCallback on_step;         // per denoising step: progress
+};
+
 class Worker {
  public:
   // Loads the model named by the request (weights, device, dtype).
@@ -60,7 +68,9 @@ class Worker {
 
   // One generation of `prompt` under `m`'s flags and config (the seed: `seed`, else the config's),
   // timed around the whole generate().
-  RunOutput run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed = std::nullopt);
+  // `generate` runs through here too, so a manifest's clip is the same wherever it is made (docs/deploy.md).
+  RunOutput run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed = std::nullopt,
+                const RunExtras& extras = {});
   // One timed generation whose prompt (one of `choices`) and seed are drawn from std::random_device
   // after the timer has started: nothing before the timed window can know what it will be asked.
   RunOutput run_drawn(const Manifest& m, const std::vector<Prompt>& choices);
@@ -88,7 +98,8 @@ class Worker {
   int64_t generations_ = 0;
   double generating_s_ = 0;
   std::string weights_hash_;
-  RunOutput run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn);
+  RunOutput run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn,
+                     const RunExtras& extras = {});
 };
 
 }  // namespace autooptim::gates

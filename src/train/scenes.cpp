@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <cstdio>
 #include <set>
+#include <sstream>
 
 #include "runtime/error.h"
 
@@ -375,6 +377,38 @@ Rendered render(const std::vector<SceneSpec>& scenes, int64_t frames, int64_t he
   r.video = (at::stack(chans, 1).clamp(0, 1) * 2 - 1).contiguous();  // [B, 3, T, H, W]
   r.alpha = alpha.contiguous();
   return r;
+}
+
+std::vector<std::string> words_outside_captions(const std::string& prompt) {
+  static const std::set<std::string> vocabulary = [] {
+    std::set<std::string> v;
+    SceneSpec s;
+    for (const SceneKind k : {SceneKind::kMove, SceneKind::kSpin, SceneKind::kGrow, SceneKind::kShrink, SceneKind::kPan, SceneKind::kRecolor})
+      for (const bool quick : {false, true})
+        for (int c = 0; c < static_cast<int>(color_names().size()); ++c)
+          for (int sh = 0; sh < static_cast<int>(shape_names().size()); ++sh)
+            for (int d = 0; d < static_cast<int>(direction_names().size()); ++d)
+              for (int b = 0; b < static_cast<int>(background_names().size()); ++b) {
+                s.kind = k, s.quick = quick, s.color = s.color2 = c, s.shape = sh, s.direction = d, s.background = b;
+                std::istringstream words(caption_of(s));
+                for (std::string w; words >> w;) v.insert(w);
+              }
+    return v;
+  }();
+  std::vector<std::string> outside;
+  std::string word;
+  auto flush = [&] {
+    if (!word.empty() && !vocabulary.count(word) &&
+        std::find(outside.begin(), outside.end(), word) == outside.end())
+      outside.push_back(word);
+    word.clear();
+  };
+  for (const char ch : prompt) {
+    if (std::isalpha(static_cast<unsigned char>(ch))) word += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    else flush();
+  }
+  flush();
+  return outside;
 }
 
 }  // namespace autooptim::train

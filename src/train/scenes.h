@@ -26,6 +26,9 @@ const std::vector<std::string>& color_names();
 const std::vector<std::string>& shape_names();
 const std::vector<std::string>& direction_names();  // left, right, up, down
 const std::vector<std::string>& background_names();
+// The words of `prompt` (lower-cased, in order, once each) that no caption of the data set uses: what the
+// trained wan22-tiny never saw, and cannot show ("ball", "bouncing").
+std::vector<std::string> words_outside_captions(const std::string& prompt);
 // Nominal RGB in [0, 1] of a palette colour.
 std::array<float, 3> color_rgb(int color);
 
