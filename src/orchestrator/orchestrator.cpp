@@ -23,6 +23,7 @@
 #include "gates/atomic_file.h"
 #include "gates/prompts.h"
 #include "gates/sha256.h"
+#include "orchestrator/deploy_check.h"
 #include "orchestrator/report.h"
 #include "runtime/spawn.h"
 #include "runtime/techniques/registry.h"
@@ -226,9 +227,11 @@ json read_quality(const fs::path& dir) {
   try {
     const json q = json::parse(in);
     json out = json::object();
+    // The split's prompts at the configuration's seed only: the timed pairs' clips ("pair0:<id>@<seed>") are
+    // drawn per gate run, so their means would not compare across candidates (and have no category).
     if (q.contains("clips") && q["clips"].is_object())
       for (const auto& [id, c] : q["clips"].items())
-        if (c.is_object() && c.contains("psnr_mean"))
+        if (c.is_object() && c.contains("psnr_mean") && id.rfind("pair", 0) != 0)
           out[id] = {{"psnr", c.value("psnr_mean", 0.0)}, {"ssim", c.value("ssim_mean", 0.0)}};
     return out;
   } catch (const std::exception&) {
@@ -501,6 +504,40 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
 
 namespace {
 
+// The deploy check of every tier (docs/deploy.md): its manifest through `generate --manifest`, as a user
+// deploys it, against the baseline through the same path. A tier that does not reproduce is not delivered:
+// it leaves `tiers` for a note. One check per distinct manifest; `not_run` says why none ran (empty: run).
+json check_deploys(json& tiers, json& tier_notes, const DeploySetup& setup, const fs::path& out, const std::string& split,
+                   const std::string& not_run, Progress& progress) {
+  std::map<std::string, json> by_hash;
+  json checks = json::array();
+  for (const auto& [bucket, need] : Buckets::all()) {
+    json& t = tiers[bucket];
+    if (t.is_null()) continue;
+    const gates::Manifest m = gates::parse_manifest(t["resolved_manifest"], "the " + bucket + " tier");
+    const std::string hash = gates::manifest_hash(m);
+    if (!by_hash.count(hash)) {
+      DeployResult r;
+      if (!not_run.empty() || (setup.stop && setup.stop())) {
+        r.not_run = not_run.empty() ? "interrupted" : not_run;
+      } else {
+        DeploySetup s = setup;
+        s.dir = (out / "deploy" / slug(m.id)).string();
+        progress.line("deploy check of " + m.id + ": generate --manifest against the baseline, " + std::to_string(s.pairs) + " pairs");
+        r = deploy_check(s, m, expectation_from_gate_dir((out / "gates" / slug(m.id) / split).string(), s.prompt.id));
+      }
+      by_hash[hash] = r.to_json();
+      checks.push_back({{"manifest", m.id}, {"result", by_hash[hash]}});
+    }
+    t["deploy"] = by_hash[hash];
+    if (t["deploy"].value("ran", false) && !t["deploy"].value("reproduced", false)) {
+      tier_notes[bucket].push_back(m.id + " won the tier in its gate runs but " + deploy_summary(t["deploy"]) + ": not delivered");
+      t = nullptr;
+    }
+  }
+  return checks;
+}
+
 // Starts the workers (on this host or as Slurm tasks), waits for one to be ready. Throws Error with the reason a worker gave
 // when none could start.
 workers::WorkerInfo start_workers(Launcher& launcher, workers::Client& client, Progress& progress, double timeout_s = 0) {
@@ -605,7 +642,12 @@ RunOutcome run(const RunRequest& req) {
                 e.total_device_s, e.baseline_gate_s, e.exploration_s, static_cast<long long>(e.gates_fit), e.gating_s, e.wall_s / 60.0);
     std::printf("  budget: %s minutes, %lld gate runs; the least that gates one candidate: %.1f minutes\n", num_text(req.budget_minutes).c_str(),
                 static_cast<long long>(req.budget_trials), e.min_budget_s / 60.0);
-    std::printf("plan: %s\n", plan.dump().c_str());
+    // The figures as JSON for scripts: in OUT/plan.json when --out is given, never on the terminal.
+    if (req.out_dir != "(plan)") {
+      fs::create_directories(req.out_dir);
+      write_json(fs::path(req.out_dir) / "plan.json", plan);
+      std::printf("  the plan as JSON: %s\n", (fs::path(req.out_dir) / "plan.json").c_str());
+    }
     RunOutcome o;
     if (!e.enough) {
       o.exit_code = 2;
@@ -686,6 +728,10 @@ RunOutcome run(const RunRequest& req) {
   json categories = json::object();
   const auto every_prompt = gates::load_prompts(req.prompts_dir, true);
   for (const auto& p : every_prompt.all()) categories[p.id] = p.category;
+  // The visible prompts' words, for the report's clips (held-out texts stay out of every report).
+  json prompt_texts = json::object();
+  for (const auto& p : every_prompt.all())
+    if (!p.splits.empty() && contains(gates::visible_splits(), p.splits.front())) prompt_texts[p.id] = p.text;
 
   // Verdicts already in the ledger (resume): manifest hash + split -> row, when decided in this
   // environment (build, weights, device, dtype).
@@ -702,6 +748,12 @@ RunOutcome run(const RunRequest& req) {
   if (first_worker.device == "cuda") gs.exact_off_identity = false;
   json gate_settings = gates::settings_to_json(gs);
   gate_settings["baseline_manifest"] = gates::to_json(base);  // the worker reads the baseline's config from it
+  // A tier's held-out confirmation covers the held-out split it names (--heldout-max-prompts, default all).
+  auto settings_for = [&](const std::string& split) {
+    json s = gate_settings;
+    if (contains(gates::heldout_splits(), split)) s["max_prompts"] = req.heldout_max_prompts;
+    return s;
+  };
   const double screen_min = req.screen_min_speedup >= 0 ? req.screen_min_speedup : (official ? Buckets::all().front().second : 0.0);
 
   int64_t gate_runs = 0, screens = 0, screened_out = 0;
@@ -725,10 +777,21 @@ RunOutcome run(const RunRequest& req) {
     }
     return vc;
   };
+  // A held-out gate runs more prompts than a gate on the split (the whole held-out split by default): the
+  // reserve prices it by its generations (warm-ups, timed pairs, audit, off run, each prompt's candidate and
+  // baseline clips) against a split gate's.
+  auto heldout_cost_ratio = [&] {
+    const auto runs = [&](int64_t np) { return 2.0 + 2.0 * gs.timing_repeats + 3.0 + 2.0 * static_cast<double>(np) - 1.0; };
+    const int64_t all_h = static_cast<int64_t>(all_prompts.split(req.heldout_split).size());
+    const int64_t nh = req.heldout_max_prompts > 0 ? std::min(req.heldout_max_prompts, all_h) : all_h;
+    const int64_t all_v = static_cast<int64_t>(all_prompts.split(req.split).size());
+    const int64_t nv = gs.max_prompts > 0 ? std::min(gs.max_prompts, all_v) : all_v;
+    return std::max(1.0, runs(nh) / runs(nv));
+  };
   auto reserve_s = [&](int64_t workers) {
     if (gates_finished == 0) return 0.0;
     const auto [verdicts, confirmed] = tier_verdicts();
-    return heldout_reserve_s(verdicts, confirmed, gating_s / static_cast<double>(gates_finished), workers);
+    return heldout_reserve_s(verdicts, confirmed, heldout_cost_ratio() * gating_s / static_cast<double>(gates_finished), workers);
   };
   auto reserve_runs = [&] {
     const auto [verdicts, confirmed] = tier_verdicts();
@@ -780,6 +843,12 @@ RunOutcome run(const RunRequest& req) {
       const json verdict_gates = v.value("gates", json::object());
       for (const auto& [g, x] : verdict_gates.items())
         if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
+      if (j.m.kind == "baseline" && r.value("ok", false)) {
+        // Its own gate measures the denominator; "not faster than itself" is no rejection.
+        progress.line("baseline measured on " + j.split + " (" + r.value("worker", "?") + "): " + num_text(v.value("baseline_seconds", 0.0)) +
+                      " s per clip");
+        return;
+      }
       progress.line("gate " + j.m.id + " on " + j.split + " (" + r.value("worker", "?") + "): " +
                     (v.value("accepted", false) ? "ACCEPTED " : "rejected ") + num_text(v.value("speedup", 0.0)) + "x, worst PSNR " +
                     quality_text(v.value("psnr", 0.0), true) + (failed.empty() ? "" : " (" + failed + ")"));
@@ -819,7 +888,7 @@ RunOutcome run(const RunRequest& req) {
           ++gate_runs;
           j.screening = false;
           j.request = client.submit({{"kind", "gate"}, {"model", j.m.model}, {"manifest", gates::to_json(j.m)}, {"split", j.split},
-                                     {"out_dir", fs::absolute(out / "gates" / slug(j.m.id) / j.split).string()}, {"settings", gate_settings},
+                                     {"out_dir", fs::absolute(out / "gates" / slug(j.m.id) / j.split).string()}, {"settings", settings_for(j.split)},
                                      {"ledger", fs::absolute(out / "ledger.jsonl").string()}});
           progress.line("gate " + j.m.id + " on " + j.split + ": queued (" + j.phase + ")");
         }
@@ -1214,6 +1283,8 @@ RunOutcome run(const RunRequest& req) {
 
   // 5. Tiers: per bucket, the accepted candidate with the best quality, confirmed on held-out prompts.
   json tiers = json::object(), tier_notes = json::object();
+  const int64_t heldout_all = static_cast<int64_t>(all_prompts.split(req.heldout_split).size());
+  const int64_t heldout_used = req.heldout_max_prompts > 0 ? std::min(req.heldout_max_prompts, heldout_all) : heldout_all;
   for (const auto& [bucket, need] : Buckets::all()) {
     std::vector<Candidate*> pool;
     for (auto& c : cands)
@@ -1243,15 +1314,24 @@ RunOutcome run(const RunRequest& req) {
                        {"heldout_accepted", true},
                        {"heldout_speedup", c->heldout.value("speedup", 0.0)},
                        {"heldout_psnr", c->heldout.value("psnr", 0.0)},
-                       {"resolved_manifest", gates::to_json(c->m)}};
+                       {"resolved_manifest", gates::to_json(c->m)},
+                       {"switches", gates::technique_flags_set(c->m)},
+                       {"lossless", c->m.lossless},
+                       {"psnr_floor", c->m.lossless ? gs.lossless_psnr : gs.min_psnr},
+                       {"prompts", static_cast<int64_t>(split_prompts.size())},
+                       {"split_prompts", static_cast<int64_t>(all_prompts.split(req.split).size())},
+                       {"heldout_prompts", heldout_used},
+                       {"heldout_split_prompts", static_cast<int64_t>(all_prompts.split(req.heldout_split).size())}};
       break;
     }
     if (tiers[bucket].is_null()) {
       // Why not: the configuration, the nearest miss, and what the budget left ungated.
       if (!official) notes.push_back("reduced configuration: the official-config gate rejects every candidate");
+      // The nearest miss: a rejected candidate that was fast enough for this bucket (what held it back was
+      // not speed); a slower rejected one says nothing about the bucket.
       const Candidate* nearest = nullptr;
       for (const auto& c : cands)
-        if (!c.val.is_null() && !c.accepted() && c.speedup() > 0 && (!nearest || c.speedup() > nearest->speedup())) nearest = &c;
+        if (!c.val.is_null() && !c.accepted() && c.speedup() >= need && (!nearest || ranks_above(c.val, nearest->val))) nearest = &c;
       if (nearest) {
         std::string failed;
         const json nearest_gates = nearest->val.value("gates", json::object());
@@ -1281,6 +1361,23 @@ RunOutcome run(const RunRequest& req) {
   keep_workers();
   // The workers leave; their final counters (held time, generating time, peak memory) go in the report.
   launcher->stop(StopSignals::signal() ? 5 : 30);
+  // 5b. The deploy check, on the device the first worker had, now that the workers have left it.
+  json deploy_checks;
+  {
+    DeploySetup ds;
+    ds.model_cli = req.model_cli;
+    ds.cuda_visible = slots.empty() ? "" : slots.front().cuda_visible;
+    ds.threads = first_worker.registration.value("threads", int64_t{0});
+    ds.baseline = base;
+    ds.prompt = split_prompts.front();
+    ds.seed = base.config.seed;
+    ds.pairs = req.deploy_pairs;
+    ds.stop = [] { return StopSignals::signal() != 0; };
+    const std::string not_run = !req.deploy_check ? "--no-deploy-check"
+                                : slurm ? "the workers ran as Slurm tasks on other hosts: run generate --manifest there"
+                                        : "";
+    deploy_checks = check_deploys(tiers, tier_notes, ds, out, req.split, not_run, progress);
+  }
   json worker_rows = json::array();
   double held_s = 0, generating_s = 0, busy_s = 0;
   long peak_rss_kb = 0;
@@ -1331,6 +1428,7 @@ RunOutcome run(const RunRequest& req) {
                  {"official_config", official},
                  {"config", gates::to_json(base.config)},
                  {"split", req.split},
+                 {"split_prompts", static_cast<int64_t>(all_prompts.split(req.split).size())},
                  {"heldout_split", req.heldout_split},
                  {"gate_runs", gate_runs},
                  {"budget", {{"trials", req.budget_trials}, {"minutes", req.budget_minutes}, {"executor_trials", req.executor_trials}}},
@@ -1365,8 +1463,10 @@ RunOutcome run(const RunRequest& req) {
                  {"baseline", baseline},
                  {"tiers", tiers},
                  {"tier_notes", tier_notes},
+                 {"deploy_checks", deploy_checks},
                  {"executors", executors},
                  {"prompt_categories", categories},
+                 {"prompt_texts", prompt_texts},
                  {"candidates", json::array()}};
   if (StopSignals::signal()) report["interrupted"] = {{"signal", static_cast<int>(StopSignals::signal())}, {"name", signal_name(StopSignals::signal())}};
   if (!not_gated.empty()) report["budget_note"] = not_gated.begin()->second;
@@ -1406,6 +1506,7 @@ RunOutcome run(const RunRequest& req) {
                 {"failure_signature", c.heldout.value("failure_signature", "")}};
       const fs::path dir = out / "gates" / slug(c.m.id) / req.heldout_split;
       h["quality_by_prompt"] = read_quality(dir);
+      h["clips"] = clip_links(out, dir);
       entry["heldout"] = h;
     } else if (!c.val.is_null() && c.accepted()) {
       const auto it = not_gated.find({c.hash, req.heldout_split});

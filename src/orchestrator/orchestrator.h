@@ -34,6 +34,12 @@ struct RunRequest {
   // not (empty: off).
   std::string fail_if_no_tier;
   std::vector<std::string> command_line;  // as typed, for the report's environment block
+  // The deploy check (docs/deploy.md): each tier through `generate --manifest` against the baseline through
+  // the same path, in `deploy_pairs` alternating pairs of processes; a tier that does not reproduce is not delivered.
+  bool deploy_check = true;
+  // Prompts of the held-out split a tier's winner is confirmed on (0: the whole split).
+  int64_t heldout_max_prompts = 0;
+  int64_t deploy_pairs = 2;
 
   // Workers (docs/workers.md): one process per device holds the model; everything else sends requests.
   std::string gpus;        // --gpus all|0,1,...: one worker per GPU (empty: one on the run's device)

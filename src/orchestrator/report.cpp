@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "gates/atomic_file.h"
@@ -154,6 +157,84 @@ std::string explored_summary(const json& e) {
   return s;
 }
 
+
+// A tier's row: the buckets one manifest won share it ("1.5x, 2x").
+struct TierRow {
+  std::string buckets;
+  json tier;
+};
+
+std::vector<TierRow> tier_rows(const json& r) {
+  std::vector<TierRow> rows;
+  for (const char* k : kBuckets) {
+    const json& t = r["tiers"].value(k, json());
+    if (t.is_null()) continue;
+    if (!rows.empty() && rows.back().tier.value("manifest", "") == t.value("manifest", "")) rows.back().buckets += std::string(", ") + k;
+    else rows.push_back({k, t});
+  }
+  return rows;
+}
+
+// The buckets no tier reached, grouped where their notes are the same ("2x, 3x, 4x"): one line each.
+std::vector<std::pair<std::string, std::string>> unreached_rows(const json& r) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const char* k : kBuckets) {
+    if (!r["tiers"].value(k, json()).is_null()) continue;
+    const std::string notes = join(arr(obj(r, "tier_notes"), k), "; ");
+    if (!rows.empty() && rows.back().second == notes) rows.back().first += std::string(", ") + k;
+    else rows.push_back({k, notes});
+  }
+  return rows;
+}
+
+// How many prompts each gate run judged: the figure every speedup and PSNR of the candidates rests on.
+std::string gate_prompts_text(const json& r) {
+  const json& th = obj(obj(r, "environment"), "thresholds");
+  const int64_t max = th.value("max_prompts", int64_t{0});
+  const std::string split = r.value("split", "");
+  const int64_t all = r.value("split_prompts", int64_t{0});
+  const std::string of = all > 0 ? std::to_string(max > 0 ? std::min(max, all) : all) + " of " + std::to_string(all) : (max > 0 ? "the first " + std::to_string(max) : "all");
+  return "Each gate run judged " + of + " " + split + " prompts (--max-prompts), " + std::to_string(th.value("timing_repeats", 0)) +
+         " timed pairs each; a tier's winner is then confirmed on its held-out split.";
+}
+
+// "on 2 of 8 val prompts" (empty for a report made before the counts were recorded).
+std::string prompts_text(const json& t, const char* used, const char* of, const std::string& split) {
+  if (!t.contains(used)) return "";
+  return " on " + std::to_string(t.value(used, 0)) + " of " + std::to_string(t.value(of, 0)) + " " + split + " prompts";
+}
+
+// The worst PSNR and how far above the floor it is; a margin under 1 dB is flagged.
+std::string tier_quality_text(const json& t) {
+  const double psnr = get(t, "psnr");
+  std::string s = quality_text(psnr, true);
+  if (!t.contains("psnr_floor") || psnr >= kIdenticalPsnr) return s;
+  const double margin = psnr - get(t, "psnr_floor");
+  s += " (floor " + num(get(t, "psnr_floor")) + " dB, margin " + num(margin) + " dB";
+  return s + (margin < 1.0 ? ": THIN MARGIN)" : ")");
+}
+
+std::string heldout_text(const json& t, const json& r) {
+  if (!t.value("heldout_accepted", false)) return "-";
+  return "accepted, " + num(get(t, "heldout_speedup")) + "x, " + quality_text(get(t, "heldout_psnr"), true) +
+         prompts_text(t, "heldout_prompts", "heldout_split_prompts", r.value("heldout_split", ""));
+}
+
+// Rollback: the switches the tier turns on (each tier passed the off-identity gate with them off).
+std::string rollback_text(const json& t) {
+  if (!t.contains("switches")) return "-";
+  std::string s;
+  for (const auto& x : t["switches"]) s += (s.empty() ? "" : ", ") + x.get<std::string>();
+  return s.empty() ? "nothing to turn off" : "turn off " + s;
+}
+
+std::string deploy_text(const json& t) {
+  if (!t.contains("deploy")) return "-";
+  const json& d = t["deploy"];
+  if (!d.value("ran", false)) return "not checked: " + d.value("not_run", std::string("?"));
+  return std::string(d.value("reproduced", false) ? "reproduced " : "did not reproduce: ") + num(get(d, "speedup")) + "x, bit-exact: " +
+         (d.value("bit_exact", false) ? "yes" : "no");
+}
 }  // namespace
 
 std::string render_markdown(const json& r) {
@@ -173,19 +254,18 @@ std::string render_markdown(const json& r) {
     << "). Each candidate's speedup is against the baseline runs interleaved with it in its own gate run (column \"baseline s\").\n\n";
   if (!r.value("official_config", true))
     o << "**Reduced configuration** (" << r["config"].dump() << "): measured, but off the official setting, so no tier can be won.\n\n";
-  o << "## Tiers\n\n| bucket | manifest | speedup | worst PSNR | SSIM | held-out |\n|---|---|---|---|---|---|\n";
-  for (const char* k : kBuckets) {
-    const json& t = r["tiers"].value(k, json());
-    if (t.is_null()) {
-      o << "| " << k << " | none reached: " << md(join(arr(obj(r, "tier_notes"), k), "; ")) << " | | | | |\n";
-      continue;
-    }
-    o << "| " << k << " | `" << t.value("manifest", "") << "` | " << num(get(t, "speedup")) << "x | " << quality_text(get(t, "psnr"), true) << " | "
-      << num(get(t, "ssim"), 4) << " | " << (t.value("heldout_accepted", false) ? "accepted, " + num(get(t, "heldout_speedup")) + "x, " + quality_text(get(t, "heldout_psnr"), true) : "-")
-      << " |\n";
+  o << "## Tiers\n\n| buckets | manifest | speedup | worst PSNR | held-out | deploy path | rollback |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& row : tier_rows(r)) {
+    const json& t = row.tier;
+    o << "| " << row.buckets << " | `" << t.value("manifest", "") << "` | " << num(get(t, "speedup")) << "x"
+      << prompts_text(t, "prompts", "split_prompts", r.value("split", "")) << " | " << md(tier_quality_text(t)) << " | " << md(heldout_text(t, r))
+      << " | " << md(deploy_text(t)) << " | " << md(rollback_text(t)) << " |\n";
   }
-  o << "\nRollback: unset the tier manifest's flags and you are back at the baseline (each tier passed the off-identity gate).\n\n";
-  o << "## Candidates\n\n| manifest | family | verdict | speedup | baseline s | candidate s | worst PSNR | SSIM | reason |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [buckets, notes] : unreached_rows(r)) o << "\n**" << buckets << ": none reached.** " << md(notes) << "\n";
+  o << "\nDeploy path: the tier's manifest generated again with `autooptim generate --manifest tiers/<bucket>.json`, in its own "
+       "processes, against the baseline through the same path; a tier whose clip is not the gate's bit for bit, or whose speed is "
+       "not the gated one within the gate's noise, is not delivered (docs/deploy.md).\n\n";
+  o << "## Candidates\n\n" << gate_prompts_text(r) << "\n\n| manifest | family | verdict | speedup | baseline s | candidate s | worst PSNR | SSIM | reason |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& c : arr(r, "candidates")) {
     o << "| `" << c.value("id", "") << "` | " << c.value("family", "") << " | " << verdict_word(c) << " | " << speedup_text(c) << " | "
       << md(timing_text(obj(c, "baseline_timing"))) << " | " << md(timing_text(obj(c, "candidate_timing"))) << " | " << quality_of(c) << " | "
@@ -284,7 +364,7 @@ std::string render_markdown(const json& r) {
   return o.str();
 }
 
-std::string render_html(const json& r) {
+std::string render_html(const json& r, const std::function<std::string(const std::string&)>& clip_src) {
   std::ostringstream o;
   const json& cands = arr(r, "candidates");
   const double floor_db = get(obj(obj(r, "environment"), "thresholds"), "min_psnr_db", 30.0);
@@ -306,7 +386,7 @@ std::string render_html(const json& r) {
   svg << "<rect x='0' y='0' width='" << W << "' height='" << H << "' fill='#fff'/>";
   svg << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' stroke='#333'/>";
   svg << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' stroke='#333'/>";
-  for (double s : {0.5, 1.0, 2.0, 6.0, 8.0})
+  for (double s : {0.5, 1.0, 6.0, 8.0})  // 1.5, 2, 3 and 4 are the tier lines' own labels
     if (s <= xmax) {
       svg << "<line x1='" << X(s) << "' y1='" << T << "' x2='" << X(s) << "' y2='" << H - B << "' stroke='" << (s == 1.0 ? "#999" : "#eee") << "'/>";
       svg << "<text x='" << X(s) << "' y='" << H - B + 16 << "' font-size='11' text-anchor='middle'>" << num(s, 1) << "x</text>";
@@ -328,7 +408,7 @@ std::string render_html(const json& r) {
   svg << "<text x='" << (L + W - R) / 2 << "' y='" << H - 10 << "' font-size='12' text-anchor='middle'>speedup over the baseline (log scale)</text>";
   svg << "<text x='14' y='" << (T + H - B) / 2 << "' font-size='12' text-anchor='middle' transform='rotate(-90 14 " << (T + H - B) / 2
       << ")'>worst-clip PSNR vs baseline (dB)</text>";
-  int n = 0;
+  int n = 0, legend = 0;
   for (const auto& c : cands) {
     ++n;
     if (!gated(c) || could_not_run(c)) continue;
@@ -343,13 +423,19 @@ std::string render_html(const json& r) {
     svg << "<title>" << esc(c.value("id", "")) << ": " << num(get(c, "speedup")) << "x, " << quality_of(c) << ", " << verdict_word(c) << "</title>"
         << (ok ? "</circle>" : "</path>");
     svg << "<text x='" << x + 7 << "' y='" << y - 6 << "' font-size='10'>" << n << "</text>";
+    // The legend beside the plot names each point without a hover (the model's prefix left out).
+    std::string name = c.value("id", "");
+    if (const auto slash = name.find('/'); slash != std::string::npos) name = name.substr(slash + 1);
+    if (name.size() > 24) name = name.substr(0, 23) + "...";
+    svg << "<text x='" << W - R + 4 << "' y='" << T + 40 + 13 * legend++ << "' font-size='10' fill='" << (ok ? "#1a7f37" : "#cf222e") << "'>" << n
+        << " " << esc(name) << "</text>";
   }
   svg << "</svg>";
 
   o << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>autooptim report: " << esc(r.value("model", "")) << "</title>";
   o << "<style>body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:80em;color:#1f2328}table{border-collapse:collapse;margin:1em 0}"
        "td,th{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f6f8fa}.ok{color:#1a7f37}.no{color:#cf222e}"
-       ".ng{color:#6e7781}code{background:#f6f8fa;padding:1px 4px}.problem{border-left:4px solid #cf222e;padding-left:8px}video{max-width:360px}</style></head><body>";
+       ".ng{color:#6e7781}code{background:#f6f8fa;padding:1px 4px}.problem{border-left:4px solid #cf222e;padding-left:8px}video{max-width:320px}</style></head><body>";
   o << "<h1>autooptim report: " << esc(r.value("model", "")) << "</h1>";
   const json& outcome = obj(r, "outcome");
   const int code = outcome.value("exit_code", 0);
@@ -370,29 +456,28 @@ std::string render_html(const json& r) {
     << "). Each candidate's speedup is against the baseline runs interleaved with it in its own gate run (column &quot;baseline s&quot;).</p>";
   if (!r.value("official_config", true))
     o << "<p><strong>Reduced configuration</strong> " << esc(r["config"].dump()) << ": measured, but off the official setting, so no tier can be won.</p>";
-  o << "<h2>Tiers</h2><table><tr><th>bucket</th><th>manifest</th><th>speedup</th><th>worst PSNR</th><th>SSIM</th><th>held-out</th><th>rollback</th></tr>";
-  for (const char* k : kBuckets) {
-    const json& t = r["tiers"].value(k, json());
-    if (t.is_null()) {
-      o << "<tr><td>" << k << "</td><td colspan='6'>none reached";
-      const json& notes = arr(obj(r, "tier_notes"), k);
-      if (!notes.empty()) {
-        o << ":<ul>";
-        for (const auto& x : notes) o << "<li>" << esc(x.get<std::string>()) << "</li>";
-        o << "</ul>";
-      }
-      o << "</td></tr>";
-      continue;
+  o << "<h2>Tiers</h2><table><tr><th>buckets</th><th>manifest</th><th>speedup</th><th>worst PSNR</th><th>held-out</th><th>deploy path</th>"
+       "<th>rollback</th></tr>";
+  for (const auto& row : tier_rows(r)) {
+    const json& t = row.tier;
+    o << "<tr><td>" << row.buckets << "</td><td><code>" << esc(t.value("manifest", "")) << "</code></td><td>" << num(get(t, "speedup")) << "x"
+      << esc(prompts_text(t, "prompts", "split_prompts", r.value("split", ""))) << "</td><td>" << esc(tier_quality_text(t)) << "</td><td>"
+      << esc(heldout_text(t, r)) << "</td><td>" << esc(deploy_text(t)) << "</td><td>" << esc(rollback_text(t)) << "</td></tr>";
+  }
+  for (const auto& [buckets, notes] : unreached_rows(r)) {
+    o << "<tr><td>" << buckets << "</td><td colspan='6'>none reached";
+    const json& list = arr(obj(r, "tier_notes"), buckets.substr(0, buckets.find(',')).c_str());
+    if (!notes.empty()) {
+      o << ":<ul>";
+      for (const auto& x : list) o << "<li>" << esc(x.get<std::string>()) << "</li>";
+      o << "</ul>";
     }
-    o << "<tr><td>" << k << "</td><td><code>" << esc(t.value("manifest", "")) << "</code></td><td>" << num(get(t, "speedup")) << "x</td><td>"
-      << quality_text(get(t, "psnr"), true) << "</td><td>" << num(get(t, "ssim"), 4) << "</td><td>"
-      << (t.value("heldout_accepted", false) ? "accepted, " + num(get(t, "heldout_speedup")) + "x, " + quality_text(get(t, "heldout_psnr"), true) : "-")
-      << "</td><td>unset " << esc(t.value("flags", json::object()).dump()) << "</td></tr>";
+    o << "</td></tr>";
   }
   o << "</table><h2>Speed and quality</h2>" << svg.str();
   o << "<p>Filled circle: accepted by every gate. Cross: rejected. Numbers refer to the candidates table. Dashed blue: the tier thresholds; dashed "
        "orange: the quality floor of lossy candidates. Never-gated candidates have no measurement and are not plotted.</p>";
-  o << "<h2>Candidates</h2><table><tr><th>#</th><th>manifest</th><th>family</th><th>verdict</th><th>speedup</th><th>baseline s</th><th>candidate s</th>"
+  o << "<h2>Candidates</h2><p>" << esc(gate_prompts_text(r)) << "</p><table><tr><th>#</th><th>manifest</th><th>family</th><th>verdict</th><th>speedup</th><th>baseline s</th><th>candidate s</th>"
        "<th>worst PSNR</th><th>SSIM</th><th>gates</th></tr>";
   n = 0;
   for (const auto& c : cands) {
@@ -405,30 +490,56 @@ std::string render_html(const json& r) {
       << (gated(c) && !could_not_run(c) ? num(get(c, "ssim"), 4) : "-") << "</td><td>";
     if (!gated(c)) o << "never gated: " << esc(verdict_reason(c));
     else {
-      o << "<ul>";
+      // One line (the first failed gate, or all passed); every gate's reason one click away.
+      o << esc(verdict_reason(c)) << "<details><summary>every gate</summary><ul>";
       for (const auto& [g, v] : obj(c, "verdicts").items())
         o << "<li><span class='" << (v.value("pass", false) ? "ok'>pass" : "no'>FAIL") << "</span> " << esc(g) << ": " << esc(v.value("reason", "")) << "</li>";
-      o << "</ul>";
+      o << "</ul></details>";
     }
     o << "</td></tr>";
   }
   o << "</table>";
-  // Clips: the baseline's next to each accepted candidate's, per prompt (files of the gate runs).
+  // Clips: per prompt, the baseline once and each tier beside it (the accepted candidates when no tier was
+  // reached), then each tier's held-out clips. Sources go through clip_src (data: URIs when written to disk).
   const json& base_clips = obj(b, "clips");
-  bool clips_header = false;
-  for (const auto& c : cands) {
-    if (!c.value("accepted", false) || obj(c, "clips").empty()) continue;
-    if (!clips_header) o << "<h2>Clips: baseline next to each accepted candidate</h2>";
-    clips_header = true;
-    o << "<h3><code>" << esc(c.value("id", "")) << "</code></h3><table><tr><th>prompt</th><th>baseline</th><th>candidate</th><th>PSNR</th></tr>";
-    const json& q = obj(c, "quality_by_prompt");
-    for (const auto& [id, path] : obj(c, "clips").items()) {
-      const std::string bp = str(base_clips, id.c_str());
-      o << "<tr><td>" << esc(id) << "</td><td>" << (bp.empty() ? "-" : "<video controls muted src='" + esc(bp) + "'></video><br><a href='" + esc(bp) + "'>" + esc(bp) + "</a>")
-        << "</td><td><video controls muted src='" << esc(path.get<std::string>()) << "'></video><br><a href='" << esc(path.get<std::string>()) << "'>"
-        << esc(path.get<std::string>()) << "</a></td><td>" << (q.contains(id) ? quality_text(get(q[id], "psnr"), true) : "-") << "</td></tr>";
+  std::vector<const json*> shown;
+  std::vector<std::string> shown_label;
+  for (const auto& row : tier_rows(r))
+    for (const auto& c : cands)
+      if (c.value("id", "") == row.tier.value("manifest", "")) shown.push_back(&c), shown_label.push_back("tier " + row.buckets);
+  if (shown.empty())
+    for (const auto& c : cands)
+      if (c.value("accepted", false) && !obj(c, "clips").empty() && shown.size() < 4) shown.push_back(&c), shown_label.push_back("accepted");
+  auto video = [&](const std::string& path) {
+    return path.empty() ? std::string("-") : "<video controls muted loop width='320' src='" + esc(clip_src ? clip_src(path) : path) + "'></video>";
+  };
+  const json& texts = obj(r, "prompt_texts");
+  if (!shown.empty() && !base_clips.empty()) {
+    o << "<h2>Clips on " << esc(r.value("split", "")) << ": the baseline and " << (shown_label[0] == "accepted" ? "the accepted candidates" : "each tier")
+      << "</h2><table><tr><th>prompt</th><th>baseline</th>";
+    for (size_t k = 0; k < shown.size(); ++k)
+      o << "<th><code>" << esc(shown[k]->value("id", "")) << "</code><br>" << esc(shown_label[k]) << "</th>";
+    o << "</tr>";
+    for (const auto& [id, bp] : base_clips.items()) {
+      o << "<tr><td><code>" << esc(id) << "</code><br>" << esc(str(texts, id.c_str())) << "</td><td>" << video(bp.is_string() ? bp.get<std::string>() : "") << "</td>";
+      for (const json* c : shown) {
+        const json& q = obj(*c, "quality_by_prompt");
+        o << "<td>" << video(str(obj(*c, "clips"), id.c_str())) << "<br>" << (q.contains(id) ? quality_text(get(q[id], "psnr"), true) : "-") << "</td>";
+      }
+      o << "</tr>";
     }
     o << "</table>";
+    for (size_t k = 0; k < shown.size(); ++k) {
+      const json& h = obj(*shown[k], "heldout");
+      if (obj(h, "clips").empty()) continue;
+      o << "<h3>Held-out clips of <code>" << esc(shown[k]->value("id", "")) << "</code> (" << esc(r.value("heldout_split", ""))
+        << "; prompts not shown: they never leave the harness)</h3><table><tr><th>prompt</th><th>clip</th><th>PSNR</th></tr>";
+      const json& q = obj(h, "quality_by_prompt");
+      for (const auto& [id, path] : obj(h, "clips").items())
+        o << "<tr><td><code>" << esc(id) << "</code></td><td>" << video(path.is_string() ? path.get<std::string>() : "") << "</td><td>"
+          << (q.contains(id) ? quality_text(get(q[id], "psnr"), true) : "-") << "</td></tr>";
+      o << "</table>";
+    }
   }
   // Quality per category and prompt.
   const json& cats = obj(r, "prompt_categories");
@@ -495,8 +606,8 @@ std::string render_html(const json& r) {
 
 std::string render_junit(const json& r) {
   // A testcase passes when the system did its job: a gate that rejected a candidate worked. Failures
-  // and errors are what CI must look at: no tier reached, an executor failed, a candidate never gated
-  // or unable to run, the baseline not measured, an interrupted run.
+  // and errors are what CI must look at: no tier reached, an executor failed, a candidate unable to run,
+  // the baseline not measured, an interrupted run. A candidate the budget never reached is skipped.
   struct Case {
     std::string name, kind, message, out;  // kind: "" pass, "failure", "error", "skipped"
   };
@@ -541,7 +652,8 @@ std::string render_junit(const json& r) {
   }
   for (const auto& c : arr(r, "candidates")) {
     std::vector<Case> cs;
-    if (!gated(c)) cs.push_back({"gated", "error", "never gated: " + c.value("not_gated_reason", std::string("not gated")), ""});
+    // Never gated (the budget went to the candidates ranked above it) is not a failure of the product: skipped, with why.
+    if (!gated(c)) cs.push_back({"gated", "skipped", "never gated: " + c.value("not_gated_reason", std::string("not gated")), ""});
     else if (could_not_run(c)) cs.push_back({"gated", "error", "could not run: " + verdict_reason(c), ""});
     else {
       cs.push_back({"gated", "", "", verdict_word(c) + ": " + verdict_reason(c)});
@@ -572,12 +684,52 @@ std::string render_junit(const json& r) {
   return o.str();
 }
 
+namespace {
+
+std::string base64(const std::string& bytes) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t b0 = static_cast<unsigned char>(bytes[i]);
+    const uint32_t b1 = i + 1 < bytes.size() ? static_cast<unsigned char>(bytes[i + 1]) : 0;
+    const uint32_t b2 = i + 2 < bytes.size() ? static_cast<unsigned char>(bytes[i + 2]) : 0;
+    const uint32_t v = (b0 << 16) | (b1 << 8) | b2;
+    out += k[(v >> 18) & 63];
+    out += k[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? k[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? k[v & 63] : '=';
+  }
+  return out;
+}
+
+// The clips of report.html as data: URIs while they are small (the tiny model's are tens of kB), so the page
+// stays whole when copied; past the budget (official-size clips are megabytes) they stay links beside it.
+std::function<std::string(const std::string&)> embedding_clips(const fs::path& dir) {
+  auto spent = std::make_shared<uintmax_t>(0);
+  return [dir, spent](const std::string& rel) -> std::string {
+    constexpr uintmax_t kClip = 4u << 20, kTotal = 48u << 20;
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(dir / rel, ec);
+    if (ec || size > kClip || *spent + size > kTotal) return rel;
+    std::ifstream in(dir / rel, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (!in && !in.eof()) return rel;
+    *spent += size;
+    const std::string mime = fs::path(rel).extension() == ".mp4" ? "video/mp4" : "application/octet-stream";
+    return "data:" + mime + ";base64," + base64(bytes.str());
+  };
+}
+
+}  // namespace
+
 void write_reports(const std::string& dir_in, const json& report) {
   const fs::path dir(dir_in);
   fs::create_directories(dir / "tiers");
   write_file(dir / "report.json", report.dump(2) + "\n");
   write_file(dir / "report.md", render_markdown(report));
-  write_file(dir / "report.html", render_html(report));
+  write_file(dir / "report.html", render_html(report, embedding_clips(dir)));
   write_file(dir / "junit.xml", render_junit(report));
   for (const char* k : kBuckets) {
     const auto& t = report["tiers"].value(k, json());

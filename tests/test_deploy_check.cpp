@@ -1,0 +1,75 @@
+// The deploy check's judgement (orchestrator/deploy_check.h): a tier is delivered only when its clip through
+// `generate --manifest` is the gate's bit for bit, the baseline's too, and its speedup is the gated one within
+// the larger of the gate's noise and the check's own spread. The processes themselves run in the CLI tests.
+#include <gtest/gtest.h>
+
+#include "orchestrator/deploy_check.h"
+
+namespace orch = autooptim::orchestrator;
+
+namespace {
+
+orch::DeployResult measured(std::vector<double> base, std::vector<double> tier, bool exact = true) {
+  orch::DeployResult r;
+  r.ran = true;
+  r.baseline_s = std::move(base);
+  r.tier_s = std::move(tier);
+  r.bit_exact = r.baseline_bit_exact = exact;
+  return r;
+}
+
+orch::DeployExpectation gated(double speedup, double noise) {
+  orch::DeployExpectation e;
+  e.clip_sha256 = "aa";
+  e.baseline_sha256 = "bb";
+  e.gated_speedup = speedup;
+  e.gate_noise = noise;
+  return e;
+}
+
+}  // namespace
+
+TEST(DeployCheck, WithinTheNoiseAndBitExactReproduces) {
+  auto r = measured({3.0, 3.0}, {1.0, 1.0});
+  orch::judge_deploy(r, gated(3.1, 0.1));
+  EXPECT_TRUE(r.reproduced) << r.reason;
+  EXPECT_DOUBLE_EQ(r.speedup, 3.0);
+  EXPECT_EQ(orch::deploy_summary(r.to_json()), "reproduced 3.00x, bit-exact: yes");
+}
+
+TEST(DeployCheck, SlowerThanTheNoiseAllowsIsNotReproduced) {
+  // The tier shipped slower than the baseline while the gate measured 3x: the finding of issue 35.
+  auto r = measured({2.8, 2.9}, {4.4, 4.6});
+  orch::judge_deploy(r, gated(3.0, 0.12));
+  EXPECT_FALSE(r.reproduced);
+  EXPECT_NE(r.reason.find("below the"), std::string::npos) << r.reason;
+  EXPECT_NE(orch::deploy_summary(r.to_json()).find("did not reproduce"), std::string::npos);
+}
+
+TEST(DeployCheck, TheCheckOwnSpreadWidensTheTolerance) {
+  auto r = measured({3.0, 3.9}, {1.2, 1.2});  // spread 30% on the baseline's side
+  orch::judge_deploy(r, gated(3.4, 0.05));
+  EXPECT_NEAR(r.tolerance, 0.9 / 3.45, 1e-9);
+  EXPECT_TRUE(r.reproduced) << r.reason;
+}
+
+TEST(DeployCheck, AnotherClipIsNotReproducedWhateverTheSpeed) {
+  auto r = measured({3.0, 3.0}, {1.0, 1.0}, false);
+  orch::judge_deploy(r, gated(3.0, 0.1));
+  EXPECT_FALSE(r.reproduced);
+  EXPECT_NE(r.reason.find("not the gate's clip"), std::string::npos) << r.reason;
+  r = measured({3.0, 3.0}, {1.0, 1.0});
+  r.baseline_bit_exact = false;
+  orch::judge_deploy(r, gated(3.0, 0.1));
+  EXPECT_FALSE(r.reproduced);
+  EXPECT_NE(r.reason.find("baseline"), std::string::npos) << r.reason;
+}
+
+TEST(DeployCheck, NoRecordedClipCannotReproduce) {
+  auto r = measured({3.0, 3.0}, {1.0, 1.0});
+  auto e = gated(3.0, 0.1);
+  e.clip_sha256.clear();
+  orch::judge_deploy(r, e);
+  EXPECT_FALSE(r.reproduced);
+  EXPECT_NE(r.reason.find("no clips.json"), std::string::npos) << r.reason;
+}
