@@ -4,12 +4,15 @@
 
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <new>
 
+#include "cli_help.h"
 #include "commands.h"
 #include "runtime/build_info.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/process_allocator.h"
 
 namespace autooptim::app {
 int& exit_status() {
@@ -24,10 +27,12 @@ std::vector<std::string>& command_line() {
 
 int main(int argc, char** argv) {
   namespace log = autooptim::log;
+  autooptim::runtime::settle_allocator();  // before any work: every subcommand allocates alike
   log::init_from_env();
   autooptim::app::command_line().assign(argv, argv + argc);
-  CLI::App app{"autooptim: finds faster configurations of video diffusion inference and proves them"};
+  CLI::App app{"autooptim: finds faster configurations of video diffusion inference and proves them", "autooptim"};
   app.require_subcommand(1);
+  app.formatter(std::make_shared<autooptim::app::PlainFormatter>());  // before the subcommands: they inherit it
   // --version: the flavour (CPU/CUDA), the library versions and the commit, not just a number.
   app.set_version_flag("--version", [] {
     std::string t = autooptim::runtime::build_info_text();
@@ -55,8 +60,21 @@ int main(int argc, char** argv) {
   autooptim::app::add_train(app);
   autooptim::app::add_eval_tiny(app);
   autooptim::app::add_compare(app);
+  autooptim::app::add_help(app);
+  // Bare `autooptim`: the help, not an error.
+  if (argc == 1) {
+    std::cout << app.help();
+    return 0;
+  }
+  if (const auto why = autooptim::app::unknown_command(app, autooptim::app::command_line())) {
+    std::cerr << "autooptim: error: " << *why << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError&) {
+    std::cerr << "autooptim: error: " << autooptim::app::extras_message(app) << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const autooptim::Error& e) {

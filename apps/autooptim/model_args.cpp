@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -34,6 +35,7 @@ void ModelArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--device", device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", dtype, "auto, bf16 or fp32 (transformer compute dtype)")
       ->check(CLI::IsMember({"auto", "bf16", "fp32"}));
+  for (const char* n : {"--model", "--weights", "--synthetic-weights", "--device", "--dtype"}) cmd->get_option(n)->group("Model");
 }
 
 bool ModelArgs::tiny_trained() const {
@@ -116,7 +118,12 @@ CLI::Validator int_in(int64_t lo, int64_t hi, int64_t mod, int64_t rem, const st
 }
 
 CLI::Validator number_in(double lo, double hi, bool lo_open) {
-  const std::string range = std::string(lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  auto shown_number = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  const std::string range = std::string(lo_open ? "(" : "[") + shown_number(lo) + ", " + shown_number(hi) + "]";
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         if (text.empty()) return "an empty value is not a number";
