@@ -115,7 +115,7 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
   Comparison c;
   json& res = c.result;
   res = {{"old", describe(o, old_label)}, {"new", describe(n, new_label)}, {"tiers", json::array()},
-         {"regressions", json::array()}, {"notes", json::array()}, {"psnr_tolerance_db", opt.psnr_tolerance_db}};
+         {"regressions", json::array()}, {"notes", json::array()}, {"psnr_tolerance_db", opt.psnr_tolerance_db}, {"max_noise", opt.max_noise}};
   const std::string model = o["model"].get<std::string>();
   if (n["model"].get<std::string>() != model)
     throw Error("the reports are of different models (" + model + " and " + n["model"].get<std::string>() + "): nothing to compare");
@@ -139,18 +139,19 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
     const json& nb = n["baseline"];
     const double os = num_or(ob, "seconds", 0), ns = num_or(nb, "seconds", 0);
     const double on = std::max(spread_of(ob.value("timing", json())), 0.0), nn = std::max(spread_of(nb.value("timing", json())), 0.0);
-    json b = {{"old_seconds", os}, {"new_seconds", ns}, {"old_noise", on}, {"new_noise", nn}, {"status", "unchanged"}};
+    const double allowed = std::min(on + nn, opt.max_noise);
+    json b = {{"old_seconds", os}, {"new_seconds", ns}, {"old_noise", on}, {"new_noise", nn}, {"allowed_noise", allowed}, {"status", "unchanged"}};
     if (ns <= 0 && os > 0) {
       b["status"] = "regression";
       regress("baseline: the new run measured no baseline" + (str_or(nb, "reason").empty() ? std::string() : " (" + str_or(nb, "reason") + ")"));
     } else if (os > 0 && ns > 0) {
       const double rel = ns / os - 1;
       b["change"] = rel;
-      if (rel > on + nn) {
+      if (rel > allowed) {
         b["status"] = same_device && same_config ? "regression" : "slower (not comparable)";
         if (same_device && same_config)
-          regress("baseline: " + fmt("%.3f", os) + " s -> " + fmt("%.3f", ns) + " s (" + pct(rel) + ", beyond the noise of " + fmt("%.1f%%", 100 * (on + nn)) + ")");
-      } else if (rel < -(on + nn)) {
+          regress("baseline: " + fmt("%.3f", os) + " s -> " + fmt("%.3f", ns) + " s (" + pct(rel) + ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
+      } else if (rel < -allowed) {
         b["status"] = "faster";
       }
     }
@@ -185,11 +186,13 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
       t["speedup_change"] = rel;
       t["psnr_change_db"] = dpsnr;
       t["ssim_change"] = nt.value("ssim", 0.0) - ot.value("ssim", 0.0);
-      t["noise"] = {{"old", on}, {"new", nn}, {"old_source", how_o}, {"new_source", how_n}, {"allowed", on + nn}};
+      // Each speedup is uncertain by its own run's spread: a drop counts when it exceeds both together, bounded
+      // by max_noise (CompareOptions).
+      const double allowed = std::min(on + nn, opt.max_noise);
+      t["noise"] = {{"old", on}, {"new", nn}, {"old_source", how_o}, {"new_source", how_n}, {"allowed", allowed}, {"bound", opt.max_noise}};
       std::vector<std::string> why;
-      // Each speedup is uncertain by its own run's spread: a drop counts when it exceeds both together.
-      if (rel < -(on + nn))
-        why.push_back("speedup " + fmt("%.2fx", os) + " -> " + fmt("%.2fx", ns) + " (" + pct(rel) + ", beyond the noise of " + fmt("%.1f%%", 100 * (on + nn)) + ")");
+      if (rel < -allowed)
+        why.push_back("speedup " + fmt("%.2fx", os) + " -> " + fmt("%.2fx", ns) + " (" + pct(rel) + ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
       if (dpsnr < -opt.psnr_tolerance_db)
         why.push_back("worst PSNR " + quality_text(op, true) + " -> " + quality_text(np, true) + " (" + fmt("%+.2f dB", dpsnr) + ", tolerance " +
                       fmt("%.2f dB", opt.psnr_tolerance_db) + ")");
@@ -222,7 +225,7 @@ std::string render_comparison(const Comparison& c) {
   s << "compare " << r.value("model", std::string()) << "\n  old: " << id(r["old"]) << "\n  new: " << id(r["new"]) << "\n";
   const json& b = r["baseline"];
   s << "baseline: " << fmt("%.3f s", b.value("old_seconds", 0.0)) << " -> " << fmt("%.3f s", b.value("new_seconds", 0.0));
-  if (b.contains("change")) s << " (" << pct(b["change"].get<double>()) << ", noise +-" << fmt("%.1f%%", 100 * (b.value("old_noise", 0.0) + b.value("new_noise", 0.0))) << ")";
+  if (b.contains("change")) s << " (" << pct(b["change"].get<double>()) << ", noise +-" << fmt("%.1f%%", 100 * b.value("allowed_noise", 0.0)) << ")";
   s << "  " << b.value("status", std::string()) << "\n";
   for (const auto& t : r["tiers"]) {
     const std::string status = t.value("status", std::string());

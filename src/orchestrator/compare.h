@@ -13,6 +13,10 @@ struct CompareOptions {
   // Worst-clip PSNR may drop this much (dB) before a tier's quality counts as regressed. Quality is
   // deterministic (fixed seeds), so this only absorbs numerical differences between builds.
   double psnr_tolerance_db = 0.5;
+  // The timing noise a tier's or the baseline's change may hide in: the two runs' recorded spreads added, but
+  // never more than this (0.10: 10%). A few runs on a loaded 2-core machine can record 20% each, which would
+  // let a 30% regression pass; past the bound a slower run is a regression to look at.
+  double max_noise = 0.10;
 };
 
 struct Comparison {
