@@ -245,3 +245,16 @@ TEST(Prompts, HostileLinesAreRefusedNotCrashes) {
 
 }  // namespace
 }  // namespace autooptim::gates
+
+// A byte-order mark is refused with a message that names it, not read as part of the first prompt's id.
+TEST(Prompts, AByteOrderMarkIsRefusedByName) {
+  autooptim::test::TempDir tmp;
+  const std::string path = tmp.file("p.jsonl");
+  std::ofstream(path, std::ios::binary) << "\xEF\xBB\xBF" << R"({"id":"a-01","category":"low-motion","prompt":"x","splits":["smoke","val","core"]})" << "\n";
+  try {
+    autooptim::gates::load_prompt_file(path);
+    FAIL() << "a BOM was accepted";
+  } catch (const autooptim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("byte-order mark"), std::string::npos) << e.what();
+  }
+}

@@ -263,7 +263,7 @@ RunConfig parse_config(const Checker& c, const json& j) {
   cfg.frames = c.get_int_in(key("frames"), "config.frames", 1, 100001);
   if (cfg.frames % 4 != 1) c.fail("config.frames", std::to_string(cfg.frames) + " is not 4k+1");
   cfg.fps = c.get_number(key("fps"), "config.fps");
-  if (!(cfg.fps > 0)) c.fail("config.fps", key("fps").dump() + " must be > 0");
+  if (!(cfg.fps >= 0.001)) c.fail("config.fps", key("fps").dump() + " must be at least 0.001 (a video's rate is a ratio over 1000)");
   if (cfg.fps > 1000) c.fail("config.fps", key("fps").dump() + " is out of range (0, 1000]");
   cfg.steps = c.get_int_in(key("steps"), "config.steps", 1, 1000);
   cfg.guidance = c.get_number(key("guidance"), "config.guidance");

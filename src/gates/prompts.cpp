@@ -138,6 +138,10 @@ std::vector<Prompt> load_prompt_file(const std::string& path) {
   std::set<std::string> ids;
   std::string line;
   for (size_t line_no = 1; std::getline(in, line); ++line_no) {
+    // JSON Lines has no byte-order mark; one would be read as part of the first line by some readers and
+    // skipped by others (nlohmann skips it), so the same file must not mean two things.
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0)
+      throw Error(path + ":1: starts with a UTF-8 byte-order mark; save the file as UTF-8 without one");
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(line_no);

@@ -55,6 +55,8 @@ bool dtype_loads_into(at::ScalarType checkpoint, at::ScalarType parameter) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw CheckpointError(path + ": is a folder, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(path + ": cannot open");
   // Config and index files are a few KB; a larger one is not a config.

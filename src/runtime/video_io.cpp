@@ -47,7 +47,9 @@ cv::Mat to_u8_rgb(const cv::Mat& frame, const std::string& path, size_t index) {
 
 void check_frames(const std::string& path, const std::vector<cv::Mat>& frames, double fps) {
   if (frames.empty()) throw Error(path + ": no frames to write");
-  if (!(fps > 0) || !std::isfinite(fps)) throw Error(path + ": frame rate must be positive, got " + std::to_string(fps));
+  // A y4m header holds the rate as a ratio of integers over 1000 at most: below 0.001 fps it would read 0.
+  if (!(fps >= 0.001) || !std::isfinite(fps) || fps > 1000)
+    throw Error(path + ": frame rate must be between 0.001 and 1000 frames per second, got " + std::to_string(fps));
   for (size_t t = 0; t < frames.size(); ++t)
     if (frames[t].size() != frames[0].size())
       throw Error(path + ": frame " + std::to_string(t) + " is " + std::to_string(frames[t].cols) + "x" +
