@@ -9,7 +9,11 @@ AUTOOPTIM_TECHNIQUE(vae_channels_last) {
   Technique t;
   t.name = "vae_channels_last";
   t.family = "kernel";
-  t.lossless = false;  // another conv algorithm: not bit-identical
+  // A memory layout: the same convolutions in the same precision, so lossless in the gate's sense (judged
+  // against the precision floor, docs/gate-defences.md). Bit-identical on the CPU; on a GPU cuDNN may pick
+  // another algorithm for the layout. Declared lossy, it failed alone on the CPU ("a lossy technique whose
+  // output equals the off run's") while it rode along in compositions.
+  t.lossless = true;
   t.summary = "VAE decode in channels_last_3d (NDHWC) activations and weights";
   t.flags = {bool_flag("vae_channels_last", [](RuntimeOptions& o) -> bool& { return o.vae_channels_last; },
                        "decode in channels_last_3d")};
