@@ -748,6 +748,10 @@ TEST(GateGpu, HonestFullSizeCandidateLeavesNothingUntimed) {
   s.timing_repeats = 2;
   s.max_prompts = 1;
   s.exact_off_identity = false;
+  // What this test checks is the untimed work, not the lossless claim: the precision floor's float32 control
+  // (a second 5B model, ~20 GB) next to kernel-all's CUDA-graph pools ran out of an H100's 80 GB on
+  // 2026-12-06 (it fit the H200's 141 GB); the floor has its own tests.
+  s.precision_floor = false;
   RunConfig c = official_config("wan22-ti2v-5b");
   c.steps = 4;
   s.baseline_config = c;
