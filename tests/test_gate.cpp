@@ -39,6 +39,18 @@ Worker& worker() {
 
 Manifest baseline() { return load_manifest(kSrc + "/manifests/wan22-tiny/baseline.json"); }
 
+// A control: the baseline in another precision or thread count, no technique (as a patch it would be refused).
+Manifest control(const std::string& slug, const json& flags, bool lossless) {
+  Manifest m = baseline();
+  m.id = "wan22-tiny/test/" + slug;
+  m.kind = "control";
+  m.family = "none";
+  m.base = "wan22-tiny/baseline";
+  m.flags = flags;
+  m.lossless = lossless;
+  return parse_manifest(to_json(m), "test " + slug);
+}
+
 Manifest patch(const std::string& slug, const json& flags, bool lossless, const std::string& family = "kernel") {
   Manifest m = baseline();
   m.id = "wan22-tiny/test/" + slug;
@@ -216,6 +228,44 @@ TEST(Gate, RedTeamFortyStepsFailsOfficialConfig) {
   EXPECT_FALSE(passed(v, "quality"));  // the clips are not the baseline's either
 }
 
+// A candidate at a lower resolution is a verdict (official_config, and its clips are not comparable), not a
+// crash of the clip comparison (issue 38: "frame 0 differs in size", exit 2).
+TEST(Gate, LowerResolutionIsRejectedNotACrash) {
+  Fixture f;
+  Manifest m = patch("small", {{"cross_kv_cache", true}}, true);
+  m.config.height = 64;
+  m.config.width = 96;
+  GateVerdict v;
+  ASSERT_NO_THROW(v = f.gate(m));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "official_config"));
+  EXPECT_FALSE(passed(v, "off_identity"));
+  EXPECT_FALSE(passed(v, "quality"));
+}
+
+// Fewer denoising steps than the manifest's, every counter honest: the loop's step count gives it away
+// (issue 38: accepted at 1.43x and 44.9 dB before the count was compared).
+TEST(Gate, RedTeamFewerStepsWithHonestCountersFailsAuthenticity) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("fewer-steps", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"fewer_steps", true}}}},
+                              false, "cache"));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "the denoising loop ran 25 of the manifest's 50 steps")) << reasons(v, "authenticity");
+}
+
+// Work deferred to a thread: the run returns with its buffer unwritten and a thread writes the clip after the
+// timer stopped. The buffer is checked when the run returns, not after the gate's other runs (issue 38).
+TEST(Gate, RedTeamOutputWrittenAfterTheTimedWindowFailsArtifacts) {
+  AllowRedTeam allow;
+  Fixture f;
+  const auto v = f.gate(patch("late", {{"cross_kv_cache", true}, {"redteam", {{"write_output_late", true}}}}, true));
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "artifacts"));
+  EXPECT_TRUE(has_problem(v, "artifacts", "the output was not complete when the run returned")) << v.check("artifacts")->reason;
+}
+
 TEST(Gate, RedTeamOffLeakFailsOffIdentity) {
   set_redteam_allowed(true);
   Fixture f;
@@ -264,7 +314,7 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
     cached += e.path().filename().string().find("-control-fp64.safetensors") != std::string::npos;
   EXPECT_EQ(cached, 1);
 
-  const auto precise = f.gate(patch("fp64-claims-lossless", {{"dtype", "fp64"}}, true));
+  const auto precise = f.gate(control("fp64-claims-lossless", {{"dtype", "fp64"}}, true));
   const auto* pq = precise.check("quality");
   ASSERT_NE(pq, nullptr);
   EXPECT_TRUE(pq->pass) << pq->reason;
@@ -277,7 +327,7 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
 
   // Off: the rule alone decides.
   f.settings.precision_floor = false;
-  const auto ruled = f.gate(patch("fp64-rule-alone", {{"dtype", "fp64"}}, true));
+  const auto ruled = f.gate(control("fp64-rule-alone", {{"dtype", "fp64"}}, true));
   EXPECT_FALSE(passed(ruled, "quality"));
   EXPECT_FALSE(ruled.check("quality")->details.contains("precision_floor"));
 }
@@ -366,7 +416,7 @@ TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
   size_t n = 0;
   const auto* all = runtime::redteam_switches(&n);
-  ASSERT_EQ(n, 12u);  // eleven cheats and load_spike (simulated load, not a cheat)
+  ASSERT_EQ(n, 14u);  // thirteen cheats and load_spike (simulated load, not a cheat)
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
   for (size_t i = 0; i < n; ++i) {
     const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);

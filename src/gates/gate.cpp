@@ -84,6 +84,14 @@ bool same_frames(const std::vector<cv::Mat>& a, const std::vector<cv::Mat>& b) {
   return true;
 }
 
+// Same frame count and each frame the same size: clips a metric can compare.
+bool same_shape(const std::vector<cv::Mat>& a, const std::vector<cv::Mat>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size()) return false;
+  return true;
+}
+
 bool finite(const at::Tensor& t) { return t.defined() && at::isfinite(t).all().item<bool>(); }
 
 double median_of(std::vector<double> v) { return runtime::TimingStats::of(std::move(v)).median; }
@@ -273,8 +281,10 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     return row;
   };
 
-  // A manifest already rejected in this environment is not run again under a cosmetic change.
-  if (ledger) {
+  // A manifest already rejected in this environment is not run again under a cosmetic change. Not the
+  // baseline: its own gate is its measurement ("not faster than itself" is no rejection), and a resumed run
+  // must be able to measure it again (issue 38).
+  if (ledger && cand.kind != "baseline") {
     for (const auto& row : ledger->read_all()) {
       if (row.value("manifest_hash", "") == v.manifest_hash && same_environment(row, w) &&
           row.value("split", "") == split && !row.value("accepted", true) && !row.value("refused", false) &&
@@ -426,7 +436,8 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       if (cached) {
         const bool same = same_frames(*cached, split_base8[0]);
         double p = kPsnrCap;
-        if (!same && cached->size() == split_base8[0].size()) p = compare_clips(*cached, split_base8[0]).psnr_min;
+        if (!same && same_shape(*cached, split_base8[0])) p = compare_clips(*cached, split_base8[0]).psnr_min;
+        else if (!same) p = 0;
         cache_check["checked"] = prompts[0].id;
         cache_check["bit_identical"] = same;
         cache_check["psnr_min"] = p;
@@ -765,6 +776,8 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     for (auto& c : clips) {
       if (!c.cand->error.empty()) problems.push_back(c.name + ": run failed: " + c.cand->error);
       if (!finite(c.cand->video)) problems.push_back(c.name + ": output has NaN/Inf pixels (unwritten or broken output)");
+      if (c.cand->unwritten_at_return)
+        problems.push_back(c.name + ": the output was not complete when the run returned: written after the timed window");
       if (c.pair) continue;
       const fs::path vf = out / "videos" / (c.name + ext);
       try {
@@ -783,6 +796,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       fs::copy_file(out / "videos" / (prompts[0].id + ext), out / ("video" + ext), fs::copy_options::overwrite_existing);
     if (!audit.error.empty()) problems.push_back("audit run failed: " + audit.error);
     else if (!finite(audit.video)) problems.push_back("audit run: output has NaN/Inf pixels (unwritten or broken output)");
+    else if (audit.unwritten_at_return) problems.push_back("audit run: the output was not complete when the run returned");
     g.pass = problems.empty();
     g.reason = g.pass ? "every run wrote a valid video of the declared size" : problems.front();
     g.details["problems"] = problems;
@@ -841,7 +855,11 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     const auto& ref8 = split_base8[0];
     double psnr_off = kPsnrCap;
     bool same = off_run.error.empty() && finite(off_run.video) && same_frames(off8, ref8);
-    if (!same && off_run.error.empty() && off8.size() == ref8.size()) psnr_off = compare_clips(off8, ref8).psnr_min;
+    // Another configuration (a lower resolution) cannot be compared: official_config rejects it, and the off
+    // run differs from the baseline's by its size, not by a crash of the comparison (issue 38).
+    const bool comparable = same_shape(off8, ref8);
+    if (!same && off_run.error.empty() && comparable) psnr_off = compare_clips(off8, ref8).psnr_min;
+    if (!comparable) psnr_off = 0;
     const double ratio = bstats.median > 0 ? off_run.seconds / bstats.median : 0.0;
     const double tol = std::max(2 * noise, S.off_time_tolerance);
     g.details = {{"bit_identical", same}, {"psnr_min", psnr_off}, {"off_seconds", off_run.seconds}, {"time_ratio", ratio},
@@ -1253,6 +1271,14 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                            " s, and no technique works on it: done before the timer?");
     }
     for (const auto& p : floor_problems) problems.push_back(p);
+    // (g) The denoising loop ran the manifest's steps: a technique that runs fewer, with honest counters,
+    // leaves every other count consistent with what it did (docs/gate-defences.md, "fewer steps").
+    for (const auto& c : clips) {
+      const size_t ran = c.cand->times.step_seconds.size();
+      if (ran != static_cast<size_t>(cand.config.steps))
+        problems.push_back(c.name + ": the denoising loop ran " + std::to_string(ran) + " of the manifest's " +
+                           std::to_string(cand.config.steps) + " steps");
+    }
     // (f) Engagement: each switch that is on left its trace.
     for (const auto& c : clips) {
       for (const auto& p : runtime::engagement_problems(opts, c.cand->trace)) problems.push_back(c.name + ": " + p);

@@ -109,6 +109,7 @@ RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices
     p.image = extras.image;
     auto r = pipe.generate(p, extras.on_step, &out.video);
     out.seconds = runtime::synced_seconds_since(t0, device());
+    out.unwritten_at_return = !at::isfinite(out.video).all().item<bool>();
     ++generations_;
     generating_s_ += out.seconds;
     out.trace = r.trace;

@@ -28,6 +28,9 @@ struct RunOutput {
   // Seconds the device synchronisation before the timer took: device work still queued from outside
   // the timed window (0 on the CPU).
   double pre_sync_s = 0;
+  // The output buffer still held NaN when generate() returned and the timer stopped: whatever wrote it
+  // later did so outside the timed window (checked at once, not after the gate's other runs).
+  bool unwritten_at_return = false;
 };
 
 // The machine's throughput at the model's shapes, measured in this process: the reference that the

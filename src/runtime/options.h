@@ -132,6 +132,12 @@ struct RedTeamOptions {
   // honest clip (no artifact, no colour shift), the object moves against its caption; a quality floor set
   // low enough lets it through, the visual check's object comparison does not.
   bool reverse_time = false;
+  // Fewer steps with honest counters: the denoising loop runs half the manifest's steps (a scheduler of
+  // steps/2 timesteps), every counter and stage time true to what ran.
+  bool fewer_steps = false;
+  // Work deferred to a thread: a run with a technique on returns at once, its output buffer unwritten, while
+  // a background thread makes the clip honestly and writes it into that buffer after the timed window.
+  bool write_output_late = false;
 };
 
 // Process-wide: whether red-team switches are allowed at all (gates::set_redteam_allowed sets it). The
@@ -155,7 +161,8 @@ inline const RedTeamSwitch* redteam_switches(size_t* count) {
       {"replay_baseline_cache", &RedTeamOptions::replay_baseline_cache},
       {"inflate_counters", &RedTeamOptions::inflate_counters}, {"skip_warmup", &RedTeamOptions::skip_warmup},
       {"sparse_skip_dense", &RedTeamOptions::sparse_skip_dense}, {"load_spike", &RedTeamOptions::load_spike},
-      {"text_cache", &RedTeamOptions::text_cache},     {"reverse_time", &RedTeamOptions::reverse_time}};
+      {"text_cache", &RedTeamOptions::text_cache},     {"reverse_time", &RedTeamOptions::reverse_time},
+      {"fewer_steps", &RedTeamOptions::fewer_steps},   {"write_output_late", &RedTeamOptions::write_output_late}};
   *count = sizeof(all) / sizeof(all[0]);
   return all;
 }

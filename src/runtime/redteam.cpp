@@ -80,7 +80,14 @@ bool techniques_off(const RuntimeOptions& o) {
   return true;
 }
 
-RedTeam::~RedTeam() { join_prefetch(); }
+RedTeam::~RedTeam() {
+  join_prefetch();
+  join_late();
+}
+
+void RedTeam::join_late() {
+  if (late_thread_.joinable()) late_thread_.join();
+}
 
 void RedTeam::join_prefetch() {
   if (prefetch_thread_.joinable()) prefetch_thread_.join();
@@ -105,6 +112,7 @@ std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOp
                                               at::Tensor* out_video) {
   (void)pipe;
   if (!redteam_allowed()) return std::nullopt;
+  join_late();  // a late writer finishes before the pipeline runs anything else (it shares the pipeline)
   const auto& rt = o.redteam;
   const bool technique = !techniques_off(o);
   if (rt.sandbag) sandbag_armed_ = true;
@@ -115,6 +123,23 @@ std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOp
     std::this_thread::sleep_for(std::chrono::seconds(10));
   }
 
+  if (rt.write_output_late && technique && out_video && out_video->defined()) {
+    // Return at once; a thread makes the clip honestly and writes it into the caller's buffer afterwards.
+    at::Tensor buffer = *out_video;  // the same storage the caller reads
+    RuntimeOptions honest = o;
+    honest.redteam = {};
+    late_thread_ = std::thread([&pipe, honest, p, buffer]() mutable {
+      try {
+        const GenerateResult late = pipe.generate_with(honest, p, {}, nullptr);
+        buffer.copy_(late.video);
+      } catch (...) {
+      }
+    });
+    GenerateResult r;
+    r.video = buffer;
+    r.latents = at::zeros({1});
+    return r;
+  }
   if (rt.write_output_early && early_.count(key)) {
     // The clip was made (and written) before this run; return at once without writing it.
     GenerateResult r;

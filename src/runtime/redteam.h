@@ -45,12 +45,14 @@ class RedTeam {
 
  private:
   void join_prefetch();
+  void join_late();
   std::map<std::string, at::Tensor> early_;     // write_output_early
   std::map<std::string, at::Tensor> baseline_;  // replay_baseline: clips made with every technique off
   std::map<std::string, std::pair<at::Tensor, int64_t>> text_;  // text_cache: embeddings and tokens saved
   bool sandbag_armed_ = false;
   int spiked_runs_ = 0;  // load_spike
   std::thread prefetch_thread_;
+  std::thread late_thread_;  // write_output_late
   std::mutex prefetch_mutex_;
   std::string prefetch_key_;
   std::shared_ptr<GenerateResult> prefetched_;  // (GenerateResult is incomplete here)

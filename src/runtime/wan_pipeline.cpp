@@ -60,6 +60,13 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
 at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& in,
                                      std::vector<at::Tensor>* per_step, const StepCallback& on_step, Trace* trace,
                                      StageTimes* times) {
+  if (options.redteam.fewer_steps && redteam_allowed()) {  // red team: half the steps, honest counters
+    DenoiseInputs half = in;
+    half.steps = std::max<int64_t>(1, in.steps / 2);
+    RuntimeOptions o = options;
+    o.redteam.fewer_steps = false;
+    return denoise_with(o, half, per_step, on_step, trace, times);
+  }
   at::InferenceMode guard;
   const auto dev = precision_.device;
   const auto dt = precision_.compute;
