@@ -274,6 +274,12 @@ TEST(Manifest, HashIgnoresCosmeticsOnly) {
   cosmetic["flags"]["dtype"] = "bf16";
   cosmetic.erase("description");
   EXPECT_EQ(manifest_hash(parse_manifest(cosmetic, "y")), h);
+  // Labels and provenance are not what runs: a retry that changes only them is the same candidate.
+  json relabelled = valid_patch();
+  relabelled["runtime"] = "autooptim/2";
+  relabelled["parents"] = {"wan22-tiny/cache/a", "wan22-tiny/kernel/b"};
+  relabelled["family"] = "composite";
+  EXPECT_EQ(manifest_hash(parse_manifest(relabelled, "y")), h);
 
   for (const auto& change : std::vector<std::function<void(json&)>>{
            [](json& j) { j["flags"]["easycache"]["threshold"] = 0.11; },
@@ -420,7 +426,7 @@ TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
   const std::string plain_hash = manifest_hash(parse_manifest(valid_patch(), "x"));
   EXPECT_FALSE(to_json(parse_manifest(valid_patch(), "x"))["flags"].contains("quant"));
   json j = valid_patch();
-  j["family"] = "quant";
+  j["family"] = "composite";  // quant and sparse together
   j["flags"] = json::parse(R"({
     "fused_norm_modulate": true, "fused_gate_residual": true, "fused_qk_norm_rope": true, "gelu_epilogue": true,
     "quant": {"fp8": true},
@@ -486,4 +492,33 @@ TEST(ManifestRegistry, UnregisteredTechniqueFlagIsRefusedByKey) {
 }
 
 }  // namespace
+
+// A control changes precision or threads only; a patch's switches belong to the family it names (besides
+// the kernel switches every family may build on); composite mixes any (issue 38's mislabelled manifests).
+TEST(Manifest, SwitchesBelongToTheFamilyTheManifestNames) {
+  auto refused = [](const std::function<void(json&)>& change, const std::string& why) {
+    json j = valid_patch();
+    change(j);
+    try {
+      parse_manifest(j, "x");
+      ADD_FAILURE() << "accepted: " << j.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused([](json& j) { j["kind"] = "control"; j["family"] = "none"; }, "a control changes precision or threads only");
+  refused([](json& j) { j["family"] = "kernel"; }, "'kernel', but the flags set easycache (cache)");
+  refused([](json& j) { j["family"] = "sparse"; j["flags"]["sparse"] = {{"pattern", "spatial_temporal"}}; }, "easycache (cache)");
+  refused([](json& j) { j["family"] = "sparse"; }, "'sparse', but the flags set easycache (cache)");
+  refused([](json& j) { j["flags"] = {{"cpu_threads", 1}}; }, "a patch turns on at least one technique");
+  // Accepted: a cache patch that also turns on kernel switches, and a composite of anything.
+  json with_kernel = valid_patch();
+  with_kernel["flags"]["fused_qkv"] = true;
+  EXPECT_NO_THROW(parse_manifest(with_kernel, "x"));
+  json composite = valid_patch();
+  composite["family"] = "composite";
+  composite["flags"]["sparse"] = {{"pattern", "spatial_temporal"}};
+  EXPECT_NO_THROW(parse_manifest(composite, "x"));
+}
+
 }  // namespace autooptim::gates

@@ -19,9 +19,10 @@ namespace {
 using nlohmann::json;
 
 json patch_with(const json& flags) {
-  return {{"id", "wan22-tiny/cache/x"},
+  // composite: these tests are about the flags, any family's (the family rule has its own test).
+  return {{"id", "wan22-tiny/composite/x"},
           {"kind", "patch"},
-          {"family", "cache"},
+          {"family", "composite"},
           {"model", "wan22-tiny"},
           {"runtime", "autooptim/1"},
           {"base", "wan22-tiny/baseline"},
@@ -182,7 +183,7 @@ TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
   // A later group: absent from manifests that leave it off, written whole when set.
   const json flags = gates::to_json(m)["flags"];
   EXPECT_EQ(keys_of(flags["taylorseer"]), (std::set<std::string>{"enabled", "interval", "order", "warmup_steps", "dense_last_step"}));
-  EXPECT_FALSE(gates::to_json(gates::parse_manifest(patch_with(json::object()), "m"))["flags"].contains("taylorseer"));
+  EXPECT_FALSE(gates::to_json(gates::parse_manifest(patch_with({{"fused_qkv", true}}), "m"))["flags"].contains("taylorseer"));
   const TaylorSeerOptions defaults;
   EXPECT_FALSE(defaults.enabled);
   EXPECT_EQ(defaults.interval, 3);

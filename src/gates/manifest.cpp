@@ -291,6 +291,37 @@ bool RunConfig::operator==(const RunConfig& o) const {
          guidance == o.guidance && seed == o.seed && flow_shift == o.flow_shift;
 }
 
+namespace {
+
+// The switches a manifest sets belong to the family it names (issue 38: a control with EasyCache's flag and a
+// "kernel" patch made of EasyCache were accepted). A control sets none: it changes precision or threads. A
+// patch of family F sets at least one switch of F and, besides, only kernel switches (the lossless layer
+// the other families build on, as quant-fp8-hopper does); "composite" mixes any.
+void check_family(Checker& c, const Manifest& m) {
+  const runtime::RuntimeOptions o = to_runtime_options(m);
+  std::vector<std::string> foreign;
+  bool own = false;
+  for (const auto& t : tech::all()) {
+    bool set = false;
+    for (const auto& f : t.flags) set = set || f.get(o) != f.default_value();
+    if (!set) continue;
+    own = own || t.family == m.family;
+    if (t.family != m.family && t.family != "kernel") foreign.push_back(t.name + " (" + t.family + ")");
+  }
+  if (m.kind == "control" && !technique_flags_set(m).empty())
+    c.fail("flags", "a control changes precision or threads only, but sets technique flags: " + join(technique_flags_set(m)) +
+                        " (make it a patch of their family)");
+  if (m.kind == "patch" && technique_flags_set(m).empty())
+    c.fail("flags", "a patch turns on at least one technique; this one sets none (the baseline, or a control of precision or threads)");
+  if (m.kind != "patch" || m.family == "composite" || m.family == "none") return;
+  if (!foreign.empty())
+    c.fail("family", "'" + m.family + "', but the flags set " + join(foreign) + ": name their family, or 'composite' for a mix");
+  if (!own && !technique_flags_set(m).empty())
+    c.fail("family", "'" + m.family + "', but no " + m.family + " technique is set (" + join(technique_flags_set(m)) + ")");
+}
+
+}  // namespace
+
 Manifest parse_manifest(const json& j, const std::string& source_label) {
   Checker c(source_label);
   c.require_object(j, "");
@@ -338,6 +369,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
     c.fail("base", "is null, but only a baseline may have no base (kind is '" + m.kind + "')");
   }
   if (m.kind == "patch" && m.family == "none") c.fail("family", "a patch must name its technique family");
+  check_family(c, m);
   return m;
 }
 
@@ -418,9 +450,11 @@ json to_json(const Manifest& m) {
 }
 
 std::string manifest_hash(const Manifest& m) {
+  // What runs: model, configuration, flags, base and the lossless claim. Names, provenance and labels
+  // (id, description, parents, kind, family, runtime) do not change a run, so a retry that changes only them
+  // is the same candidate (issue 38).
   json j = to_json(m);
-  j.erase("id");
-  j.erase("description");
+  for (const char* label : {"id", "description", "parents", "kind", "family", "runtime"}) j.erase(label);
   return sha256_hex(j.dump());
 }
 

@@ -423,6 +423,7 @@ gates::Manifest trial_manifest(const gates::Manifest& base, const json& flags, c
   m.kind = "patch";
   m.flags = flags;
   m.base = base.id;
+  if (gates::technique_flags_set(m).empty()) m.kind = "control", m.family = "none";  // a trial of no technique
   return gates::parse_manifest(gates::to_json(m), "trial " + label);
 }
 
