@@ -765,6 +765,48 @@ TEST(CliUx, SigtermStopsTheExecutorsWritesTheReportAndResumeContinues) {
   }
 }
 
+// kill -9 of the whole process group while the baseline is being gated: --resume takes the dead run's workers
+// and requests for gone, measures the baseline and finishes (issue 38: it exited 2, "the baseline was not
+// measured": the new worker ran the dead run's claim and the gate refused the baseline as a repeat).
+TEST(CliUx, ResumeAfterKillNineDuringTheBaselineGateMeasuresTheBaseline) {
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const std::string args = std::string("run ") + kReduced + " --budget-trials 3 --budget-minutes 4 --out " + out;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);  // its own process group: the orchestrator, its workers and executors
+    setenv("AUTOOPTIM_TTY", "0", 1);
+    const std::string cmd = "cd " + kSrc + " && exec " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  // The baseline's gate request claimed by the worker: the run is inside the baseline gate.
+  auto claimed = [&] {
+    std::error_code ec;
+    const fs::path dir = fs::path(out) / "workers" / "cpu0" / "claimed";
+    if (!fs::is_directory(dir, ec)) return false;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(".tmp", 0) != 0) return true;
+    return false;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!claimed() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(180))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(claimed()) << slurp(tmp.file("err"));
+  ASSERT_EQ(kill(-pid, SIGKILL), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto again = sh_in(kSrc, "AUTOOPTIM_TTY=0", args + " --resume");
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("the baseline was not measured"), std::string::npos) << again.err;
+  const json rep = json::parse(slurp(fs::path(out) / "report.json"));
+  EXPECT_GT(rep["baseline"].value("seconds", 0.0), 0.0) << rep["baseline"].dump();
+  EXPECT_TRUE(fs::exists(fs::path(out) / "workers.previous" / "cpu0" / "worker.json"));  // kept for a post-mortem
+}
+
 TEST(CliUx, TheOriginalNonDiffusersLayoutIsRecognised) {
   autooptim::test::TempDir tmp;
   fs::create_directories(tmp.file("orig"));

@@ -256,6 +256,7 @@ std::vector<size_t> middle_out(size_t n) {
 }
 
 int run_executor(const ExecutorRequest& req) {
+  const pid_t parent = getppid();
   // SIGTERM (the orchestrator's exploration deadline or its interruption) and SIGINT (a ^C reaching
   // the run's process group) end the search after the trial in progress; the family then proposes
   // from what it has measured instead of losing it. The orchestrator starts us with both blocked, so
@@ -291,7 +292,13 @@ int run_executor(const ExecutorRequest& req) {
   else if (req.family == "sparse") n = explore_sweep(req, run, box, "sparse attention sweep");
   else if (req.family == "quant") n = explore_sweep(req, run, box, "quantisation");
   else throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse, quant)");
-  // Written last and only after every proposal is on disk: --resume skips a family that has it.
+  // Written last and only after every proposal is on disk: --resume skips a family that has it. Not when the
+  // orchestrator died (its death's SIGTERM ended the search early; we were re-parented): the search is not
+  // finished, and --resume must run it again (issue 38).
+  if (getppid() != parent) {
+    std::fprintf(stderr, "executor %s: the orchestrator died; the search is not finished (--resume runs it again)\n", req.family.c_str());
+    return n;
+  }
   gates::write_file_atomic((fs::path(req.outbox) / "done").string(), std::to_string(n) + "\n");
   return n;
 }

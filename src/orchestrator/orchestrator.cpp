@@ -682,8 +682,17 @@ RunOutcome run(const RunRequest& req) {
     gates::write_file_atomic(visible_path.string(), text);
     progress.line("starting " + std::to_string(slurm ? req.workers : static_cast<int64_t>(slots.size())) + " worker(s)" +
                   (slurm ? " as a Slurm job array" : "") + ": each loads " + req.load.model + " once and serves every trial and gate run");
-    // Requests left by an interrupted run were for processes that are gone.
+    // Requests left by an interrupted run were for processes that are gone. So were its workers: their
+    // registrations and claimed requests move aside (workers.previous/, for a post-mortem), or a new worker of
+    // the same id would run the dead run's claim and the janitor would take the new worker for the dead one
+    // (issue 38: --resume after kill -9 exited 2, "the baseline was not measured").
     for (const char* d : {"queue", "responses", "cancel"}) runtime::remove_tree(out / d);
+    if (fs::exists(out / "workers")) {
+      runtime::remove_tree(out / "workers.previous");
+      std::error_code ec;
+      fs::rename(out / "workers", out / "workers.previous", ec);
+      if (ec) runtime::remove_tree(out / "workers");
+    }
     workers::ClientOptions co;
     co.dead_after_s = req.worker_dead_after_s;
     co.no_worker_s = 60;
