@@ -73,3 +73,19 @@ TEST(DeployCheck, NoRecordedClipCannotReproduce) {
   EXPECT_FALSE(r.reproduced);
   EXPECT_NE(r.reason.find("no clips.json"), std::string::npos) << r.reason;
 }
+
+// A bucket is delivered on the deploy path's figure: a tier gated at 3.3x that reproduces 2.83x bit for bit
+// still holds 2x (and 3x within the noise), not 4x; another clip holds nothing; an unchecked tier is kept.
+TEST(DeployCheck, EachBucketIsJudgedOnTheDeployPathsFigure) {
+  auto r = measured({2.83, 2.83}, {1.0, 1.0});
+  orch::judge_deploy(r, gated(3.3, 0.10));
+  EXPECT_FALSE(r.reproduced) << "14% below the gated speedup, beyond its 10% noise";
+  const auto j = r.to_json();
+  EXPECT_TRUE(orch::deliverable(j, 2.0));
+  EXPECT_TRUE(orch::deliverable(j, 3.0));   // 2.83 >= 3 x 0.9
+  EXPECT_FALSE(orch::deliverable(j, 4.0));
+  auto other = measured({3.0, 3.0}, {1.0, 1.0}, false);
+  orch::judge_deploy(other, gated(3.0, 0.1));
+  EXPECT_FALSE(orch::deliverable(other.to_json(), 1.5));
+  EXPECT_TRUE(orch::deliverable(nlohmann::json{{"ran", false}, {"not_run", "--no-deploy-check"}}, 4.0));
+}

@@ -173,6 +173,12 @@ DeployResult deploy_check(const DeploySetup& s, const gates::Manifest& tier, con
   return r;
 }
 
+bool deliverable(const json& d, double need) {
+  if (!d.is_object() || !d.value("ran", false)) return true;
+  return d.value("bit_exact", false) && d.value("baseline_bit_exact", false) &&
+         d.value("speedup", 0.0) >= need * (1.0 - d.value("tolerance", 0.0));
+}
+
 std::string deploy_summary(const json& d) {
   if (!d.is_object()) return "not checked";
   if (!d.value("ran", false)) return "not checked: " + d.value("not_run", std::string("?"));

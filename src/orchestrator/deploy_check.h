@@ -42,8 +42,8 @@ struct DeployResult {
   bool bit_exact = false, baseline_bit_exact = false;
   std::vector<double> baseline_s, tier_s;  // the timed generation of each process
   double speedup = 0, spread = 0, tolerance = 0;
-  bool reproduced = false;
-  std::string reason;  // one sentence: why it reproduced or not
+  bool reproduced = false;  // bit-exact clips, and the speedup the gated one within the tolerance
+  std::string reason;       // one sentence: why it reproduced or not
   nlohmann::json to_json() const;
 };
 
@@ -59,6 +59,12 @@ void judge_deploy(DeployResult& r, const DeployExpectation& e);
 // Throws Error only for a failure of this process (a folder it cannot write); a generate that fails is a
 // result (not reproduced, with its log's last line).
 DeployResult deploy_check(const DeploySetup& s, const gates::Manifest& tier, const DeployExpectation& e);
+
+// Whether a bucket that needs `need` x may be delivered with this check's result (a result's JSON): not
+// checked (nothing to hold against it), or bit-exact clips and a speedup through the deploy path that meets
+// the bucket within the tolerance. A tier slower through generate than in its gate (not `reproduced`) may
+// still hold a lower bucket: that bucket is then delivered at the deploy path's figure.
+bool deliverable(const nlohmann::json& deploy, double need);
 
 // "reproduced 2.93x, bit-exact: yes" / "did not reproduce: ..." / "not checked: ...": the report's words.
 std::string deploy_summary(const nlohmann::json& deploy);
