@@ -7,5 +7,12 @@ rm -rf "$out"
 echo "+ $build/autooptim run --model wan22-tiny --out $out"
 "$build/autooptim" run --model wan22-tiny --out "$out"
 echo
-echo "open $out/report.html (self-contained), or read $out/report.md:"
+echo "open $out/report.html (self-contained: its clips are embedded), or read $out/report.md:"
 cat "$out/report.md"
+# How to use a tier: the deploy path the run's deploy check has already measured.
+for t in "$out"/tiers/*.json; do
+  [ -e "$t" ] || break
+  echo
+  echo "deploy a tier: $build/autooptim generate --manifest $t --prompt \"a red circle quickly moves left across a striped background\" --out clip.mp4"
+  break
+done
