@@ -33,20 +33,8 @@ namespace {
 
 const std::string kSrc = AUTOOPTIM_SOURCE_DIR;
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-Result sh(const std::string& args) {
-  const std::string cmd = "cd " + kSrc + " && " + AUTOOPTIM_BIN + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = autooptim::test::CliResult;
+Result sh(const std::string& args) { return autooptim::test::run_cli(args); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);

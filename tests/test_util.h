@@ -2,7 +2,10 @@
 // Helpers shared by the tests: temporary folders and raw file writing.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -33,6 +36,22 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The autooptim binary run from the source tree as a user would: its exit code and its stdout and stderr
+// together. (The targets define AUTOOPTIM_BIN and AUTOOPTIM_SOURCE_DIR.)
+struct CliResult {
+  int code;
+  std::string output;
+};
+inline CliResult run_cli(const std::string& args) {
+  const std::string cmd = std::string("cd ") + AUTOOPTIM_SOURCE_DIR + " && " + AUTOOPTIM_BIN + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

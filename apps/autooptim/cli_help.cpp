@@ -4,23 +4,12 @@
 #include <iostream>
 #include <memory>
 
+#include "runtime/edit_distance.h"
+
 namespace autooptim::app {
 namespace {
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
+using runtime::edit_distance;
 
 // "INT:integer in [1, 256]" -> "INT"; "TEXT:{a,b}" -> "{a,b}"; "INT:value in {auto->-1,off->0} OR {-1,0}" -> "{auto,off}".
 std::string plain_type(const std::string& type) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gates/sha256.h"
+#include "runtime/edit_distance.h"
 #include "runtime/error.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/json_read.h"
@@ -49,20 +50,7 @@ std::string join(const std::vector<std::string>& names) {
   return out;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
+using runtime::edit_distance;
 
 std::string suggestion(const std::string& name, const std::vector<std::string>& valid) {
   std::string best;

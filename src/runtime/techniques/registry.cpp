@@ -7,6 +7,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "runtime/edit_distance.h"
+
 namespace autooptim::runtime::techniques {
 
 // One declaration per technique file, found by src/runtime/CMakeLists.txt.
@@ -28,20 +30,7 @@ std::string int_text(int64_t v) {
   return v == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(v);
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
+using runtime::edit_distance;
 
 std::optional<FlagProblem> check_int(const json& v, int64_t lo, int64_t hi, const std::string& where) {
   if (!v.is_number_integer()) return FlagProblem{where, "expected an integer, got " + describe(v)};
