@@ -435,9 +435,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       split_base8[0] = runtime::frames_from_tensor(windows[check_i].out.video);
       if (cached) {
         const bool same = same_frames(*cached, split_base8[0]);
-        double p = kPsnrCap;
-        if (!same && same_shape(*cached, split_base8[0])) p = compare_clips(*cached, split_base8[0]).psnr_min;
-        else if (!same) p = 0;
+        const double p = same ? kPsnrCap : same_shape(*cached, split_base8[0]) ? compare_clips(*cached, split_base8[0]).psnr_min : 0;
         cache_check["checked"] = prompts[0].id;
         cache_check["bit_identical"] = same;
         cache_check["psnr_min"] = p;
@@ -893,7 +891,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     std::vector<std::pair<size_t, double>> audits;  // timed pairs' clips and their PSNR
     for (size_t k = 0; k < clips.size(); ++k) {
       const Clip& c = clips[k];
-      if (c.cand8.size() != c.base8.size() || (!c.cand8.empty() && c.cand8[0].size() != c.base8[0].size())) {
+      if (!same_shape(c.cand8, c.base8)) {
         why = c.name + ": the clip's size differs from the baseline's (another config)";
         worst_psnr = worst_ssim = 0;
         quality[c.name] = {{"comparable", false}};
@@ -1040,7 +1038,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
       const auto br = visual_report(c.base8);
       visual[c.name] = {{"candidate", gates::to_json(cr)}, {"baseline", gates::to_json(br)}};
       for (const auto& reason : new_artifacts(cr, br)) found.push_back(c.name + ": " + reason);
-      if (objects && !c.cand8.empty() && c.cand8[0].size() == c.base8[0].size()) {
+      if (objects && !c.cand8.empty() && same_shape(c.cand8, c.base8)) {
         const auto ct = detect_object_track(c.cand8), bt = detect_object_track(c.base8);
         visual[c.name]["object"] = {{"candidate", gates::to_json(ct)}, {"baseline", gates::to_json(bt)}};
         compared += single_object(bt);

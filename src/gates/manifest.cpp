@@ -287,6 +287,7 @@ namespace {
 // the other families build on, as quant-fp8-hopper does); "composite" mixes any.
 void check_family(Checker& c, const Manifest& m) {
   const runtime::RuntimeOptions o = to_runtime_options(m);
+  const std::vector<std::string> set_flags = tech::technique_flags_set(o);
   std::vector<std::string> foreign;
   bool own = false;
   for (const auto& t : tech::all()) {
@@ -296,16 +297,16 @@ void check_family(Checker& c, const Manifest& m) {
     own = own || t.family == m.family;
     if (t.family != m.family && t.family != "kernel") foreign.push_back(t.name + " (" + t.family + ")");
   }
-  if (m.kind == "control" && !technique_flags_set(m).empty())
-    c.fail("flags", "a control changes precision or threads only, but sets technique flags: " + join(technique_flags_set(m)) +
+  if (m.kind == "control" && !set_flags.empty())
+    c.fail("flags", "a control changes precision or threads only, but sets technique flags: " + join(set_flags) +
                         " (make it a patch of their family)");
-  if (m.kind == "patch" && technique_flags_set(m).empty())
+  if (m.kind == "patch" && set_flags.empty())
     c.fail("flags", "a patch turns on at least one technique; this one sets none (the baseline, or a control of precision or threads)");
   if (m.kind != "patch" || m.family == "composite" || m.family == "none") return;
   if (!foreign.empty())
     c.fail("family", "'" + m.family + "', but the flags set " + join(foreign) + ": name their family, or 'composite' for a mix");
-  if (!own && !technique_flags_set(m).empty())
-    c.fail("family", "'" + m.family + "', but no " + m.family + " technique is set (" + join(technique_flags_set(m)) + ")");
+  if (!own && !set_flags.empty())
+    c.fail("family", "'" + m.family + "', but no " + m.family + " technique is set (" + join(set_flags) + ")");
 }
 
 }  // namespace

@@ -8,13 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "gates/atomic_file.h"
 #include "runtime/error.h"
 #include "runtime/spawn.h"
 #include "runtime/stats.h"
+#include "workers/protocol.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -28,23 +28,8 @@ std::string fixed(double v, int digits) {
   return b;
 }
 
-json read_json_or_null(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return nullptr;
-  try {
-    return json::parse(in);
-  } catch (const json::exception&) {
-    return nullptr;
-  }
-}
-
-std::string last_log_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last.size() > 300 ? last.substr(0, 300) + "..." : last;
-}
+// A JSON file a process wrote, or null when it is missing or does not parse.
+json read_json_or_null(const fs::path& p) { return workers::read_json_file(p.string()).value_or(json()); }
 
 // One `autooptim generate` process; returns its JSON (null when it failed, `why` then says how).
 json run_generate(const DeploySetup& s, const fs::path& manifest, const fs::path& stem, std::string* why) {
@@ -76,7 +61,7 @@ json run_generate(const DeploySetup& s, const fs::path& manifest, const fs::path
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     *why = "generate failed (" + (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed by a signal")) +
-           ", " + log + "): " + last_log_line(log);
+           ", " + log + "): " + runtime::last_log_line(log);
     return nullptr;
   }
   json j = read_json_or_null(json_out);

@@ -210,15 +210,6 @@ pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log_p
   return runtime::spawn_self(s);
 }
 
-// The last non-empty line of a log (why an executor failed), at most 300 characters.
-std::string last_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  if (last.size() > 300) last = last.substr(0, 300) + "...";
-  return last;
-}
 
 // The quality per prompt of a gate run (its quality.json), {} when there is none.
 json read_quality(const fs::path& dir) {
@@ -739,11 +730,12 @@ RunOutcome run(const RunRequest& req) {
   // Prompt id -> category, for the report's per-category quality (held-out ids resolved by the gate's own files).
   json categories = json::object();
   const auto every_prompt = gates::load_prompts(req.prompts_dir, true);
-  for (const auto& p : every_prompt.all()) categories[p.id] = p.category;
-  // The visible prompts' words, for the report's clips (held-out texts stay out of every report).
+  // The visible prompts' words too, for the report's clips (held-out texts stay out of every report).
   json prompt_texts = json::object();
-  for (const auto& p : every_prompt.all())
+  for (const auto& p : every_prompt.all()) {
+    categories[p.id] = p.category;
     if (!p.splits.empty() && contains(gates::visible_splits(), p.splits.front())) prompt_texts[p.id] = p.text;
+  }
 
   // Verdicts already in the ledger (resume): manifest hash + split -> row, when decided in this
   // environment (build, weights, device, dtype).
@@ -761,6 +753,11 @@ RunOutcome run(const RunRequest& req) {
   json gate_settings = gates::settings_to_json(gs);
   gate_settings["baseline_manifest"] = gates::to_json(base);  // the worker reads the baseline's config from it
   // A tier's held-out confirmation covers the held-out split it names (--heldout-max-prompts, default all).
+  // How many prompts a gate judges on the split and on the held-out split (max_prompts, heldout_max_prompts).
+  const auto judged = [](int64_t all, int64_t max) { return max > 0 ? std::min(max, all) : all; };
+  const int64_t split_all = static_cast<int64_t>(all_prompts.split(req.split).size());
+  const int64_t heldout_all = static_cast<int64_t>(all_prompts.split(req.heldout_split).size());
+  const int64_t split_used = judged(split_all, gs.max_prompts), heldout_used = judged(heldout_all, req.heldout_max_prompts);
   auto settings_for = [&](const std::string& split) {
     json s = gate_settings;
     if (contains(gates::heldout_splits(), split)) s["max_prompts"] = req.heldout_max_prompts;
@@ -794,11 +791,7 @@ RunOutcome run(const RunRequest& req) {
   // baseline clips) against a split gate's.
   auto heldout_cost_ratio = [&] {
     const auto runs = [&](int64_t np) { return 2.0 + 2.0 * gs.timing_repeats + 3.0 + 2.0 * static_cast<double>(np) - 1.0; };
-    const int64_t all_h = static_cast<int64_t>(all_prompts.split(req.heldout_split).size());
-    const int64_t nh = req.heldout_max_prompts > 0 ? std::min(req.heldout_max_prompts, all_h) : all_h;
-    const int64_t all_v = static_cast<int64_t>(all_prompts.split(req.split).size());
-    const int64_t nv = gs.max_prompts > 0 ? std::min(gs.max_prompts, all_v) : all_v;
-    return std::max(1.0, runs(nh) / runs(nv));
+    return std::max(1.0, runs(heldout_used) / runs(split_used));
   };
   auto reserve_s = [&](int64_t workers) {
     if (gates_finished == 0) return 0.0;
@@ -1105,7 +1098,7 @@ RunOutcome run(const RunRequest& req) {
       const std::string code = WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
                                                  : std::string("signal ") + std::to_string(WTERMSIG(status));
       if (!ok) {
-        const std::string why = code + ", see outbox/" + fam + ".log: " + last_line(out / "outbox" / (fam + ".log"));
+        const std::string why = code + ", see outbox/" + fam + ".log: " + runtime::last_log_line((out / "outbox" / (fam + ".log")).string());
         finish(fam, stopped_by_signal ? "interrupted" : "failed", why);
         progress.warn("executor " + fam + (stopped_by_signal ? " interrupted (" : " failed (") + why + ")");
       } else {
@@ -1302,8 +1295,6 @@ RunOutcome run(const RunRequest& req) {
 
   // 5. Tiers: per bucket, the accepted candidate with the best quality, confirmed on held-out prompts.
   json tiers = json::object(), tier_notes = json::object();
-  const int64_t heldout_all = static_cast<int64_t>(all_prompts.split(req.heldout_split).size());
-  const int64_t heldout_used = req.heldout_max_prompts > 0 ? std::min(req.heldout_max_prompts, heldout_all) : heldout_all;
   for (const auto& [bucket, need] : Buckets::all()) {
     std::vector<Candidate*> pool;
     for (auto& c : cands)
@@ -1337,10 +1328,10 @@ RunOutcome run(const RunRequest& req) {
                        {"switches", gates::technique_flags_set(c->m)},
                        {"lossless", c->m.lossless},
                        {"psnr_floor", c->m.lossless ? gs.lossless_psnr : gs.min_psnr},
-                       {"prompts", static_cast<int64_t>(split_prompts.size())},
-                       {"split_prompts", static_cast<int64_t>(all_prompts.split(req.split).size())},
+                       {"prompts", split_used},
+                       {"split_prompts", split_all},
                        {"heldout_prompts", heldout_used},
-                       {"heldout_split_prompts", static_cast<int64_t>(all_prompts.split(req.heldout_split).size())}};
+                       {"heldout_split_prompts", heldout_all}};
       break;
     }
     if (tiers[bucket].is_null()) {
@@ -1447,7 +1438,7 @@ RunOutcome run(const RunRequest& req) {
                  {"official_config", official},
                  {"config", gates::to_json(base.config)},
                  {"split", req.split},
-                 {"split_prompts", static_cast<int64_t>(all_prompts.split(req.split).size())},
+                 {"split_prompts", split_all},
                  {"heldout_split", req.heldout_split},
                  {"gate_runs", gate_runs},
                  {"budget", {{"trials", req.budget_trials}, {"minutes", req.budget_minutes}, {"executor_trials", req.executor_trials}}},

@@ -223,8 +223,7 @@ std::string heldout_text(const json& t, const json& r) {
 // Rollback: the switches the tier turns on (each tier passed the off-identity gate with them off).
 std::string rollback_text(const json& t) {
   if (!t.contains("switches")) return "-";
-  std::string s;
-  for (const auto& x : t["switches"]) s += (s.empty() ? "" : ", ") + x.get<std::string>();
+  const std::string s = join(t["switches"], ", ");
   return s.empty() ? "nothing to turn off" : "turn off " + s;
 }
 

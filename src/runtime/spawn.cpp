@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 
 #include "runtime/error.h"
 
@@ -64,6 +65,15 @@ pid_t spawn_self(const SelfSpawn& s) {
   }
   sigprocmask(SIG_SETMASK, &old, nullptr);
   return pid;
+}
+
+std::string last_log_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  if (last.size() > 300) last = last.substr(0, 300) + "...";
+  return last;
 }
 
 }  // namespace autooptim::runtime

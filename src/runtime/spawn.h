@@ -23,6 +23,9 @@ struct SelfSpawn {
 // before fork: the child makes async-signal-safe calls only. Throws Error when fork fails.
 pid_t spawn_self(const SelfSpawn& s);
 
+// The last non-empty line of a child's log (why it failed), cut at 300 characters; "" when there is none.
+std::string last_log_line(const std::string& path);
+
 // This process's environment with the variables named in `drop` ("KEY") removed and `add` appended.
 std::vector<std::string> environment_with(const std::vector<std::string>& drop, const std::vector<std::string>& add);
 

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -128,12 +127,7 @@ std::vector<std::string> LocalLauncher::check() {
 bool LocalLauncher::all_gone() const { return running_.empty(); }
 
 std::string LocalLauncher::last_log_line(const std::string& id) const {
-  std::ifstream in(fs::path(Layout{run_}.workers()) / (id + ".log"));
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  if (last.size() > 300) last = last.substr(0, 300) + "...";
-  return last;
+  return runtime::last_log_line((fs::path(Layout{run_}.workers()) / (id + ".log")).string());
 }
 
 void LocalLauncher::stop(double grace_s) {
