@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "gates/atomic_file.h"
-#include "runtime/error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -141,7 +141,7 @@ TEST(FolderLock, OneHolderAtATime) {
   FolderLock again(lock_path, "--out folder X");  // released with its holder
 }
 
-// remove_tree (runtime/remove_tree.h) removes what std::filesystem::remove_all would, without it (the GPU
+// remove_tree (base/remove_tree.h) removes what std::filesystem::remove_all would, without it (the GPU
 // machine's libtorch exports a broken copy that our binaries bind to): nested folders, files, a link to
 // a folder outside (removed, its target kept); a missing path is 0 entries and no error.
 TEST(RemoveTree, RemovesAFolderWithEverythingUnderItAndFollowsNoLink) {

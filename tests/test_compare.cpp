@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 
 #include "orchestrator/compare.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 using nlohmann::json;

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
-#include "runtime/json_read.h"
-#include "runtime/error.h"
+#include "base/json_read.h"
+#include "base/error.h"
 #include "runtime/models.h"
 #include "runtime/safetensors.h"
 #include "runtime/umt5.h"

@@ -18,7 +18,7 @@
 #include "gates/integrity.h"
 #include "runtime/blas_threads.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/safetensors.h"
 #include "test_util.h"
 

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "orchestrator/launcher.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "gates/ledger.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace autooptim::gates {

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "gates/manifest.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace autooptim::gates {

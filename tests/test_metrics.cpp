@@ -9,7 +9,7 @@
 
 #include "gates/detectors.h"
 #include "gates/metrics.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 using namespace autooptim;
 using namespace autooptim::gates;

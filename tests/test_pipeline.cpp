@@ -13,7 +13,7 @@
 
 #include "runtime/blas_threads.h"
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/models.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/verify.h"

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gates/prompts.h"
-#include "gates/sha256.h"
-#include "runtime/error.h"
+#include "base/sha256.h"
+#include "base/error.h"
 #include "test_util.h"
 
 namespace autooptim::gates {

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 
 #include "gates/manifest.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/registry.h"
 

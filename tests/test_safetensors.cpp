@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/nn.h"
 #include "runtime/safetensors.h"
 #include "test_util.h"

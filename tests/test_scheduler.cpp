@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/nn.h"
 #include "runtime/unipc_scheduler.h"
 #include "test_util.h"

@@ -18,7 +18,7 @@
 
 #include "gates/prompts.h"
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/models.h"
 #include "runtime/tokenizer.h"
 #include "test_util.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/forward_context.h"
 #include "runtime/options.h"
 #include "runtime/trace.h"

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/tokenizer.h"
 #include "runtime/umt5.h"
 #include "runtime/verify.h"

@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "runtime/remove_tree.h"
+#include "base/remove_tree.h"
 
 namespace autooptim::test {
 

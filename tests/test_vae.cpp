@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/verify.h"

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "gates/metrics.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/video_io.h"
 #include "test_util.h"
 

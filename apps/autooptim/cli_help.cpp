@@ -4,7 +4,7 @@
 #include <iostream>
 #include <memory>
 
-#include "runtime/edit_distance.h"
+#include "base/edit_distance.h"
 
 namespace autooptim::app {
 namespace {

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "commands.h"
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "orchestrator/compare.h"
 
 namespace autooptim::app {

@@ -10,8 +10,8 @@
 #include "gates/gate.h"
 #include "gates/metrics.h"
 #include "model_args.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace fs = std::filesystem;
 

@@ -16,13 +16,13 @@
 #endif
 
 #include "commands.h"
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/clip_digest.h"
 #include "gates/gate.h"
 #include "gates/worker.h"
 #include "model_args.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "runtime/video_io.h"
 #include "train/scenes.h"
 

@@ -21,8 +21,8 @@
 #include "orchestrator/orchestrator.h"
 #include "runtime/device.h"
 #include "runtime/build_info.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "model_args.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/verify.h"
 
 namespace autooptim::app {

@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "model_args.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "workers/server.h"
 
 namespace autooptim::app {

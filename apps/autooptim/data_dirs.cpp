@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 

@@ -10,9 +10,9 @@
 #include "cli_help.h"
 #include "commands.h"
 #include "runtime/build_info.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/process_allocator.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/process_allocator.h"
 
 namespace autooptim::app {
 int& exit_status() {

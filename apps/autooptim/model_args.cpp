@@ -10,9 +10,9 @@
 
 #include "data_dirs.h"
 #include "runtime/build_info.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/registry.h"
 
 namespace autooptim::app {

@@ -1,4 +1,5 @@
 #include "executors/executor.h"
+#include "base/stop_signals.h"
 
 #include <algorithm>
 #include <csignal>
@@ -11,8 +12,8 @@
 
 #include "executors/search.h"
 #include "executors/trial_runner.h"
-#include "gates/atomic_file.h"
-#include "runtime/error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "runtime/techniques/registry.h"
 
 namespace fs = std::filesystem;
@@ -261,16 +262,7 @@ int run_executor(const ExecutorRequest& req) {
   // the run's process group) end the search after the trial in progress; the family then proposes
   // from what it has measured instead of losing it. The orchestrator starts us with both blocked, so
   // one that arrived before this point is pending and is delivered here, to the handler.
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { TrialRunner::request_stop(); };
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  base::catch_stop_signals([](int) { TrialRunner::request_stop(); }, /*once=*/false);
   std::fprintf(stderr, "executor %s: started (pid %d)\n", req.family.c_str(), static_cast<int>(getpid()));
   std::fflush(stderr);
   const gates::Manifest base = gates::load_manifest(req.base_manifest);

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "runtime/error.h"
-#include "runtime/remove_tree.h"
+#include "base/error.h"
+#include "base/remove_tree.h"
 
 namespace fs = std::filesystem;
 

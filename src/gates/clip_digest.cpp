@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "gates/sha256.h"
+#include "base/sha256.h"
 
 namespace autooptim::gates {
 

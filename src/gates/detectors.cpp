@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::gates {
 namespace {

@@ -1,4 +1,6 @@
 #include "gates/gate.h"
+#include "base/json_file.h"
+#include "base/utc_time.h"
 
 #include <ATen/Parallel.h>
 #include <unistd.h>
@@ -17,13 +19,13 @@
 #include "gates/detectors.h"
 #include "gates/integrity.h"
 #include "gates/metrics.h"
-#include "gates/sha256.h"
+#include "base/sha256.h"
 #include "runtime/blas_threads.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/flops.h"
 #include "runtime/safetensors.h"
-#include "runtime/stats.h"
+#include "base/stats.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/video_io.h"
@@ -34,13 +36,7 @@ using nlohmann::json;
 namespace autooptim::gates {
 namespace {
 
-void write_json(const fs::path& path, const json& j) {
-  std::ofstream out(path);
-  if (!out) throw Error(path.string() + ": cannot write");
-  out << j.dump(2) << "\n";
-  out.flush();
-  if (!out) throw Error(path.string() + ": write failed");
-}
+void write_json(const fs::path& path, const json& j) { base::write_json_file(path.string(), j); }
 
 std::string video_ext() {
 #ifdef AUTOOPTIM_HAVE_VIDEOIO
@@ -345,7 +341,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
                {"baseline", base.id},
                {"baseline_hash", v.baseline_hash},
                {"timing_repeats", S.timing_repeats},
-               {"started", utc_timestamp()}});
+               {"started", base::utc_timestamp()}});
   for (const auto& p : prompts) meta["prompts"].push_back(p.id);
   write_json(out / "metadata.json", meta);
 
@@ -657,7 +653,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
     identity["baseline_hash"] = v.baseline_hash;
     const std::string key = sha256_hex(identity.dump()).substr(0, 24);
     json entry = {{"build", build},
-                  {"when", utc_timestamp()},
+                  {"when", base::utc_timestamp()},
                   {"manifest", cand.id},
                   {"denoise_s", base_denoise_s},
                   {"total_s", bstats.median},

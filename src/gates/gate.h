@@ -11,7 +11,7 @@
 #include "gates/ledger.h"
 #include "gates/manifest.h"
 #include "gates/worker.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::gates {
 

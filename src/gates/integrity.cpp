@@ -12,7 +12,7 @@
 
 #include <torch/version.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

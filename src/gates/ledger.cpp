@@ -1,5 +1,7 @@
 #include "gates/ledger.h"
 
+#include "base/utc_time.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -12,7 +14,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::gates {
 namespace {
@@ -50,19 +52,6 @@ void write_all(int fd, const char* data, size_t size, const std::string& path) {
 
 }  // namespace
 
-std::string utc_timestamp() {
-  using namespace std::chrono;
-  const auto now = system_clock::now();
-  const std::time_t seconds = system_clock::to_time_t(now);
-  const auto millis = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[40];
-  std::snprintf(out, sizeof(out), "%s.%03dZ", text, int(millis));
-  return out;
-}
 
 Ledger::Ledger(const std::string& path) : path_(path) {
   struct stat st {};
@@ -118,7 +107,7 @@ void Ledger::append(const nlohmann::json& row) {
 
   nlohmann::json full = row;
   if (!full.contains("seq")) full["seq"] = known_lines_;
-  if (!full.contains("ts")) full["ts"] = utc_timestamp();
+  if (!full.contains("ts")) full["ts"] = base::utc_timestamp();
   std::string line = full.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line.push_back('\n');
   write_all(fd_, line.data(), line.size(), path_);

@@ -42,7 +42,5 @@ class Ledger {
   uint64_t repaired_bytes_ = 0;
 };
 
-// Now as UTC ISO-8601 with milliseconds: "2025-03-01T12:34:56.789Z".
-std::string utc_timestamp();
 
 }  // namespace autooptim::gates

@@ -1,4 +1,5 @@
 #include "gates/manifest.h"
+#include "base/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,11 +9,11 @@
 #include <set>
 #include <sstream>
 
-#include "gates/sha256.h"
-#include "runtime/edit_distance.h"
-#include "runtime/error.h"
+#include "base/sha256.h"
+#include "base/edit_distance.h"
+#include "base/error.h"
 #include "runtime/techniques/registry.h"
-#include "runtime/json_read.h"
+#include "base/json_read.h"
 
 namespace autooptim::gates {
 namespace {
@@ -44,11 +45,7 @@ bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
+using base::join;
 
 using runtime::edit_distance;
 

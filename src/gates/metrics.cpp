@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::gates {
 namespace {

@@ -1,4 +1,5 @@
 #include "gates/prompts.h"
+#include "base/strings.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gates/sha256.h"
-#include "runtime/error.h"
-#include "runtime/json_read.h"
+#include "base/sha256.h"
+#include "base/error.h"
+#include "base/json_read.h"
 
 namespace fs = std::filesystem;
 
@@ -27,11 +28,7 @@ using nlohmann::json;
 const std::vector<std::pair<std::string, std::string>> kNesting = {
     {"smoke", "val"}, {"val", "core"}, {"heldout16", "heldout60"}};
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
+using base::join;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();

@@ -15,9 +15,9 @@
 
 #include "gates/generate_params.h"
 #include "gates/integrity.h"
-#include "gates/sha256.h"
+#include "base/sha256.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/torch_compat.h"
 
 namespace autooptim::gates {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "orchestrator/report.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

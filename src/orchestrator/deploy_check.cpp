@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "gates/atomic_file.h"
-#include "runtime/error.h"
-#include "runtime/spawn.h"
-#include "runtime/stats.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/spawn.h"
+#include "base/stats.h"
 #include "workers/protocol.h"
 
 namespace fs = std::filesystem;

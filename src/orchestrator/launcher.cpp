@@ -1,4 +1,5 @@
 #include "orchestrator/launcher.h"
+#include "base/utc_time.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,10 +18,10 @@
 #include <sstream>
 #include <thread>
 
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/ledger.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -192,7 +193,7 @@ std::vector<std::string> SlurmLauncher::worker_ids() const {
 }
 
 void SlurmLauncher::add_event(const std::string& worker, const std::string& what) {
-  events_.push_back({{"time", gates::utc_timestamp()}, {"worker", worker}, {"event", what}});
+  events_.push_back({{"time", base::utc_timestamp()}, {"worker", worker}, {"event", what}});
   log::info("slurm: " + worker + ": " + what);
 }
 

@@ -1,4 +1,8 @@
 #include "orchestrator/orchestrator.h"
+#include "base/stop_signals.h"
+#include "base/json_file.h"
+#include "base/strings.h"
+#include "base/utc_time.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,18 +24,18 @@
 #include <set>
 #include <thread>
 
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/prompts.h"
-#include "gates/sha256.h"
+#include "base/sha256.h"
 #include "orchestrator/deploy_check.h"
 #include "orchestrator/report.h"
-#include "runtime/spawn.h"
+#include "base/spawn.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/build_info.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/remove_tree.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/remove_tree.h"
+#include "base/log.h"
 #include "orchestrator/launcher.h"
 #include "workers/launcher.h"
 #include "workers/protocol.h"
@@ -92,17 +96,13 @@ std::string num_text(double v) {
   return b;
 }
 
-void write_json(const fs::path& p, const json& j) { gates::write_file_atomic(p.string(), j.dump(2) + "\n"); }
+void write_json(const fs::path& p, const json& j) { base::write_json_file(p.string(), j); }
 
 bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
+using base::join;
 
-// The run's progress: a live line on a terminal, plain lines in a log file (runtime/log.h).
+// The run's progress: a live line on a terminal, plain lines in a log file (base/log.h).
 class Progress {
  public:
   Progress(Clock::time_point start, double budget_s) : start_(start), budget_s_(budget_s) {}
@@ -139,35 +139,11 @@ class Progress {
 // SIGINT/SIGTERM while a run is in progress: the handler only records the signal; the run stops its
 // executors, ends the gate in progress (its progress hook throws Interrupted) and writes the report.
 // A second signal gets the default action (SA_RESETHAND), so a stuck run still dies on a second ^C.
-volatile sig_atomic_t g_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_signal = sig; }
-
 struct Interrupted : std::exception {
   const char* what() const noexcept override { return "interrupted"; }
 };
 
-class StopSignals {
- public:
-  StopSignals() {
-    g_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  static int signal() { return g_signal; }
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
+using base::StopSignals;
 
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
@@ -203,7 +179,7 @@ pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log_p
   s.args = args;
   s.env = runtime::environment_with({"AUTOOPTIM_LOG_LEVEL"}, {std::string("AUTOOPTIM_LOG_LEVEL=") + log::level_name(log::level())});
   s.log_file = log_path.string();
-  s.header = "autooptim executor " + family + ": starting (" + gates::utc_timestamp() + "):";
+  s.header = "autooptim executor " + family + ": starting (" + base::utc_timestamp() + "):";
   for (const auto& a : args) s.header += " " + a;
   s.header += "\n";
   s.what = "an executor";
@@ -564,7 +540,7 @@ RunOutcome run(const RunRequest& req) {
   // must leave nothing that makes the corrected retry look like a second run.
   validate(req);
   const auto start = Clock::now();
-  const std::string started_at = gates::utc_timestamp();
+  const std::string started_at = base::utc_timestamp();
   Progress progress(start, req.budget_minutes * 60.0);
   const fs::path out(req.out_dir);
 
@@ -805,7 +781,7 @@ RunOutcome run(const RunRequest& req) {
   auto keep_workers = [&] {
     if (StopSignals::signal()) launcher->no_restarts();
     for (const auto& id : launcher->check()) {
-      worker_events.push_back(gates::utc_timestamp() + ": worker " + id + " died (" + launcher->last_log_line(id) +
+      worker_events.push_back(base::utc_timestamp() + ": worker " + id + " died (" + launcher->last_log_line(id) +
                               "); its requests were re-queued and it was restarted if it could be");
       progress.warn("worker " + id + " died; its requests were re-queued");
     }
@@ -1017,7 +993,7 @@ RunOutcome run(const RunRequest& req) {
       copy_tree(base_dir_abs, tmp / "gate");
       json v = base_verdict;
       v.erase("out_dir");
-      v["cached_at"] = gates::utc_timestamp();
+      v["cached_at"] = base::utc_timestamp();
       v["cache_key"] = bkey;
       gates::write_file_atomic((tmp / "verdict.json").string(), v.dump(2) + "\n");
       std::error_code ec;
@@ -1459,7 +1435,7 @@ RunOutcome run(const RunRequest& req) {
                  {"screening", {{"min_speedup", screen_min}, {"slack", req.screen_slack}, {"forwards", req.screen_forwards},
                                 {"screened", screens}, {"dropped", screened_out}}},
                  {"environment", {{"timestamp", started_at},
-                                  {"finished", gates::utc_timestamp()},
+                                  {"finished", base::utc_timestamp()},
                                   {"command_line", command_line},
                                   {"thresholds", {{"min_psnr_db", req.gate.min_psnr}, {"min_ssim", req.gate.min_ssim},
                                                   {"lossless_psnr_db", req.gate.lossless_psnr},

@@ -11,9 +11,9 @@
 #include <memory>
 #include <sstream>
 
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/metrics.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/json_read.h"
+#include "base/error.h"
+#include "base/json_read.h"
 
 namespace fs = std::filesystem;
 

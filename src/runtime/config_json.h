@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::runtime {
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 

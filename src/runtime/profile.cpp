@@ -1,7 +1,7 @@
 #include "runtime/profile.h"
 
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #ifdef AUTOOPTIM_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

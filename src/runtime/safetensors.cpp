@@ -12,8 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "runtime/json_read.h"
+#include "base/error.h"
+#include "base/json_read.h"
 
 namespace autooptim::runtime {
 namespace {

@@ -10,7 +10,7 @@
 #include <map>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::runtime {
 namespace {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config_json.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/tokenizer.h"
 #include "runtime/verify.h"
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/config_json.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::runtime {
 namespace {

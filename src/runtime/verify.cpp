@@ -9,7 +9,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/config_json.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/unipc_scheduler.h"
 
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/config_json.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/verify.h"
 #include "runtime/wan_pipeline.h"
 

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::runtime {
 namespace {

@@ -5,8 +5,8 @@
 #include <chrono>
 
 #include "runtime/blas_threads.h"
-#include "runtime/process_allocator.h"
-#include "runtime/error.h"
+#include "base/process_allocator.h"
+#include "base/error.h"
 #include "runtime/forward_context.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"

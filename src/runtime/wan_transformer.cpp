@@ -6,7 +6,7 @@
 #include <set>
 
 #include "runtime/config_json.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/profile.h"

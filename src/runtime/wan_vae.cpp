@@ -9,7 +9,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/config_json.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/torch_compat.h"
 #include "runtime/verify.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/models.h"
 #include "runtime/safetensors.h"
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "gates/detectors.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/video_io.h"
 
 namespace autooptim::train {

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::train {
 namespace {

@@ -1,4 +1,5 @@
 #include "train/trainer.h"
+#include "base/json_file.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -17,8 +18,8 @@
 #include "runtime/build_info.h"
 #include "runtime/checkpoint.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "runtime/models.h"
 #include "runtime/safetensors.h"
 #include "runtime/tokenizer.h"
@@ -174,15 +175,7 @@ void save_optimizer(const Opt& opt, const fs::path& path) {
   replace_file(tmp, path);
 }
 
-void write_json(const fs::path& path, const json& j) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw Error(tmp.string() + ": cannot write");
-    f << j.dump(2) << "\n";
-  }
-  replace_file(tmp, path);
-}
+void write_json(const fs::path& path, const json& j) { base::write_json_file(path.string(), j); }
 
 class LossLog {
  public:

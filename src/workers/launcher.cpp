@@ -1,4 +1,5 @@
 #include "workers/launcher.h"
+#include "base/utc_time.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,10 +14,10 @@
 #include <sstream>
 #include <thread>
 
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/ledger.h"
-#include "runtime/error.h"
-#include "runtime/spawn.h"
+#include "base/error.h"
+#include "base/spawn.h"
 #include "workers/protocol.h"
 
 namespace fs = std::filesystem;
@@ -84,7 +85,7 @@ pid_t LocalLauncher::spawn(const WorkerSlot& s) {
                                   : runtime::environment_with({"CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES=" + s.cuda_visible});
   sp.log_file = (fs::path(l.workers()) / (s.id + ".log")).string();
   sp.truncate_log = false;  // a restarted worker appends to its earlier lines
-  sp.header = "autooptim worker " + s.id + ": starting (" + gates::utc_timestamp() + "):";
+  sp.header = "autooptim worker " + s.id + ": starting (" + base::utc_timestamp() + "):";
   for (const auto& a : args) sp.header += " " + a;
   sp.header += "\n";
   sp.what = "a worker";

@@ -1,4 +1,5 @@
 #include "workers/protocol.h"
+#include "base/utc_time.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -13,9 +14,9 @@
 #include <sstream>
 #include <thread>
 
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/ledger.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -67,7 +68,7 @@ std::optional<json> read_json_file(const std::string& path) {
 void stop_all(const std::string& run_dir) {
   Layout l{run_dir};
   fs::create_directories(run_dir);
-  gates::write_file_atomic(l.stop_all(), gates::utc_timestamp() + "\n");
+  gates::write_file_atomic(l.stop_all(), base::utc_timestamp() + "\n");
 }
 
 Client::Client(std::string run_dir, std::string client_name, ClientOptions options)
@@ -85,7 +86,7 @@ std::string Client::submit(json request) {
   request["client"] = name_;
   request["protocol"] = kProtocolVersion;
   if (!request.contains("attempt")) request["attempt"] = 0;
-  request["submitted"] = gates::utc_timestamp();
+  request["submitted"] = base::utc_timestamp();
   gates::write_file_atomic((fs::path(layout_.queue()) / (ns_stamp() + "-" + id + ".json")).string(), request.dump() + "\n");
   return id;
 }
@@ -144,7 +145,7 @@ int Client::requeue_dead() {
     std::error_code ec;
     if (w.state != "dead" && w.state != "stopped" && w.state != "failed" && !fs::exists(wdir / "dead"))
       gates::write_file_atomic((wdir / "dead").string(), "declared dead by " + name_ + " (pid " + std::to_string(getpid()) + ") at " +
-                                                             gates::utc_timestamp() + "\n");
+                                                             base::utc_timestamp() + "\n");
     if (!fs::is_directory(wdir / "claimed", ec)) continue;
     for (const auto& e : fs::directory_iterator(wdir / "claimed", ec)) {
       const std::string name = e.path().filename().string();
@@ -160,7 +161,7 @@ int Client::requeue_dead() {
       const int attempt = req->value("attempt", 0) + 1;
       if (attempt >= opt_.max_attempts) {
         json resp = {{"id", id}, {"kind", req->value("kind", "")}, {"worker", w.id}, {"ok", false}, {"cancelled", false},
-                     {"attempt", attempt}, {"finished", gates::utc_timestamp()},
+                     {"attempt", attempt}, {"finished", base::utc_timestamp()},
                      {"error", "the request was in progress on " + std::to_string(attempt) + " workers that died (last: " + w.id +
                                    "); not queued again"}};
         gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.dump() + "\n");

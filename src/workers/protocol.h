@@ -21,7 +21,7 @@
 //   cancel/<request id>           asks the worker to abandon that request (answered "cancelled")
 //   stop                          asks every worker of the folder to leave (the run is over)
 //
-// Every file is written to a temporary name and renamed (gates/atomic_file.h), so a reader never sees
+// Every file is written to a temporary name and renamed (base/atomic_file.h), so a reader never sees
 // half of one. A request is claimed by rename(queue/<name>, workers/<id>/claimed/<name>): rename is
 // atomic, so exactly one worker gets it.
 //

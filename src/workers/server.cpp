@@ -1,4 +1,5 @@
 #include "workers/server.h"
+#include "base/utc_time.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -21,15 +22,15 @@
 
 #include "executors/executor.h"
 #include "executors/trial_runner.h"
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 #include "gates/gate.h"
 #include "gates/generate_params.h"
 #include "gates/ledger.h"
-#include "gates/sha256.h"
+#include "base/sha256.h"
 #include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/forward_context.h"
-#include "runtime/stats.h"
+#include "base/stats.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
@@ -166,7 +167,7 @@ json Server::counters() {
             {"load_s", load_s_},
             {"peak_rss_kb", max_rss_kb()},
             {"peak_device_bytes", dev.is_cuda() && loaded_.load() ? runtime::peak_memory_bytes(dev) : 0},
-            {"time", gates::utc_timestamp()}};
+            {"time", base::utc_timestamp()}};
   return j;
 }
 
@@ -177,7 +178,7 @@ void Server::write_registration(const std::string& state, const std::string& err
   }
   registration_["state"] = state;
   if (!error.empty()) registration_["error"] = error;
-  registration_["updated"] = gates::utc_timestamp();
+  registration_["updated"] = base::utc_timestamp();
   if (state == "stopped" || state == "failed") registration_["final"] = counters();
   gates::write_file_atomic((dir_ / "worker.json").string(), registration_.dump(2) + "\n");
 }
@@ -242,7 +243,7 @@ int Server::run() {
                    {"cuda_visible_devices", std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : ""},
                    {"threads", at::get_num_threads()},
                    {"build", gates::Worker::build_id()},
-                   {"started", gates::utc_timestamp()}};
+                   {"started", base::utc_timestamp()}};
   write_registration("loading");
   std::thread hb([this] { heartbeat_loop(); });
   struct Join {
@@ -372,7 +373,7 @@ void Server::serve_one(const fs::path& claimed, const std::string& name) {
   resp["busy_s"] = busy;
   resp["generating_s"] = worker_->generating_seconds() + extra_generating_s_ - gen0;
   resp["generations"] = worker_->generations() + extra_generations_ - gens0;
-  resp["finished"] = gates::utc_timestamp();
+  resp["finished"] = base::utc_timestamp();
   resp["peak_rss_kb"] = max_rss_kb();
   gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.dump() + "\n");
   fs::remove(claimed, ec);

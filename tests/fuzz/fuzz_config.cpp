@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/error.h"
-#include "runtime/json_read.h"
+#include "base/error.h"
+#include "base/json_read.h"
 #include "runtime/umt5.h"
 #include "runtime/unipc_scheduler.h"
 #include "runtime/wan_transformer.h"

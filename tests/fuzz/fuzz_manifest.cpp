@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gates/manifest.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace {
 

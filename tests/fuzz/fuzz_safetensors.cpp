@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/safetensors.h"
 
 namespace {

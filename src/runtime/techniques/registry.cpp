@@ -1,4 +1,5 @@
 #include "runtime/techniques/registry.h"
+#include "base/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "runtime/edit_distance.h"
+#include "base/edit_distance.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -20,11 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
+using base::join;
 
 std::string int_text(int64_t v) {
   return v == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(v);

@@ -31,7 +31,7 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
 #if AUTOOPTIM_TECHNIQUE_HOOKS
 #include <stdexcept>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/techniques/kernel/hopper_attention.h"
 #include "runtime/torch_compat.h"

@@ -27,7 +27,7 @@ AUTOOPTIM_TECHNIQUE(cuda_graph) {
 
 #include <map>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/trace.h"
 
 #ifdef AUTOOPTIM_WITH_CUDA

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/kernel/fused_kernels_cuda.h"
 
 #ifdef AUTOOPTIM_WITH_CUDA

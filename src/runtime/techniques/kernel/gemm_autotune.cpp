@@ -28,7 +28,7 @@ AUTOOPTIM_TECHNIQUE(gemm_autotune) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/techniques/kernel/gemm_autotune.h"
 #include "runtime/techniques/kernel/fused_common.h"
 

@@ -33,7 +33,7 @@ AUTOOPTIM_TECHNIQUE(fp8) {
 #include <mutex>
 #include <unordered_map>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_kernels_cuda.h"
 

@@ -79,7 +79,7 @@ AUTOOPTIM_TECHNIQUE(sparse) {
 #include <cmath>
 #include <limits>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/techniques/kernel/attention_backend.h"
 #include "runtime/torch_compat.h"
 

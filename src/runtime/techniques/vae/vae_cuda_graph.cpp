@@ -45,7 +45,7 @@ AUTOOPTIM_TECHNIQUE(vae_cuda_graph) {
 #include <map>
 #include <utility>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/wan_vae.h"

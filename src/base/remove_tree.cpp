@@ -1,4 +1,4 @@
-#include "runtime/remove_tree.h"
+#include "base/remove_tree.h"
 
 #include <ftw.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "gates/atomic_file.h"
+#include "base/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 

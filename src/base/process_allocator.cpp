@@ -1,4 +1,4 @@
-#include "runtime/process_allocator.h"
+#include "base/process_allocator.h"
 
 #include <malloc.h>
 

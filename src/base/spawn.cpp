@@ -1,4 +1,4 @@
-#include "runtime/spawn.h"
+#include "base/spawn.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 extern char** environ;
 

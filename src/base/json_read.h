@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::runtime {
 

@@ -1,10 +1,10 @@
-#include "gates/sha256.h"
+#include "base/sha256.h"
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace autooptim::gates {
 namespace {
