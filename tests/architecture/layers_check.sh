@@ -13,23 +13,24 @@ allowed="$root/tests/architecture/layers_allowed.txt"
 layer_of() {
   case "$1" in
     base/*) echo "0 base" ;;
-    runtime/techniques/*) echo "3 techniques" ;;
+    models/*) echo "1 models" ;;  # the torch-free table of model facts
+    runtime/techniques/*) echo "4 techniques" ;;
     runtime/safetensors.*|runtime/checkpoint.*|runtime/config_json.h|runtime/video_io.*|runtime/tokenizer*|\
     runtime/device.*|runtime/build_info.*|runtime/blas_threads.*|runtime/torch_compat.h|runtime/profile.*)
-      echo "1 io" ;;
+      echo "2 io" ;;
     runtime/nn.*|runtime/umt5.*|runtime/wan_transformer.*|runtime/wan_vae.*|runtime/unipc_scheduler.*|\
     runtime/forward_context.h|runtime/flops.h|runtime/trace.h|runtime/options.h|runtime/pch.h|runtime/verify.h|runtime/verify.cpp|\
     runtime/extension_points.*)
-      echo "2 model" ;;
-    runtime/*) echo "4 pipeline" ;;
-    redteam/*) echo "4 pipeline" ;;
-    gates/manifest.*|gates/prompts.*|gates/ledger.*|models/*) echo "5 contract" ;;
-    gates/*) echo "6 gates" ;;
-    workers/*) echo "7 workers" ;;
-    executors/*) echo "8 executors" ;;
-    orchestrator/*) echo "8 orchestrator" ;;
-    train/*) echo "8 train" ;;
-    autooptim/*) echo "9 apps" ;;
+      echo "3 model" ;;
+    runtime/*) echo "5 pipeline" ;;
+    redteam/*) echo "7 redteam" ;;
+    gates/manifest.*|gates/prompts.*|gates/ledger.*) echo "6 contract" ;;
+    gates/*) echo "8 gates" ;;
+    workers/*) echo "9 workers" ;;
+    executors/*) echo "10 executors" ;;
+    orchestrator/*) echo "10 orchestrator" ;;
+    train/*) echo "10 train" ;;
+    autooptim/*) echo "11 apps" ;;
     *) echo "? unknown" ;;
   esac
 }
