@@ -1,5 +1,6 @@
 # make test : install what is missing, build, run every test.
 # make demo : install, build, run autooptim on the embedded tiny model.
+# make format: rewrite the C++ sources to .clang-format (checked by make test).
 # make gpu  : the CUDA build, against a CUDA libtorch (LIBTORCH=<its cmake prefix>; found from python3's
 #             torch when not given). See README, "GPU build".
 BUILD ?= build
@@ -11,7 +12,7 @@ GPU_BUILD ?= build-gpu
 TORCH_CUDA_ARCH_LIST ?= 9.0
 LIBTORCH ?= $(shell python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
 
-.PHONY: all deps configure build test demo clean gpu
+.PHONY: all deps configure build test demo clean gpu format
 
 all: build
 
@@ -38,6 +39,10 @@ gpu:
 	  -DTORCH_CUDA_ARCH_LIST=$(TORCH_CUDA_ARCH_LIST) $(CMAKE_FLAGS)
 	cmake --build $(GPU_BUILD) -j $(JOBS)
 	@$(GPU_BUILD)/autooptim --version
+
+# Rewrites every C++/CUDA file to .clang-format (the test code_format checks it).
+format: deps
+	git ls-files 'src/*' 'apps/*' 'tests/*' | grep -E '\.(h|cpp|cu|cuh)$$' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

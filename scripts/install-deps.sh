@@ -9,6 +9,7 @@ pkgs=(cmake ninja-build g++ make pkg-config
       libopencv-imgcodecs-dev
       libsentencepiece-dev
       clang libclang-rt-14-dev   # the libFuzzer targets (tests/fuzz/); the build itself uses g++
+      clang-format               # the format check (tests/architecture/format_check.sh, .clang-format)
       slurm-wlm slurm-client munge)  # the single-node Slurm of tests/slurm/ (cluster.sh) and `run --launcher slurm`
 missing=()
 for p in "${pkgs[@]}"; do
