@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "gates/baseline_error.h"
+#include "gates/gate_check.h"
+#include "gates/gate_settings.h"
 #include "gates/ledger.h"
 #include "gates/manifest.h"
 #include "gates/worker.h"
@@ -15,92 +18,11 @@
 
 namespace autooptim::gates {
 
-// Where a gate run is: announced before each generation it runs.
-struct GateProgress {
-  std::string manifest_id, split;
-  std::string stage;         // "warm-up baseline", "timed candidate", "duplicate-prompt audit", ...
-  int64_t run = 0, runs = 0;  // this generation's number, and how many the gate expects to run
-  double elapsed_s = 0;      // since the gate run began
-};
-
-struct GateSettings {
-  std::string prompts_dir = "prompts";
-  // The baseline is always the harness's pinned one (pinned_baseline()), never a manifest from a folder
-  // of anyone's choosing; the harness may only run it at another configuration (a reduced run).
-  std::optional<RunConfig> baseline_config;  // default: the model's official configuration
-  std::string cache_dir;                     // baseline outputs; default <out>/../baseline-cache
-  // Records of the baseline's stage times on this machine (a slowed baseline is an error of the run);
-  // default <cache_dir>/../baseline-records.json.
-  std::string records_path;
-  int64_t timing_repeats = 3;                // interleaved candidate/baseline timed pairs
-  double min_margin = 0.03;                 // a speedup must beat the noise and at least this
-  // Quality tolerance for lossy candidates (gate 5); lossless ones must match within lossless_psnr.
-  double min_psnr = 30.0;
-  double min_ssim = 0.90;
-  double lossless_psnr = 50.0;
-  // The precision floor of a lossless claim. Where the compute dtype rounds coarsely (bf16 on a GPU), the
-  // baseline is itself only ~45-52 dB from the same run one precision up, so any change of rounding (a
-  // fused kernel, another GEMM algorithm) lands near or below lossless_psnr against it however exact it is.
-  // A lossless candidate whose split clips miss lossless_psnr (or SSIM 0.999) still passes when they are as
-  // close to the precision control (the baseline one precision up: bf16 -> fp32, fp32 -> fp64) as the
-  // baseline's own clips are: on average over those clips within floor_psnr_slack / floor_ssim_slack (one
-  // clip's distance is one sample of a chaotic trajectory: +-1.4 dB measured between equally exact
-  // kernels), and no clip beyond the clip slacks. Its timed pairs' clips (no control run there) may then
-  // fall audit_psnr_slack below its worst split clip. Off: the 50 dB rule alone.
-  bool precision_floor = true;
-  double floor_psnr_slack = 1.0;        // dB, the mean over the clips
-  double floor_ssim_slack = 0.001;
-  double floor_clip_psnr_slack = 3.0;   // dB, any one clip
-  double floor_clip_ssim_slack = 0.003;
-  // The timed pairs' clips (fresh prompts/seeds) are quality audits too: a lossy candidate's may fall
-  // this far below min_psnr (one sample each, so a little slack), a lossless one's none.
-  double audit_psnr_slack = 3.0;
-  // Off identity (gate 4): outputs equal (or within lossless_psnr on nondeterministic GPUs) and time
-  // within max(2 x noise, this) of the baseline.
-  double off_time_tolerance = 0.15;
-  bool exact_off_identity = true;  // CPU runs are deterministic: demand bit-identical output
-  int64_t max_prompts = 0;         // 0 = the whole split
-  // A slowed baseline: its denoising efficiency (FLOPs of the forwards it must run over its time, as a
-  // share of the machine's throughput calibrated in the same process) must reach this floor (< 0: the
-  // model's and device's default, 0: no floor), and it may not be slower than the records of earlier
-  // runs on this machine by more than max(this tolerance, 3 x the noise) on every clock it is timed by.
-  double min_baseline_efficiency = -1;
-  double baseline_record_tolerance = 0.40;
-  // Work outside the timed windows: a candidate's CPU time outside its own runs (other threads during the
-  // baseline's runs, between runs, a warm-up beyond its timed runs) may be at most this share of one
-  // timed run's CPU time (and 0.2 s); device work left queued at a window's start likewise.
-  double untimed_work_fraction = 0.25;
-  // Work floor of every candidate: the denoising loop runs at least this share of the forwards the
-  // baseline runs (a cache cannot skip (nearly) everything), and a cache its declared warm-up steps.
-  double min_forward_share = 0.05;
-  // The visual check's semantic part: the object of each clip (detect_object_track) must keep the
-  // baseline's colour and motion (lost_semantics). -1: for models whose prompts are procedural scenes
-  // of one object (wan22-tiny), 0: off, 1: on.
-  int object_check = -1;
-  // Called before every generation (gate and run show it as progress). An exception it throws ends
-  // the gate run without a verdict (how an interrupted run stops the gate it is in).
-  std::function<void(const GateProgress&)> progress;
-};
-
 // The settings a gate request carries from the orchestrator to a worker: every judgement setting (the
 // thresholds, the floor, the object check, the folders); not baseline_config (the request carries the
 // baseline's manifest) nor progress. Missing keys keep their defaults; a key of the wrong type throws.
 nlohmann::json settings_to_json(const GateSettings& s);
 GateSettings settings_from_json(const nlohmann::json& j);
-
-// A baseline that cannot be trusted (slower than the machine's calibration or its records allow, a
-// cached output that a fresh run contradicts): an error of the run (exit 2), never a verdict.
-class BaselineError : public Error {
- public:
-  using Error::Error;
-};
-
-struct GateCheck {
-  std::string name;
-  bool pass = false;
-  std::string reason;
-  nlohmann::json details = nlohmann::json::object();
-};
 
 struct GateVerdict {
   std::string manifest_id;
@@ -108,9 +30,10 @@ struct GateVerdict {
   std::string split;
   bool accepted = false;
   bool refused = false;  // a retry of an already-rejected manifest (same hash, same build)
-  std::vector<GateCheck> checks;  // artifacts, official_config, performance, off_identity, quality, visual, authenticity
+  std::vector<GateCheck>
+      checks;  // artifacts, official_config, performance, off_identity, quality, visual, authenticity
   double baseline_seconds = 0, candidate_seconds = 0, speedup = 0;
-  double psnr = 0, ssim = 0;  // worst prompt's clip means
+  double psnr = 0, ssim = 0;      // worst prompt's clip means
   std::string failure_signature;  // no-op, off-identity break, quality cliff, slowdown, artifact, ...
   std::string baseline_hash;      // the pinned baseline that ran (at the harness's configuration)
   // How the gate defended itself: the pinned baseline, calibration and records, the cache check, the

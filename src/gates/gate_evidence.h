@@ -1,0 +1,99 @@
+#pragma once
+// What a gate run leaves for the checks to judge (../docs/harness.md): every generation as a window with
+// the process sampled around it, the judged clips with their baseline's, the timings, and the model's
+// work per forward. The checks read only this (and the settings), so each can be tested on evidence made
+// in the test.
+#include <opencv2/core.hpp>
+
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/stats.h"
+#include "gates/integrity.h"
+#include "gates/prompts.h"
+#include "gates/worker.h"
+
+namespace autooptim::gates {
+
+// One generation of the gate's sequence, with the process sampled around it.
+struct GateWindow {
+  // warmup_baseline, warmup_candidate, candidate, baseline, candidate_split, audit, baseline_check, off,
+  // baseline_split, recheck_fresh, recheck_seen
+  std::string role;
+  bool candidate_code = false;  // the candidate's manifest (or its off run) ran in it
+  ProcessSample before, after;
+  RunOutput out;
+};
+
+// The generations in the order they ran, and where each part of the sequence is in it.
+struct GateSequence {
+  std::deque<GateWindow> windows;  // a deque: references to earlier windows stay valid
+  size_t first_candidate = 0;      // the candidate's warm-up
+  std::vector<size_t> pair_candidate, pair_baseline, split_candidate;
+  size_t audit = 0, baseline_check = 0, off = 0;
+  // The adjacent fresh-draw / official-seed pair, run when the split and the timed pairs disagree.
+  std::optional<std::pair<size_t, size_t>> recheck;
+  // Next to each judged baseline run, the machine's throughput at the model's shapes.
+  std::vector<Calibration> baseline_calibrations;
+  int threads_reference = 0;           // threads alive after the baseline's warm-up
+  int harness_threads = 0;             // threads the monitor adopted as the harness's own
+  int baseline_threads = 0;            // libtorch's threads for the baseline
+  int64_t candidate_threads_flag = 0;  // the candidate's cpu_threads flag
+};
+
+// One candidate clip and the baseline clip of the same prompt and seed.
+struct GateClip {
+  std::string name;   // the prompt id (the split at the official seed) or "pair<i>:<id>@<seed>"
+  bool pair = false;  // a timed pair's clip: prompt and seed drawn inside the candidate's timed window
+  RunOutput run;      // the candidate's run that made it
+  std::vector<cv::Mat> cand8, base8;
+  bool identical = false;  // same size and bit for bit the baseline's
+};
+
+// The timings the checks compare: the timed pairs (and the baseline check), the split, the stages.
+struct GateTiming {
+  runtime::TimingStats baseline, candidate;
+  double speedup = 0, noise = 0, margin = 0;
+  std::vector<double> candidate_split_s;
+  std::optional<std::pair<double, double>> recheck_s;  // fresh, seen
+  double baseline_denoise_s = 0, baseline_text_s = 0, baseline_decode_s = 0;
+  double candidate_text_s = 0, candidate_decode_s = 0;
+  nlohmann::json timed_stages = nlohmann::json::array();  // every run but the warm-ups
+};
+
+// The model's work at the baseline's and the candidate's configurations.
+struct ForwardWork {
+  double base_linear = 0, base_time_embedding = 0, base_attention = 0;  // FLOPs of one baseline forward
+  double candidate_linear = 0;  // GEMM FLOPs of one candidate forward (attention may be sparse)
+  int64_t base_forwards = 0;    // forwards the baseline runs
+  int64_t num_layers = 0, max_text_length = 0;
+};
+
+struct GateEvidence {
+  std::vector<Prompt> prompts;
+  GateSequence sequence;
+  std::vector<GateClip> clips;  // the split at the official seed, then the timed pairs
+  RunOutput audit, off_run, baseline_check;
+  nlohmann::json off_manifest;  // the candidate with its flags off, as run
+  GateTiming timing;
+  ForwardWork work;
+  Calibration calibration;  // the fastest rates seen over the gate's calibration rounds
+  double peak_tflops = 0;   // the worker's dense matmul peak (measured once per process)
+  bool on_cuda = false;
+  // The baseline output cache of this gate environment, and the check of its first clip.
+  std::string cache_root, cache_dir;
+  nlohmann::json cache_check;
+  std::string control_dtype;  // the precision above the baseline's ("" where it computes in float64)
+  // The first timed pair's clip (the split's clips come first).
+  const GateClip& first_pair() const {
+    for (const auto& c : clips)
+      if (c.pair) return c;
+    return clips.at(clips.size());  // throws: no timed pair
+  }
+};
+
+}  // namespace autooptim::gates

@@ -1,0 +1,402 @@
+#include "gates/gate_run.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "base/strings.h"
+#include "gates/baseline_error.h"
+#include "gates/clip_frames.h"
+#include "gates/gate_baseline_cache.h"
+#include "gates/gate_baseline_speed.h"
+#include "gates/integrity.h"
+#include "gates/metrics.h"
+#include "gates/robust_stats.h"
+#include "runtime/flops.h"
+#include "runtime/models.h"
+#include "runtime/video_io.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::gates {
+namespace {
+
+// The progress line's words for a window's role.
+const char* stage_label(const std::string& role) {
+  static const std::map<std::string, const char*> labels = {
+      {"warmup_baseline", "warm-up baseline"},    {"warmup_candidate", "warm-up candidate"},
+      {"candidate", "timed candidate"},           {"baseline", "timed baseline"},
+      {"candidate_split", "candidate output"},    {"audit", "duplicate-prompt audit"},
+      {"baseline_check", "off run: baseline"},    {"off", "off run: flags off"},
+      {"baseline_split", "baseline output"},      {"recheck_fresh", "recheck: fresh draw"},
+      {"recheck_seen", "recheck: official seed"}, {"precision_control", "precision control"}};
+  const auto it = labels.find(role);
+  return it == labels.end() ? "run" : it->second;
+}
+
+int64_t branches_of(const RunConfig& c) { return c.guidance > 1.0 ? 2 : 1; }
+
+// The sequence of generations. Every one is a window with the process sampled around it.
+class GateRunner {
+ public:
+  GateRunner(Worker& w, const Manifest& cand, const Manifest& base, const std::vector<Prompt>& prompts,
+             const GateSettings& S, GateProgressCounter& progress)
+      : w_(w), cand_(cand), base_(base), prompts_(prompts), S_(S), progress_(progress) {}
+
+  void warm_up();
+  void timed_pairs();
+  void split_audit_and_off();
+  void baseline_split(const BaselineClipCache& cache, json& cache_check);
+  void recheck_if_disagreeing();
+  GateSequence& sequence() { return seq_; }
+  std::vector<std::vector<cv::Mat>>& split_base8() { return split_base8_; }
+  int harness_threads() const { return mon_.adopted_threads(); }
+
+ private:
+  const RunOutput& window(const std::string& role, bool candidate_code, const std::function<RunOutput()>& fn);
+  const RunOutput& baseline_window(const std::string& role, const std::function<RunOutput()>& fn);
+  void check_first_cached_clip(const std::optional<std::vector<cv::Mat>>& cached, const fs::path& f,
+                               const BaselineClipCache& cache, json& cache_check);
+
+  Worker& w_;
+  const Manifest& cand_;
+  const Manifest& base_;
+  const std::vector<Prompt>& prompts_;
+  const GateSettings& S_;
+  GateProgressCounter& progress_;
+  ProcessMonitor mon_;
+  GateSequence seq_;
+  std::vector<std::vector<cv::Mat>> split_base8_;
+};
+
+const RunOutput& GateRunner::window(const std::string& role, bool candidate_code,
+                                    const std::function<RunOutput()>& fn) {
+  progress_.tick(role);
+  GateWindow win;
+  win.role = role;
+  win.candidate_code = candidate_code;
+  win.before = mon_.sample();
+  win.out = fn();
+  win.after = mon_.sample();
+  seq_.windows.push_back(std::move(win));
+  return seq_.windows.back().out;
+}
+
+const RunOutput& GateRunner::baseline_window(const std::string& role, const std::function<RunOutput()>& fn) {
+  const RunOutput& b = window(role, false, fn);
+  if (!b.error.empty()) throw Error("the baseline '" + base_.id + "' failed: " + b.error);
+  return b;
+}
+
+// Warm-up, untimed, so allocator and kernel selection costs land on neither side: the baseline first
+// (the threads alive after it are the harness's own), then the candidate, each on a fresh prompt/seed.
+void GateRunner::warm_up() {
+  window("warmup_baseline", false, [&] { return w_.run_drawn(base_, prompts_); });
+  mon_.adopt_current_threads();
+  seq_.threads_reference = thread_count();
+  seq_.baseline_threads = at::get_num_threads();
+  seq_.candidate_threads_flag = to_runtime_options(cand_).cpu_threads;
+  seq_.first_candidate = seq_.windows.size();
+  window("warmup_candidate", true, [&] { return w_.run_drawn(cand_, prompts_); });
+}
+
+// Timed pairs: the candidate first, on a prompt and seed drawn inside its timed window (so nothing before
+// the timer can know them, and no baseline output of them exists anywhere yet), then the baseline on the
+// same prompt and seed. Next to each judged baseline run, the machine's throughput at the model's shapes
+// is calibrated, so that both see the same load on the machine.
+void GateRunner::timed_pairs() {
+  const int64_t R = std::max<int64_t>(1, S_.timing_repeats);
+  for (int64_t i = 0; i < R; ++i) {
+    const RunOutput& c = window("candidate", true, [&] { return w_.run_drawn(cand_, prompts_); });
+    const Prompt drawn = c.prompt;
+    const int64_t seed = c.seed;
+    seq_.pair_candidate.push_back(seq_.windows.size() - 1);
+    seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
+    baseline_window("baseline", [&] { return w_.run(base_, drawn, seed); });
+    seq_.pair_baseline.push_back(seq_.windows.size() - 1);
+  }
+}
+
+// The candidate on the split at the official seed (the clips of the quality gate), before any baseline
+// output of them is made or read in this gate; the duplicate-prompt audit (the first pair's prompt and
+// seed again must cost the same and give the same clip); a fresh baseline run at the official seed of
+// the first prompt (the off run's reference and the check of the cached baseline output), next to the
+// off run: the same build with the technique's flags off.
+void GateRunner::split_audit_and_off() {
+  for (const auto& p : prompts_) {
+    window("candidate_split", true, [&] { return w_.run(cand_, p); });
+    seq_.split_candidate.push_back(seq_.windows.size() - 1);
+  }
+  const Prompt audit_prompt = seq_.windows[seq_.pair_candidate[0]].out.prompt;
+  const int64_t audit_seed = seq_.windows[seq_.pair_candidate[0]].out.seed;
+  window("audit", true, [&] { return w_.run(cand_, audit_prompt, audit_seed); });
+  seq_.audit = seq_.windows.size() - 1;
+  const Manifest off = with_flags_off(cand_);
+  seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
+  baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
+  seq_.baseline_check = seq_.windows.size() - 1;
+  window("off", true, [&] { return w_.run(off, prompts_[0]); });
+  seq_.off = seq_.windows.size() - 1;
+}
+
+// The promised check: the cached output must be what a fresh run makes now.
+void GateRunner::check_first_cached_clip(const std::optional<std::vector<cv::Mat>>& cached, const fs::path& f,
+                                         const BaselineClipCache& cache, json& cache_check) {
+  const auto& fresh = split_base8_[0];
+  if (!cached) {
+    BaselineClipCache::write(f, fresh);
+    cache_check["checked"] = nullptr;
+    cache_check["note"] = "no cached output yet: the fresh run was cached";
+    return;
+  }
+  const bool same = same_frames(*cached, fresh);
+  const double p = same ? kPsnrCap : same_shape(*cached, fresh) ? compare_clips(*cached, fresh).psnr_min : 0;
+  cache_check["checked"] = prompts_[0].id;
+  cache_check["bit_identical"] = same;
+  cache_check["psnr_min"] = p;
+  if (!same && (S_.exact_off_identity || p < S_.lossless_psnr))
+    throw BaselineError("the cached baseline output " + f.string() +
+                        " differs from a fresh run of the baseline (PSNR " + base::format_fixed(p, 2) +
+                        " dB): the cache is stale or the baseline is nondeterministic here; remove " +
+                        cache.dir().string() + " and run again");
+}
+
+// Baseline outputs of the rest of the split: from the cache, made here when missing.
+void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_check) {
+  split_base8_.assign(prompts_.size(), {});
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    const fs::path f = cache.clip_path(prompts_[i].id, base_.config.seed);
+    std::optional<std::vector<cv::Mat>> cached = BaselineClipCache::read(f);
+    if (i == 0) {
+      split_base8_[0] = runtime::frames_from_tensor(seq_.windows[seq_.baseline_check].out.video);
+      check_first_cached_clip(cached, f, cache, cache_check);
+      continue;
+    }
+    if (cached) {
+      split_base8_[i] = std::move(*cached);
+      continue;
+    }
+    const RunOutput& b = baseline_window("baseline_split", [&] { return w_.run(base_, prompts_[i]); });
+    split_base8_[i] = runtime::frames_from_tensor(b.video);
+    BaselineClipCache::write(f, split_base8_[i]);
+  }
+}
+
+// Authenticity compares the candidate on prompts/seeds whose baseline output exists (the split at the
+// official seed) with its fresh draws of the timed pairs. Those runs are minutes apart, and a load spike
+// on a busy machine can slow the fresh ones several-fold (docs/gate-defences.md). When they disagree by
+// more than that comparison could ever let through (half), one adjacent pair decides: a fresh draw, then
+// the first prompt at the official seed (whose baseline output exists now). A candidate that depends on
+// the baseline's outputs is faster on the second of the pair too; a load spike is not in both places.
+void GateRunner::recheck_if_disagreeing() {
+  std::vector<double> fresh_s, seen_s;
+  for (size_t i : seq_.pair_candidate) fresh_s.push_back(seq_.windows[i].out.seconds);
+  for (size_t i : seq_.split_candidate) seen_s.push_back(seq_.windows[i].out.seconds);
+  const double fresh = median_of(fresh_s), seen = median_of(seen_s);
+  if (!(fresh > 0 && seen < 0.5 * fresh)) return;
+  window("recheck_fresh", true, [&] { return w_.run_drawn(cand_, prompts_); });
+  const size_t a = seq_.windows.size() - 1;
+  window("recheck_seen", true, [&] { return w_.run(cand_, prompts_[0]); });
+  seq_.recheck = std::make_pair(a, seq_.windows.size() - 1);
+}
+
+std::vector<double> seconds_of(const GateSequence& seq, const std::vector<size_t>& at,
+                               double (*pick)(const RunOutput&)) {
+  std::vector<double> v;
+  for (size_t i : at) v.push_back(pick(seq.windows[i].out));
+  return v;
+}
+
+GateTiming timing_of(const GateSequence& seq, const GateSettings& S) {
+  GateTiming t;
+  auto total = [](const RunOutput& r) { return r.seconds; };
+  auto text = [](const RunOutput& r) { return r.times.text_encoding; };
+  auto denoise = [](const RunOutput& r) { return r.times.denoising; };
+  auto decode = [](const RunOutput& r) { return r.times.decoding; };
+  const RunOutput& check = seq.windows[seq.baseline_check].out;
+  std::vector<double> base_times = seconds_of(seq, seq.pair_baseline, total);
+  base_times.push_back(check.seconds);
+  for (const auto& win : seq.windows) {
+    if (win.role.rfind("warmup", 0) == 0) continue;
+    const auto& r = win.out;
+    t.timed_stages.push_back({{"run", win.role},
+                              {"prompt", r.prompt.id},
+                              {"seed", r.seed},
+                              {"total_s", r.seconds},
+                              {"text_s", r.times.text_encoding},
+                              {"denoise_s", r.times.denoising},
+                              {"decode_s", r.times.decoding}});
+  }
+  t.baseline = runtime::TimingStats::of(base_times);
+  t.candidate = runtime::TimingStats::of(seconds_of(seq, seq.pair_candidate, total));
+  t.speedup = t.candidate.median > 0 ? t.baseline.median / t.candidate.median : 0.0;
+  t.noise = std::max(t.baseline.spread(), t.candidate.spread());
+  t.margin = std::max(S.min_margin, t.noise);
+  t.candidate_split_s = seconds_of(seq, seq.split_candidate, total);
+  if (seq.recheck)
+    t.recheck_s =
+        std::make_pair(seq.windows[seq.recheck->first].out.seconds, seq.windows[seq.recheck->second].out.seconds);
+  std::vector<double> base_denoise = seconds_of(seq, seq.pair_baseline, denoise);
+  base_denoise.push_back(check.times.denoising);
+  t.baseline_denoise_s = median_of(base_denoise);
+  t.baseline_text_s = median_of(seconds_of(seq, seq.pair_baseline, text));
+  t.baseline_decode_s = median_of(seconds_of(seq, seq.pair_baseline, decode));
+  t.candidate_text_s = median_of(seconds_of(seq, seq.pair_candidate, text));
+  t.candidate_decode_s = median_of(seconds_of(seq, seq.pair_candidate, decode));
+  return t;
+}
+
+ForwardWork work_of(Worker& w, const RunConfig& base, const RunConfig& cand) {
+  const auto& tc = w.pipeline().transformer()->config();
+  const auto& vc = w.pipeline().vae()->config();
+  const int64_t text = w.pipeline().max_text_length;
+  auto flops = [&](const RunConfig& c, bool attention) {
+    return runtime::transformer_flops(tc, 1, (c.frames - 1) / vc.scale_factor_temporal + 1,
+                                      c.height / vc.scale_factor_spatial, c.width / vc.scale_factor_spatial, text,
+                                      attention);
+  };
+  const auto fl = flops(base, true);
+  ForwardWork f;
+  f.base_linear = fl.linear;
+  f.base_time_embedding = fl.time_embedding;
+  f.base_attention = fl.attention;
+  f.candidate_linear = flops(cand, false).linear;
+  f.base_forwards = base.steps * branches_of(base);
+  f.num_layers = tc.num_layers;
+  f.max_text_length = text;
+  return f;
+}
+
+// Clips: the split at the official seed, then the timed pairs (fresh prompts and seeds).
+std::vector<GateClip> clips_of(const GateSequence& seq, const std::vector<Prompt>& prompts,
+                               std::vector<std::vector<cv::Mat>>& split_base8) {
+  std::vector<GateClip> clips;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GateClip c;
+    c.name = prompts[i].id;
+    c.run = seq.windows[seq.split_candidate[i]].out;
+    c.base8 = std::move(split_base8[i]);
+    clips.push_back(std::move(c));
+  }
+  for (size_t k = 0; k < seq.pair_candidate.size(); ++k) {
+    GateClip c;
+    c.run = seq.windows[seq.pair_candidate[k]].out;
+    c.name = "pair" + std::to_string(k) + ":" + c.run.prompt.id + "@" + std::to_string(c.run.seed);
+    c.pair = true;
+    c.base8 = runtime::frames_from_tensor(seq.windows[seq.pair_baseline[k]].out.video);
+    clips.push_back(std::move(c));
+  }
+  for (auto& c : clips) {
+    c.cand8 = runtime::frames_from_tensor(c.run.video);
+    c.identical = same_frames(c.cand8, c.base8);
+  }
+  return clips;
+}
+
+// The precision above the baseline's compute dtype ("" above float64).
+std::string control_dtype_of(const Manifest& base, const at::Device& dev) {
+  const at::ScalarType t = runtime::compute_dtype(to_runtime_options(base).dtype, dev);
+  return t == at::kDouble ? "" : t == at::kFloat ? "fp64" : "fp32";
+}
+
+}  // namespace
+
+GateProgressCounter::GateProgressCounter(const GateSettings& settings, std::string manifest_id, std::string split,
+                                         int64_t expected_runs)
+    : settings_(settings),
+      manifest_id_(std::move(manifest_id)),
+      split_(std::move(split)),
+      expected_(expected_runs),
+      began_(std::chrono::steady_clock::now()) {}
+
+void GateProgressCounter::tick(const std::string& role) {
+  if (!settings_.progress) return;
+  ++run_;
+  settings_.progress({manifest_id_, split_, stage_label(role), run_, std::max(expected_, run_),
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count()});
+}
+
+int64_t expected_gate_runs(int64_t np, const GateSettings& S) {
+  const int64_t nr = std::max<int64_t>(1, S.timing_repeats);
+  return 2 + 2 * nr + np + 3 + (np - 1);
+}
+
+GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifest& base,
+                                  const std::vector<Prompt>& prompts, const GateRunContext& ctx, const GateSettings& S,
+                                  GateProgressCounter& progress) {
+  GateRunner runner(w, cand, base, prompts, S, progress);
+  runner.warm_up();
+  runner.timed_pairs();
+  runner.split_audit_and_off();
+  GateEvidence ev;
+  const fs::path cache_root =
+      S.cache_dir.empty() ? fs::path(ctx.out_dir).parent_path() / "baseline-cache" : fs::path(S.cache_dir);
+  json cache_key = ctx.environment;  // the gate environment, plus the baseline's threads and manifest
+  cache_key["cpu_threads"] = runner.sequence().baseline_threads;
+  cache_key["baseline_hash"] = ctx.baseline_hash;
+  const BaselineClipCache cache(cache_root, cache_key);
+  ev.cache_root = cache_root.string();
+  ev.cache_dir = cache.dir().string();
+  ev.cache_check = {{"dir", cache.dir().string()}, {"key", cache.key()}};
+  runner.baseline_split(cache, ev.cache_check);
+  runner.recheck_if_disagreeing();
+  runner.sequence().harness_threads = runner.harness_threads();
+  ev.prompts = prompts;
+  ev.sequence = std::move(runner.sequence());
+  const GateSequence& seq = ev.sequence;
+  ev.clips = clips_of(seq, prompts, runner.split_base8());
+  ev.audit = seq.windows[seq.audit].out;
+  ev.off_run = seq.windows[seq.off].out;
+  ev.baseline_check = seq.windows[seq.baseline_check].out;
+  ev.off_manifest = to_json(with_flags_off(cand));
+  ev.timing = timing_of(seq, S);
+  ev.work = work_of(w, base.config, cand.config);
+  ev.calibration = best_calibration(seq.baseline_calibrations);
+  ev.on_cuda = w.device().is_cuda();
+  ev.control_dtype = control_dtype_of(base, w.device());
+  return ev;
+}
+
+std::vector<PrecisionControlClip> run_precision_controls(Worker& w, const Manifest& base, const GateEvidence& ev,
+                                                         const std::vector<size_t>& clips,
+                                                         GateProgressCounter& progress) {
+  std::vector<PrecisionControlClip> controls;
+  const std::string& up = ev.control_dtype;
+  if (up.empty() || clips.empty()) return controls;
+  Manifest ctl = base;
+  ctl.id = base.id + ".precision-" + up;
+  ctl.kind = "control";
+  ctl.base = base.id;
+  ctl.lossless = false;
+  ctl.flags["dtype"] = up;
+  ctl = parse_manifest(to_json(ctl), "the precision control of " + base.id);
+  for (size_t k : clips) {
+    // The control's clip of this prompt, cached beside the baseline's (the same key: build, weights,
+    // device, threads, baseline).
+    const fs::path f = fs::path(ev.cache_dir) /
+                       (ev.prompts[k].id + "-" + std::to_string(base.config.seed) + "-control-" + up + ".safetensors");
+    PrecisionControlClip clip;
+    if (auto cached = BaselineClipCache::read(f)) {
+      clip.frames = std::move(*cached);
+      controls.push_back(std::move(clip));
+      continue;
+    }
+    progress.tick("precision_control");
+    const RunOutput r = w.run(ctl, ev.prompts[k]);
+    if (!r.error.empty() || !finite_video(r.video)) {
+      clip.error = r.error.empty() ? std::string("non-finite output") : r.error;
+      controls.push_back(std::move(clip));
+      break;
+    }
+    clip.frames = runtime::frames_from_tensor(r.video);
+    BaselineClipCache::write(f, clip.frames);
+    controls.push_back(std::move(clip));
+  }
+  return controls;
+}
+
+}  // namespace autooptim::gates
