@@ -2,6 +2,7 @@
 #include "base/json_file.h"
 
 #include <ATen/ATen.h>
+#include <torch/types.h>  // clip_grad.h uses torch::Tensor without including it
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
