@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "gates/manifest.h"
 #include "model_args.h"
+#include "models/model_table.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/benchmark.h"
@@ -119,10 +120,11 @@ void add_bench(CLI::App& app) {
       ->check(step_count());
   cmd->add_option("--json", a->json, "Write the results here");
   cmd->callback([a, cmd] {
-    if (a->model.model == "wan22-tiny") {
-      if (cmd->count("--height") == 0) a->settings.height = 96;
-      if (cmd->count("--width") == 0) a->settings.width = 160;
-      if (cmd->count("--frames") == 0) a->settings.frames = 49;
+    {  // the size defaults are the model's official setting (the model table's)
+      const models::OfficialRun& o = a->model.facts().official;
+      if (cmd->count("--height") == 0) a->settings.height = o.height;
+      if (cmd->count("--width") == 0) a->settings.width = o.width;
+      if (cmd->count("--frames") == 0) a->settings.frames = o.frames;
     }
     if (a->settings.profile_detail) a->settings.profile = true;
     if (a->settings.vae_only && a->settings.skip_vae)

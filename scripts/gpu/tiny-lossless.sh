@@ -4,7 +4,7 @@
 # needs head_dim 128) gated on the trained wan22-tiny on the GPU against its bf16 baseline, at its official
 # configuration. Any change of rounding lands below the 50 dB rule against a bf16 baseline (synthetic
 # TI2V-5B ~44-45 dB, this model ~47-48 dB); the gate then judges the claim by its precision floor (the fp32
-# control: docs/gate-defences.md). Accepted on an H100 (docs/benchmarks.md, 2026-12-05 sixth session).
+# control: docs/gate-defences.md). Accepted on an H100 (docs/journal/2026-12-05.md, sixth session).
 #   scripts/gpu/tiny-lossless.sh [build]   (build: the autooptim binary alone, for a short call)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

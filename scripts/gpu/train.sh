@@ -14,7 +14,7 @@
 # resumed with a larger MINUTES trains the transformer further (stage 1 is not reopened).
 # Stage 1 trains a VAE with an 8-channel decoder (the tiny architecture's 4 did not learn the object on
 # the CPU; the loader accepts a wider VAE) on whole 49-frame clips; 5 minutes give a round trip that passes
-# every held-out clip (docs/benchmarks.md, 2026-12-03 night). Stage 2 is then what limits the score (check
+# every held-out clip (docs/journal/2026-12-03.md, night). Stage 2 is then what limits the score (check
 # eval.log: the round trip must be well above chance before the transformer's score means anything).
 # The two calls must follow each other at once: a released machine loses out/ and with it the run.
 # VAE_FROM=DIR skips stage 1 and takes the VAE of that checkpoint folder (carried; e.g. the 2026-12-03 night
@@ -47,7 +47,7 @@ fi
 mkdir -p out
 echo "=== train ($(date -u +%H:%M:%S)): budget $minutes min, VAE share $share, this call at most $session min, seed $seed"
 # Stage 1 on whole 49-frame clips (13 latent frames): a VAE trained on 9-frame windows (3 latent frames)
-# decoded the first 9 frames well and drifted into noise after frame 12 (docs/benchmarks.md, 2026-12-03
+# decoded the first 9 frames well and drifted into noise after frame 12 (docs/journal/2026-12-03.md,
 # evening): the causal caches must be trained over as many chunks as the clips have.
 # shellcheck disable=SC2086
 AUTOOPTIM_PROGRESS_SECONDS=10 $bin train --model wan22-tiny --out "$dir" "${start[@]}" --device cuda --seed "$seed" \
