@@ -21,9 +21,9 @@ struct RunRequest {
   std::string manifests_dir = "manifests";
   std::string split = "val";
   std::string heldout_split = "heldout16";
-  int64_t budget_trials = 40;     // gate runs at most
-  double budget_minutes = 60;     // wall-clock budget for the whole run
-  int64_t executor_trials = 8;    // trials each executor may measure
+  int64_t budget_trials = 40;   // gate runs at most
+  double budget_minutes = 60;   // wall-clock budget for the whole run
+  int64_t executor_trials = 8;  // trials each executor may measure
   bool resume = false;
   std::vector<std::string> families = {"kernel", "cache", "sparse"};
   // Reduced configuration (0 = the baseline manifest's): for quick GPU runs; such a run can never win
@@ -42,10 +42,10 @@ struct RunRequest {
   int64_t deploy_pairs = 2;
 
   // Workers (docs/workers.md): one process per device holds the model; everything else sends requests.
-  std::string gpus;        // --gpus all|0,1,...: one worker per GPU (empty: one on the run's device)
-  int64_t workers = 1;     // --workers N: CPU workers (the cores shared out)
-  int64_t gpu_count = 0;   // GPUs this process sees (filled by the CLI)
-  int64_t cpu_cores = 1;   // cores this process may use (filled by the CLI)
+  std::string gpus;                 // --gpus all|0,1,...: one worker per GPU (empty: one on the run's device)
+  int64_t workers = 1;              // --workers N: CPU workers (the cores shared out)
+  int64_t gpu_count = 0;            // GPUs this process sees (filled by the CLI)
+  int64_t cpu_cores = 1;            // cores this process may use (filled by the CLI)
   double worker_dead_after_s = 30;  // heartbeat silence after which a worker's requests are re-queued
   // Staged evaluation: a candidate is screened by stage timing first and dropped when its optimistic
   // estimated speedup, with screen_slack for noise, stays below screen_min_speedup. -1: the smallest
@@ -63,25 +63,25 @@ struct RunRequest {
   // Where the workers run (orchestrator/launcher.h): "local" on this host, or "slurm": `workers` tasks of
   // a job array (docs/slurm.md), each with gpus_per_worker GPUs and cpus_per_worker CPUs.
   std::string launcher = "local";
-  std::string slurm_partition;            // --partition (empty: the cluster's default)
-  int64_t gpus_per_worker = 0;            // --gpus-per-worker
-  int64_t cpus_per_worker = 1;            // --cpus-per-worker
-  std::string slurm_time;                 // --slurm-time (empty: the partition's limit)
-  std::vector<std::string> sbatch_args;   // --sbatch-arg, each passed as an #SBATCH line
-  double slurm_start_timeout_s = 1800;    // waiting for the first Slurm worker to be ready (queue time included)
+  std::string slurm_partition;           // --partition (empty: the cluster's default)
+  int64_t gpus_per_worker = 0;           // --gpus-per-worker
+  int64_t cpus_per_worker = 1;           // --cpus-per-worker
+  std::string slurm_time;                // --slurm-time (empty: the partition's limit)
+  std::vector<std::string> sbatch_args;  // --sbatch-arg, each passed as an #SBATCH line
+  double slurm_start_timeout_s = 1800;   // waiting for the first Slurm worker to be ready (queue time included)
 };
 
 // What --plan estimates from a calibration (seconds of device time).
 struct PlanEstimate {
   double load_s = 0, clip_s = 0, forward_s = 0, decode_s = 0, text_s = 0;
-  double gate_s = 0;          // one gate run
-  double screen_s = 0;        // one screen
-  double trial_s = 0;         // one executor trial
+  double gate_s = 0;    // one gate run
+  double screen_s = 0;  // one screen
+  double trial_s = 0;   // one executor trial
   double baseline_gate_s = 0, exploration_s = 0, gating_s = 0, total_device_s = 0, wall_s = 0;
-  double min_budget_s = 0;    // the least budget that gates one candidate
+  double min_budget_s = 0;  // the least budget that gates one candidate
   int64_t workers = 1, gates_fit = 0;
   bool enough = false;
-  std::string why;            // when not enough
+  std::string why;  // when not enough
 };
 // The estimate of a run from a calibration result (the worker's "calibrate" response).
 PlanEstimate estimate_plan(const RunRequest& req, const nlohmann::json& calibration, int64_t prompts_in_split);
@@ -108,8 +108,8 @@ int64_t heldout_pending(const std::vector<nlohmann::json>& verdicts, const std::
 // tier's current winner (per bucket, the accepted verdict at or above its speedup with the best PSNR)
 // whose manifest hash is not in `confirmed` (held-out verdict known) costs one gate run, `per_gate_s`
 // (the mean so far) with a quarter for noise, spread over `workers`.
-double heldout_reserve_s(const std::vector<nlohmann::json>& verdicts, const std::set<std::string>& confirmed, double per_gate_s,
-                         int64_t workers);
+double heldout_reserve_s(const std::vector<nlohmann::json>& verdicts, const std::set<std::string>& confirmed,
+                         double per_gate_s, int64_t workers);
 
 // The flags of a composition: each part's flags that differ from the baseline's (resolved) flags,
 // merged; null when two parts set one flag differently. dtype and cpu_threads are never taken over.
@@ -118,16 +118,17 @@ nlohmann::json compose_flags(const nlohmann::json& base_flags, const std::vector
 // The composition of candidates of different families as a new candidate manifest (id
 // <model>/composite/<a>-plus-<b>, parents, lossless only if every part is); nullopt when the parts
 // conflict. Throws Error if the result is not a valid manifest.
-std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base, const std::vector<const gates::Manifest*>& parts);
+std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base,
+                                                const std::vector<const gates::Manifest*>& parts);
 
 // Refuses (Error naming the option) a request whose numbers or splits are out of range: budgets that
 // are not positive, NaN or negative tolerances, a held-out split to gate candidates on, sizes that are
 // not multiples of 32, frames that are not 4k+1. run() calls it before anything else.
 void validate(const RunRequest& req);
 
-// The whole job. Holds an exclusive lock on OUT/run.lock for the whole run. SIGINT/SIGTERM during it stop the executors (which share the run's process group and
-// die with it), end the gate run in progress without a verdict, and write the report of what was done
-// before returning (interrupted); --resume continues from the ledger and the outboxes.
+// The whole job. Holds an exclusive lock on OUT/run.lock for the whole run. SIGINT/SIGTERM during it stop the executors
+// (which share the run's process group and die with it), end the gate run in progress without a verdict, and write the
+// report of what was done before returning (interrupted); --resume continues from the ledger and the outboxes.
 RunOutcome run(const RunRequest& req);
 
 }  // namespace autooptim::orchestrator

@@ -1,0 +1,318 @@
+// The job queue: screens and gate runs of a list of manifests, sent to the workers one per worker at a
+// time, each started only while the budgets (--budget-trials, --budget-minutes) allow it, with the part
+// kept back for the held-out checks of the tier candidates.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "base/stop_signals.h"
+#include "base/strings.h"
+#include "orchestrator/phases/phases.h"
+#include "orchestrator/report.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::orchestrator {
+
+std::pair<std::vector<json>, std::set<std::string>> tier_verdicts(const RunState& s) {
+  std::pair<std::vector<json>, std::set<std::string>> vc;  // verdicts on the split, hashes confirmed held out
+  for (const auto& [key, v] : s.done) {
+    if (key.first.empty()) continue;
+    if (key.second == s.req.split) vc.first.push_back(v);
+    if (key.second == s.req.heldout_split) vc.second.insert(key.first);
+  }
+  return vc;
+}
+
+// Time kept back for the held-out checks: a tier needs its candidate confirmed on the held-out split,
+// so while the gate and compose phases run, each current tier winner without a held-out verdict keeps
+// one gate run's worth of the budget (the mean gate run so far, with a quarter for noise). Without it a
+// short budget spends itself on candidates that cannot win and leaves the accepted one unconfirmed.
+// The same for the gate-run budget (--budget-trials): each such winner keeps one gate run.
+int64_t reserve_runs(const RunState& s) {
+  const auto [verdicts, confirmed] = tier_verdicts(s);
+  return heldout_pending(verdicts, confirmed);
+}
+
+double reserve_s(const RunState& s, int64_t workers) {
+  if (s.gates_finished == 0) return 0.0;
+  // A held-out gate runs more prompts than a gate on the split (the whole held-out split by default): it
+  // is priced by its generations (warm-ups, timed pairs, audit, off run, each prompt's candidate and
+  // baseline clips) against a split gate's.
+  const auto runs = [&](int64_t np) {
+    return 2.0 + 2.0 * s.gs.timing_repeats + 3.0 + 2.0 * static_cast<double>(np) - 1.0;
+  };
+  const double cost_ratio = std::max(1.0, runs(s.heldout_used) / runs(s.split_used));
+  const auto [verdicts, confirmed] = tier_verdicts(s);
+  return heldout_reserve_s(verdicts, confirmed, cost_ratio * s.gating_s / static_cast<double>(s.gates_finished),
+                           workers);
+}
+
+std::string why_not_gate(const RunState& s, const Job& j, int64_t capacity) {
+  const RunRequest& req = s.req;
+  const bool reserves = j.phase != "heldout" && j.phase != "baseline";  // the held-out checks draw on the reserve
+  const auto num = [](double v) { return base::format_fixed(v, 2); };
+  if (base::StopSignals::signal()) return interrupted_by("before its gate run");
+  if (s.gate_runs >= req.budget_trials)
+    return "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials)";
+  if (reserves && s.gate_runs + reserve_runs(s) >= req.budget_trials)
+    return "gate-run budget spent (" + std::to_string(req.budget_trials) + " of --budget-trials; the rest, " +
+           std::to_string(req.budget_trials - s.gate_runs) +
+           ", is kept for the held-out checks of the tier candidates)";
+  if (s.progress.left_s() <= 0) return "time budget spent (--budget-minutes " + num(req.budget_minutes) + ")";
+  if (reserves && s.progress.left_s() <= reserve_s(s, capacity))
+    return "time budget spent (--budget-minutes " + num(req.budget_minutes) + "; the rest, " +
+           num(s.progress.left_s()) + " s, is kept for the held-out checks of the tier candidates)";
+  return "";
+}
+
+json judge_screen(const RunState& s, const json& r) {
+  // A screen that failed decides nothing: the gate will say why the candidate cannot run.
+  json result = r.value("ok", false) ? r["result"] : json{{"error", r.value("error", std::string("?"))}};
+  result["min_speedup"] = s.screen_min;
+  result["slack"] = s.req.screen_slack;
+  const json est = result.value("estimated_speedup", json());
+  result["dropped"] = est.is_number() && est.get<double>() * (1.0 + s.req.screen_slack) < s.screen_min;
+  return result;
+}
+
+namespace {
+
+void submit(RunState& s, Job& j) {
+  if (j.screen && j.screen_result.is_null()) {
+    ++s.screens;
+    j.screening = true;
+    j.request = s.client->submit({{"kind", "screen"},
+                                  {"model", j.m.model},
+                                  {"base", gates::to_json(s.base)},
+                                  {"manifest", gates::to_json(j.m)},
+                                  {"forwards", s.req.screen_forwards},
+                                  {"skip_ratio", j.skip_ratio}});
+    return;
+  }
+  ++s.gate_runs;
+  j.screening = false;
+  json settings = s.gate_settings;
+  const auto& heldout = gates::heldout_splits();
+  if (std::find(heldout.begin(), heldout.end(), j.split) != heldout.end())
+    settings["max_prompts"] = s.req.heldout_max_prompts;
+  j.request = s.client->submit({{"kind", "gate"},
+                                {"model", j.m.model},
+                                {"manifest", gates::to_json(j.m)},
+                                {"split", j.split},
+                                {"out_dir", fs::absolute(s.out / "gates" / slug(j.m.id) / j.split).string()},
+                                {"settings", settings},
+                                {"ledger", fs::absolute(s.out / "ledger.jsonl").string()}});
+  s.progress.line("gate " + j.m.id + " on " + j.split + ": queued (" + j.phase + ")");
+}
+
+void finish_screen(RunState& s, Job& j, const json& r) {
+  const auto num = [](double v) { return base::format_fixed(v, 2); };
+  j.screen_result = judge_screen(s, r);
+  s.screen_of[j.hash] = j.screen_result;
+  const json est = j.screen_result.value("estimated_speedup", json());
+  if (j.screen_result["dropped"].get<bool>()) {
+    ++s.screened_out;
+    s.not_gated[{j.hash, j.split}] = "screened out by stage timing: estimated at most " + num(est.get<double>()) +
+                                     "x (with " + num(100 * s.req.screen_slack) +
+                                     "% for noise), below the smallest tier's " + num(s.screen_min) +
+                                     "x; no full clip was spent on it";
+    s.progress.line("screen " + j.m.id + ": dropped (estimated " + num(est.get<double>()) + "x < " + num(s.screen_min) +
+                    "x)");
+    j.done = true;
+  } else {
+    s.progress.line("screen " + j.m.id + ": " +
+                    (est.is_number() ? "estimated " + num(est.get<double>()) + "x" : std::string("not bounded")) +
+                    ", gated");
+  }
+}
+
+void finish_gate(RunState& s, Job& j, const json& r) {
+  json v;
+  if (r.value("ok", false)) {
+    v = r["result"];
+  } else {
+    // A candidate that cannot even run is rejected with the reason; the run goes on.
+    v = {{"manifest", j.m.id},
+         {"manifest_hash", j.hash},
+         {"split", j.split},
+         {"accepted", false},
+         {"speedup", 0.0},
+         {"psnr", 0.0},
+         {"ssim", 0.0},
+         {"failure_signature", "could-not-run"},
+         {"gates", {{"artifacts", {{"pass", false}, {"reason", r.value("error", std::string("?"))}}}}}};
+    json row = v;
+    row["build"] = gates::Worker::build_id();
+    s.ledger->append(row);
+  }
+  v["out_dir"] = (s.out / "gates" / slug(j.m.id) / j.split).string();
+  v["worker"] = r.value("worker", "");
+  j.verdict = v;
+  j.done = true;
+  s.done[{j.hash, j.split}] = v;
+  if (v.value("accepted", false)) s.best = std::max(s.best, v.value("speedup", 0.0));
+  std::string failed;
+  const json verdict_gates = v.value("gates", json::object());
+  for (const auto& [g, x] : verdict_gates.items())
+    if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
+  if (j.m.kind == "baseline" && r.value("ok", false)) {
+    // Its own gate measures the denominator; "not faster than itself" is no rejection.
+    s.progress.line("baseline measured on " + j.split + " (" + r.value("worker", "?") +
+                    "): " + base::format_fixed(v.value("baseline_seconds", 0.0), 2) + " s per clip");
+    return;
+  }
+  s.progress.line("gate " + j.m.id + " on " + j.split + " (" + r.value("worker", "?") +
+                  "): " + (v.value("accepted", false) ? "ACCEPTED " : "rejected ") +
+                  base::format_fixed(v.value("speedup", 0.0), 2) + "x, worst PSNR " +
+                  quality_text(v.value("psnr", 0.0), true) + (failed.empty() ? "" : " (" + failed + ")"));
+}
+
+// The answer `r` to j's request in flight.
+void answered(RunState& s, Job& j, const json& r) {
+  j.request.clear();
+  const double busy = r.value("busy_s", 0.0);
+  if (r.value("cancelled", false)) {
+    s.not_gated[{j.hash, j.split}] = interrupted_by("during its gate run");
+    j.done = true;
+    return;
+  }
+  if (j.screening) {
+    j.screen_s += busy;
+    s.screening_s += busy;
+    s.device_s_of[j.hash].first += busy;
+    finish_screen(s, j, r);
+    return;
+  }
+  j.gate_s += busy;
+  s.gating_s += busy;
+  ++s.gates_finished;
+  s.device_s_of[j.hash].second += busy;
+  finish_gate(s, j, r);
+}
+
+// Starts what may start; false when nothing is pending or in flight (the queue is done).
+bool dispatch(RunState& s, std::vector<Job>& jobs) {
+  int64_t in_flight = 0, alive = 0;
+  for (const auto& j : jobs) in_flight += !j.request.empty();
+  for (const auto& w : s.client->workers()) alive += w.state == "ready" || w.state == "loading";
+  const int64_t capacity = std::max<int64_t>(1, alive);
+  bool pending = false;
+  for (auto& j : jobs) {
+    if (j.done || !j.request.empty()) continue;
+    pending = true;
+    if (in_flight >= capacity) continue;
+    if (const std::string why = why_not_gate(s, j, capacity); !why.empty()) {
+      s.not_gated[{j.hash, j.split}] = why;
+      j.done = true;
+      continue;
+    }
+    submit(s, j);
+    ++in_flight;
+  }
+  return pending || in_flight > 0;
+}
+
+// Interrupted: the requests in flight are withdrawn and nobody waits for their answers.
+void withdraw(RunState& s, std::vector<Job>& jobs) {
+  s.launcher->no_restarts();
+  for (auto& j : jobs)
+    if (!j.request.empty()) {
+      s.client->cancel(j.request);
+      j.request.clear();
+      s.not_gated[{j.hash, j.split}] = interrupted_by("during its gate run");
+      j.done = true;
+    }
+}
+
+// Dead workers' requests re-queued, deaths recorded; with every worker gone nothing more can run.
+void janitor(RunState& s, std::vector<Job>& jobs) {
+  s.client->requeue_dead();
+  keep_workers(s);
+  if (!s.launcher->all_gone()) return;
+  for (auto& j : jobs)
+    if (!j.done) {
+      s.not_gated[{j.hash, j.split}] =
+          "every worker died (" + s.launcher->last_log_line(s.launcher->worker_ids().front()) + ")";
+      j.request.clear();
+      j.done = true;
+    }
+}
+
+}  // namespace
+
+void run_jobs(RunState& s, std::vector<Job>& jobs) {
+  for (auto& j : jobs) {
+    j.hash = gates::manifest_hash(j.m);
+    if (auto it = s.done.find({j.hash, j.split}); it != s.done.end()) j.verdict = it->second, j.done = true;
+  }
+  auto last_janitor = Clock::now();
+  while (dispatch(s, jobs)) {
+    for (auto& j : jobs) {
+      if (j.request.empty()) continue;
+      if (const auto r = s.client->poll(j.request)) answered(s, j, *r);
+    }
+    if (base::StopSignals::signal()) withdraw(s, jobs);
+    if (std::chrono::duration<double>(Clock::now() - last_janitor).count() > 1.0) {
+      last_janitor = Clock::now();
+      janitor(s, jobs);
+    }
+    s.progress.show(jobs.front().phase, s.gate_runs, s.req.budget_trials, s.best, stage_line(s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+json gate_one(RunState& s, const gates::Manifest& m, const std::string& split, const std::string& phase) {
+  std::vector<Job> jobs(1);
+  jobs[0].m = m;
+  jobs[0].split = split;
+  jobs[0].phase = phase;
+  run_jobs(s, jobs);
+  return jobs[0].verdict;
+}
+
+json skip_ratio_of(const RunState& s, const gates::Manifest& m) {
+  const json want = gates::to_json(m)["flags"];
+  for (const auto& e : s.executors) {
+    std::ifstream in(s.out / "outbox" / e.value("family", "") / "trials.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      try {
+        const json t = json::parse(line);
+        if (!t.value("skip_ratio", json()).is_number()) continue;
+        gates::Manifest tm = s.base;
+        tm.id = s.base.model + "/trial";
+        tm.kind = "patch";
+        tm.family = m.family;
+        tm.base = s.base.id;
+        tm.flags = t.value("flags", json::object());
+        if (gates::to_json(gates::parse_manifest(gates::to_json(tm), "trial"))["flags"] == want) return t["skip_ratio"];
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return json();
+}
+
+void gate_candidates(RunState& s, std::vector<Candidate>& cs, const std::string& phase) {
+  // Staged: each candidate is screened by stage timing first (a step cache with the skip ratio its
+  // executor measured), then gated; the workers take them in parallel.
+  std::vector<Job> jobs;
+  for (const auto& c : cs) {
+    Job j;
+    j.m = c.m;
+    j.split = s.req.split;
+    j.phase = phase;
+    j.screen = s.screen_min > 0;
+    if (j.screen) j.skip_ratio = skip_ratio_of(s, c.m);
+    jobs.push_back(std::move(j));
+  }
+  if (!jobs.empty()) run_jobs(s, jobs);
+  for (size_t k = 0; k < cs.size(); ++k) cs[k].val = jobs[k].verdict;
+}
+
+}  // namespace autooptim::orchestrator

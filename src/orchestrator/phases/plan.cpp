@@ -1,0 +1,165 @@
+// --plan: one worker calibrates (one forward, one decode), and the run's cost is estimated from it
+// without spending anything of the run.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/json_file.h"
+#include "base/remove_tree.h"
+#include "base/strings.h"
+#include "orchestrator/phases/phases.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::orchestrator {
+
+PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t prompts_in_split) {
+  PlanEstimate e;
+  e.workers = std::max<int64_t>(
+      1, req.gpus.empty() ? req.workers : static_cast<int64_t>(std::count(req.gpus.begin(), req.gpus.end(), ',') + 1));
+  if (req.gpus == "all") e.workers = std::max<int64_t>(1, req.gpu_count);
+  e.load_s = cal.value("worker_load_s", 0.0);
+  e.clip_s = cal.value("clip_estimate_s", 0.0);
+  e.forward_s = cal.value("forward_s", 0.0);
+  e.decode_s = cal.value("decode_s", 0.0);
+  e.text_s = cal.value("text_s", 0.0);
+  const int64_t R = std::max<int64_t>(1, req.gate.timing_repeats);
+  const int64_t np = req.gate.max_prompts > 0 ? std::min(req.gate.max_prompts, prompts_in_split) : prompts_in_split;
+  // The generations of one gate run (gates::run_gate): warm-ups, interleaved pairs, the remaining
+  // candidate and baseline outputs, the audit and the off run with its baseline.
+  const int64_t gens = 2 + 2 * R + 2 * std::max<int64_t>(0, np - R) + 3;
+  e.gate_s = gens * e.clip_s;
+  e.screen_s = (2 * std::max<int64_t>(1, req.screen_forwards) + 4) * e.forward_s + e.text_s;
+  e.trial_s = 3 * e.clip_s;  // warm-up, baseline and candidate on one prompt
+  e.baseline_gate_s = e.gate_s;
+  const double budget_s = req.budget_minutes * 60.0;
+  const int64_t families = static_cast<int64_t>(req.families.size());
+  // Exploration: each family's trials on about two prompts, sharing the workers, within half the budget.
+  e.exploration_s = std::min(families * req.executor_trials * 2.0 * 2.0 * e.clip_s, budget_s * 0.5 * e.workers);
+  const double left = std::max(0.0, budget_s * e.workers - e.load_s * e.workers - e.baseline_gate_s - e.exploration_s);
+  const int64_t candidates = std::max<int64_t>(0, req.budget_trials - 1);
+  e.gates_fit = e.gate_s + e.screen_s > 0
+                    ? std::min<int64_t>(candidates, static_cast<int64_t>(left / (e.gate_s + e.screen_s)))
+                    : candidates;
+  e.gating_s = e.gates_fit * (e.gate_s + e.screen_s);
+  e.total_device_s = e.load_s * e.workers + e.baseline_gate_s + e.exploration_s + e.gating_s;
+  e.wall_s = e.total_device_s / e.workers;
+  // The least that gates one candidate: load, the baseline's gate, one trial (the exploration gets half
+  // of the budget, so that half must hold the load, the baseline gate and the trial), a screen and a gate.
+  const double first_half = e.load_s + e.baseline_gate_s + e.trial_s;
+  e.min_budget_s = std::max(2.0 * first_half, first_half + e.screen_s + e.gate_s);
+  e.enough = true;
+  const auto num = [](double v) { return base::format_fixed(v, 2); };
+  if (req.budget_trials < 2) {
+    e.enough = false;
+    e.why = "--budget-trials " + std::to_string(req.budget_trials) +
+            " holds only the baseline's own gate run; one candidate needs 2";
+  } else if (budget_s < e.min_budget_s) {
+    e.enough = false;
+    e.why = "--budget-minutes " + num(req.budget_minutes) + " cannot gate one candidate: that needs about " +
+            num(e.min_budget_s / 60.0) + " minutes (model load " + num(e.load_s) + " s, baseline gate " +
+            num(e.baseline_gate_s) + " s, one executor trial " + num(e.trial_s) + " s, one screen " + num(e.screen_s) +
+            " s, one candidate gate " + num(e.gate_s) + " s; the exploration gets half of the budget)";
+  }
+  return e;
+}
+
+json plan_json(const RunState& s, const json& cal, const PlanEstimate& e) {
+  const RunRequest& req = s.req;
+  return {{"model", req.load.model},
+          {"config", gates::to_json(s.base.config)},
+          {"official_config", s.official},
+          {"workers", e.workers},
+          {"calibration", cal},
+          {"estimate",
+           {{"load_s", e.load_s},
+            {"clip_s", e.clip_s},
+            {"gate_s", e.gate_s},
+            {"screen_s", e.screen_s},
+            {"trial_s", e.trial_s},
+            {"baseline_gate_s", e.baseline_gate_s},
+            {"exploration_s", e.exploration_s},
+            {"gating_s", e.gating_s},
+            {"candidate_gates", e.gates_fit},
+            {"total_device_s", e.total_device_s},
+            {"wall_s", e.wall_s},
+            {"min_budget_s", e.min_budget_s}}},
+          {"budget",
+           {{"minutes", req.budget_minutes}, {"trials", req.budget_trials}, {"executor_trials", req.executor_trials}}},
+          {"enough", e.enough},
+          {"reason", e.why}};
+}
+
+namespace {
+
+// One worker in a private folder (removed after): --plan spends nothing of the run and writes nothing
+// under --out but plan.json.
+json calibrate(RunState& s) {
+  std::string tmpl = (fs::temp_directory_path() / "autooptim-plan-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw Error("--plan: cannot make a temporary folder");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      runtime::remove_tree(dir, ec);
+    }
+  } cleanup{tmpl};
+  LocalWorkers launcher(tmpl, s.req.model_cli, {s.slots.front()}, 0);
+  workers::ClientOptions co;
+  co.no_worker_s = 5;
+  workers::Client client(tmpl, "plan", co);
+  s.progress.line("--plan: calibrating " + s.req.load.model + " on one worker (one forward, one decode)");
+  start_workers(launcher, client, s.progress);
+  const json cal = client.call({{"kind", "calibrate"}, {"model", s.base.model}, {"base", gates::to_json(s.base)}},
+                               [&] { launcher.check(); })["result"];
+  launcher.stop(10);
+  s.progress.clear();
+  return cal;
+}
+
+void print_plan(const RunState& s, const PlanEstimate& e) {
+  const RunRequest& req = s.req;
+  const auto& c = s.base.config;
+  std::printf("plan for %s at %lldx%lld, %lld frames, %lld steps%s on %lld worker(s)\n", req.load.model.c_str(),
+              static_cast<long long>(c.width), static_cast<long long>(c.height), static_cast<long long>(c.frames),
+              static_cast<long long>(c.steps), s.official ? " (official configuration)" : " (reduced configuration)",
+              static_cast<long long>(e.workers));
+  std::printf("  calibration: forward %.3f s, decode %.3f s, text %.3f s, model load %.1f s -> one clip about %.1f s\n",
+              e.forward_s, e.decode_s, e.text_s, e.load_s, e.clip_s);
+  std::printf("  one gate run about %.1f s, one screen %.1f s, one executor trial %.1f s\n", e.gate_s, e.screen_s,
+              e.trial_s);
+  std::printf(
+      "  estimated device time: %.0f s (baseline gate %.0f, exploration %.0f, %lld candidate gates %.0f); wall about "
+      "%.1f min\n",
+      e.total_device_s, e.baseline_gate_s, e.exploration_s, static_cast<long long>(e.gates_fit), e.gating_s,
+      e.wall_s / 60.0);
+  std::printf("  budget: %s minutes, %lld gate runs; the least that gates one candidate: %.1f minutes\n",
+              base::format_fixed(req.budget_minutes, 2).c_str(), static_cast<long long>(req.budget_trials),
+              e.min_budget_s / 60.0);
+}
+
+}  // namespace
+
+RunOutcome plan_run(RunState& s) {
+  const json cal = calibrate(s);
+  const PlanEstimate e = estimate_plan(s.req, cal, static_cast<int64_t>(s.prompts.split(s.req.split).size()));
+  print_plan(s, e);
+  // The figures as JSON for scripts: in OUT/plan.json when --out is given, never on the terminal.
+  if (s.req.out_dir != "(plan)") {
+    fs::create_directories(s.req.out_dir);
+    base::write_json_file((fs::path(s.req.out_dir) / "plan.json").string(), plan_json(s, cal, e));
+    std::printf("  the plan as JSON: %s\n", (fs::path(s.req.out_dir) / "plan.json").c_str());
+  }
+  RunOutcome o;
+  if (!e.enough) {
+    o.exit_code = 2;
+    o.problems.push_back("the budget cannot gate one candidate: " + e.why);
+  }
+  return o;
+}
+
+}  // namespace autooptim::orchestrator
