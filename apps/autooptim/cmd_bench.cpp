@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "gates/manifest.h"
 #include "model_args.h"
+#include "models/model_table.h"
 #include "runtime/device.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -463,10 +464,11 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--generation-steps", a->generation_steps, "Steps of the complete generation")->capture_default_str()->check(step_count());
   cmd->add_option("--json", a->json, "Write the results here");
   cmd->callback([a, cmd] {
-    if (a->model.model == "wan22-tiny") {
-      if (cmd->count("--height") == 0) a->height = 96;
-      if (cmd->count("--width") == 0) a->width = 160;
-      if (cmd->count("--frames") == 0) a->frames = 49;
+    {  // the size defaults are the model's official setting (the model table's)
+      const models::OfficialRun& o = a->model.facts().official;
+      if (cmd->count("--height") == 0) a->height = o.height;
+      if (cmd->count("--width") == 0) a->width = o.width;
+      if (cmd->count("--frames") == 0) a->frames = o.frames;
     }
     if (a->profile_detail) a->profile = true;
     if (a->vae_only && a->skip_vae) throw CLI::ValidationError("--vae-only", "cannot be combined with --skip-vae");

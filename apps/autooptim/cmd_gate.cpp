@@ -10,6 +10,7 @@
 #include "gates/gate.h"
 #include "gates/metrics.h"
 #include "model_args.h"
+#include "models/model_table.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -63,8 +64,9 @@ void run_gate_cmd(GateArgs& a) {
   const auto m = gates::load_manifest(a.manifest);
   warn_idle_switches(a.manifest, gates::to_runtime_options(m));
   if (m.model != a.model.model) a.model.model = m.model;  // the manifest names its model
-  // The trained wan22-tiny gates on its own prompts, as `run` does (--prompts-dir overrides).
-  if (a.model.tiny_trained() && !a.prompts_dir_given) a.settings.prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
+  // The trained embedded model gates on its own prompts, as `run` does (--prompts-dir overrides).
+  if (a.model.tiny_trained() && !a.prompts_dir_given)
+    a.settings.prompts_dir = find_data_dir(a.model.facts().own_prompts->dir, "", false);
   // A reduced configuration: the pinned baseline runs at it (a candidate at the official one then fails
   // official_config, as in a reduced `run`; one at the same reduced size is compared clip for clip).
   if (a.frames || a.steps || a.height || a.width)

@@ -21,6 +21,7 @@
 #include "gates/gate.h"
 #include "gates/worker.h"
 #include "model_args.h"
+#include "models/model_table.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/video_io.h"
@@ -274,11 +275,12 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--repeat", a->repeat, "Generate the clip this many times in one process (the first includes warm-up costs)")
       ->capture_default_str()->check(int_in(1, 1000));
   cmd->callback([a, cmd] {
-    // The tiny model's defaults are its own small official setting unless the user says otherwise.
-    if (a->model.model == "wan22-tiny" && a->manifest.empty()) {
-      if (cmd->count("--height") == 0) a->params.height = 96;
-      if (cmd->count("--width") == 0) a->params.width = 160;
-      if (cmd->count("--frames") == 0) a->params.frames = 49;
+    // The size defaults are the model's official setting (the model table's) unless the user says otherwise.
+    if (a->manifest.empty()) {
+      const models::OfficialRun& o = a->model.facts().official;
+      if (cmd->count("--height") == 0) a->params.height = o.height;
+      if (cmd->count("--width") == 0) a->params.width = o.width;
+      if (cmd->count("--frames") == 0) a->params.frames = o.frames;
     }
     run_generate(*a, *cmd);
   });

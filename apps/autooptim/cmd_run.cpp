@@ -18,6 +18,7 @@
 #include "executors/executor.h"
 #include "gates/prompts.h"
 #include "model_args.h"
+#include "models/model_table.h"
 #include "orchestrator/orchestrator.h"
 #include "runtime/device.h"
 #include "runtime/build_info.h"
@@ -119,23 +120,22 @@ void add_run(CLI::App& app) {
     if (out_opt->count() == 0 && !req->plan) throw CLI::RequiredError("--out");
     if (req->plan && req->out_dir.empty()) req->out_dir = "(plan)";
     if (fail_tier->count() > 0 && req->fail_if_no_tier.empty()) req->fail_if_no_tier = "any";
-    if (model->tiny_trained() && cmd->count("--prompts-dir") == 0) req->prompts_dir = find_data_dir("prompts/wan22-tiny", "", false);
+    const models::ModelFacts& facts = model->facts();
+    if (model->tiny_trained() && cmd->count("--prompts-dir") == 0)
+      req->prompts_dir = find_data_dir(facts.own_prompts->dir, "", false);
     else req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
     req->manifests_dir = find_data_dir("manifests", req->manifests_dir, cmd->count("--manifests-dir") > 0);
     req->command_line = command_line();
-    // The embedded tiny model's run must fit a 2-core CI machine in minutes: a smaller budget and the first
-    // prompts of the visible split, unless the user says otherwise. Six minutes: a tier's winner is confirmed on
-    // the whole held-out split (16 prompts, about a minute each on 2 cores) inside the budget.
-    if (model->model == "wan22-tiny") {
-      if (cmd->count("--budget-minutes") == 0) req->budget_minutes = 6.0;
-      if (cmd->count("--budget-trials") == 0) req->budget_trials = 10;
-      if (cmd->count("--executor-trials") == 0) req->executor_trials = 5;
-      if (cmd->count("--max-prompts") == 0) req->gate.max_prompts = 2;
-      if (cmd->count("--repeats") == 0) req->gate.timing_repeats = 2;
-      // Its CI run gates every proposal (the gate path is what it exercises): no candidate of the tiny
-      // model on a CPU reaches a tier, so the screen would drop them all.
-      if (cmd->count("--screen-min-speedup") == 0) req->screen_min_speedup = 0;
-    }
+    // The model's own defaults (the model table's; the embedded model's fit a 2-core CI machine in
+    // minutes), unless the user says otherwise.
+    const models::RunDefaults& d = facts.run;
+    if (cmd->count("--budget-minutes") == 0) req->budget_minutes = d.budget_minutes;
+    if (cmd->count("--budget-trials") == 0) req->budget_trials = d.budget_trials;
+    if (cmd->count("--executor-trials") == 0) req->executor_trials = d.executor_trials;
+    if (cmd->count("--max-prompts") == 0) req->gate.max_prompts = d.max_prompts;
+    if (cmd->count("--repeats") == 0) req->gate.timing_repeats = d.timing_repeats;
+    if (cmd->count("--screen-min-speedup") == 0 && d.screen_min_speedup)
+      req->screen_min_speedup = *d.screen_min_speedup;
     req->load = model->request();
     req->gpu_count = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
     {

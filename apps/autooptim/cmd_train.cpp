@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "model_args.h"
+#include "models/model_table.h"
 #include "gates/manifest.h"
 #include "runtime/device.h"
 #include "base/error.h"
@@ -25,8 +26,8 @@ namespace autooptim::app {
 void add_train(CLI::App& app) {
   auto o = std::make_shared<train::TrainOptions>();
   auto* cmd = app.add_subcommand("train", "Train wan22-tiny (VAE, then transformer) on the procedural video data set");
-  std::string model = "wan22-tiny";
-  cmd->add_option("--model", model, "Only wan22-tiny can be trained")->check(CLI::IsMember({"wan22-tiny"}));
+  std::string model = models::kDefaultModel;
+  cmd->add_option("--model", model, "Only wan22-tiny can be trained")->check(CLI::IsMember(models::trainable_models()));
   cmd->add_option("--out", o->out, "Output folder: a diffusers checkpoint (--weights DIR) plus train_state/ for --resume")->required();
   cmd->add_flag("--resume", o->resume, "Continue the run in --out (budgets and step counts are totals over all runs)");
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
@@ -147,7 +148,8 @@ void run_eval(const EvalArgs& a) {
       // A manifest's switches (a tier from a report): does the accelerated configuration still make what
       // the captions ask? The clips keep the evaluation's own shape, steps, guidance and seeds.
       const auto m = gates::load_manifest(a.manifest);
-      if (m.model != "wan22-tiny") throw Error(a.manifest + ": a manifest of " + m.model + ", not wan22-tiny");
+      if (!models::model_facts(m.model).trainable)
+        throw Error(a.manifest + ": a manifest of " + m.model + ", not wan22-tiny");
       use_switches(req, gates::to_runtime_options(m));
       meta["manifest"] = {{"id", m.id}, {"flags", m.flags}};
     }
@@ -230,7 +232,8 @@ void add_eval_tiny(CLI::App& app) {
       std::printf("wrote %s/visible.jsonl and heldout.jsonl\n", a->write_prompts.c_str());
       return;
     }
-    if (a->model.model != "wan22-tiny") throw Error("eval-tiny: the held-out captions are wan22-tiny's (--model wan22-tiny)");
+    if (!a->model.facts().trainable)
+      throw Error("eval-tiny: the held-out captions are wan22-tiny's (--model wan22-tiny)");
     if (!a->manifest.empty() && (a->truth || a->vae_roundtrip))
       throw Error("eval-tiny: --manifest applies to generated clips, not to --truth or --vae-roundtrip");
     run_eval(*a);

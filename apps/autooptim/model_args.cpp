@@ -1,4 +1,5 @@
 #include "model_args.h"
+#include "models/model_table.h"
 
 #include <cerrno>
 #include <charconv>
@@ -23,9 +24,20 @@ std::string no_cuda_build_text() {
          "make gpu LIBTORCH=<libtorch>/share/cmake (README, \"GPU build\"); autooptim --version shows the flavour";
 }
 
+namespace {
+
+// "wan22-tiny (embedded) or wan22-ti2v-5b": the table's models in its order.
+std::string model_choices() {
+  std::string text;
+  for (const auto& m : models::model_table())
+    text += (text.empty() ? "" : " or ") + m.name + (m.embedded ? " (embedded)" : "");
+  return text;
+}
+
+}  // namespace
+
 void ModelArgs::add_to(CLI::App* cmd) {
-  cmd->add_option("--model", model, "wan22-tiny (embedded) or wan22-ti2v-5b")
-      ->check(CLI::IsMember({"wan22-tiny", "wan22-ti2v-5b"}));
+  cmd->add_option("--model", model, model_choices())->check(CLI::IsMember(models::model_names()));
   cmd->add_option("--weights,--model-dir", weights,
                   "Diffusers checkpoint folder (Wan2.2-TI2V-5B-Diffusers, or a trained wan22-tiny from autooptim train)")
       ->check(CLI::ExistingDirectory);
@@ -39,7 +51,8 @@ void ModelArgs::add_to(CLI::App* cmd) {
 }
 
 bool ModelArgs::tiny_trained() const {
-  return model == "wan22-tiny" && !synthetic && (!weights.empty() || !shipped_tiny_weights().empty());
+  const models::ModelFacts& f = facts();
+  return f.embedded && !synthetic && (!weights.empty() || !shipped_weights(f).empty());
 }
 
 runtime::LoadRequest ModelArgs::request() const {
@@ -47,11 +60,13 @@ runtime::LoadRequest ModelArgs::request() const {
   r.model = model;
   r.weights_dir = weights;
   r.synthetic_weights = synthetic;
-  if (model == "wan22-tiny" && !synthetic && weights.empty()) {
-    r.weights_dir = shipped_tiny_weights();
+  const models::ModelFacts& f = facts();
+  if (!f.shipped_weights_dir.empty() && !synthetic && weights.empty()) {
+    r.weights_dir = shipped_weights(f);
     if (r.weights_dir.empty()) {
       static bool said = false;
-      if (!said) log::debug("wan22-tiny: no trained weights shipped (" + std::string(kTinyWeightsDir) + "), using the synthetic model");
+      if (!said)
+        log::debug(f.name + ": no trained weights shipped (" + f.shipped_weights_dir + "), using the synthetic model");
       said = true;
     }
   }
@@ -61,12 +76,14 @@ runtime::LoadRequest ModelArgs::request() const {
                                           : "--device cuda: " + no_cuda_build_text());
   // The 5B model on the CPU takes hours per clip and more memory than most machines have: --device
   // auto does not fall back to it silently (--device cpu still asks for it on purpose).
-  if (!cuda && device == "auto" && model == "wan22-ti2v-5b") {
+  if (!cuda && device == "auto" && f.wants_gpu) {
     if (!weights.empty()) runtime::read_checkpoint_configs(weights);  // a broken folder is the first thing to fix
     throw Error(runtime::built_with_cuda()
-                    ? "--device auto: no CUDA GPU is visible, and wan22-ti2v-5b is meant for one (check nvidia-smi and "
-                      "CUDA_VISIBLE_DEVICES; --device cpu runs it on the CPU anyway, hours per clip)"
-                    : "--device auto: " + no_cuda_build_text() + "; --device cpu runs wan22-ti2v-5b on the CPU anyway (hours per clip, tens of GB of memory)");
+                    ? "--device auto: no CUDA GPU is visible, and " + f.name +
+                          " is meant for one (check nvidia-smi and CUDA_VISIBLE_DEVICES; --device cpu runs it on "
+                          "the CPU anyway, hours per clip)"
+                    : "--device auto: " + no_cuda_build_text() + "; --device cpu runs " + f.name +
+                          " on the CPU anyway (hours per clip, tens of GB of memory)");
   }
   r.precision.device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   const std::string d = dtype == "auto" ? (cuda ? "bf16" : "fp32") : dtype;
@@ -86,9 +103,10 @@ void warn_idle_switches(const std::string& manifest, const runtime::RuntimeOptio
               "refuses a manifest with both: leave " + idle + " out");
 }
 
-std::string shipped_tiny_weights() {
+std::string shipped_weights(const models::ModelFacts& facts) {
+  if (facts.shipped_weights_dir.empty()) return "";
   std::error_code ec;
-  for (const auto& d : data_dir_candidates(kTinyWeightsDir))
+  for (const auto& d : data_dir_candidates(facts.shipped_weights_dir))
     if (std::filesystem::exists(std::filesystem::path(d) / "model_index.json", ec)) return std::filesystem::absolute(d).string();
   return "";
 }

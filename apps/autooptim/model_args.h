@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "models/model_table.h"
 #include "runtime/models.h"
 
 namespace autooptim::app {
@@ -12,23 +13,25 @@ namespace autooptim::app {
 // Why a CPU build cannot run on a GPU, and how to get the GPU build.
 std::string no_cuda_build_text();
 
-// Where the trained wan22-tiny weights ship (a diffusers checkpoint folder, found like prompts/), and
-// the folder found (absolute), or "" when none is shipped: wan22-tiny then runs its synthetic model.
-inline constexpr const char* kTinyWeightsDir = "assets/wan22-tiny/weights";
-std::string shipped_tiny_weights();
+// The folder (absolute) of a model's shipped trained weights (the model table's shipped_weights_dir, a
+// diffusers checkpoint folder found like prompts/), or "" when none is shipped: the embedded model then
+// runs its synthetic weights.
+std::string shipped_weights(const models::ModelFacts& facts);
 
 struct ModelArgs {
-  std::string model = "wan22-tiny";
+  std::string model = models::kDefaultModel;
   std::string weights;
   bool synthetic = false;
   std::string device = "auto";  // auto: cuda when the build and machine have it
   std::string dtype = "auto";   // auto: bf16 on GPUs, fp32 on the CPU
 
   void add_to(CLI::App* cmd);
+  // The model table's entry of `model` (the command line has checked the name).
+  const models::ModelFacts& facts() const { return models::model_facts(model); }
   // Resolves device/dtype into a load request (throws Error for impossible combinations).
   runtime::LoadRequest request() const;
-  // The trained wan22-tiny (given weights or the shipped ones): it gates on its own prompt set, captions
-  // of its data set it never saw; the random one on the harness's prompts (docs/training.md).
+  // The embedded model trained (given weights or the shipped ones): it gates on its own prompt set,
+  // captions of its data set it never saw; the random one on the harness's prompts (docs/training.md).
   bool tiny_trained() const;
 };
 

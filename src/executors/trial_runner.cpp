@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/remove_tree.h"
+#include "workers/messages.h"
 
 namespace fs = std::filesystem;
 
@@ -25,17 +26,18 @@ nlohmann::json Trial::to_json() const {
 }
 
 Trial Trial::from_json(const nlohmann::json& j) {
+  const workers::MessageReader r(j, "trial result");
   Trial t;
-  t.flags = j.value("flags", nlohmann::json::object());
-  t.label = j.value("label", "");
-  t.prompts = j.value("prompts", int64_t{0});
-  t.baseline_s = j.value("baseline_s", 0.0);
-  t.candidate_s = j.value("candidate_s", 0.0);
-  t.speedup = j.value("speedup", 0.0);
-  t.psnr_min = j.value("psnr_min", 0.0);
-  t.not_engaged = j.value("not_engaged", std::vector<std::string>{});
-  t.skip_ratio = j.contains("skip_ratio") && j["skip_ratio"].is_number() ? j["skip_ratio"].get<double>() : -1;
-  t.density = j.contains("density") && j["density"].is_number() ? j["density"].get<double>() : -1;
+  t.flags = r.object("flags");
+  t.label = r.string("label");
+  t.prompts = r.integer("prompts");
+  t.baseline_s = r.number("baseline_s");
+  t.candidate_s = r.number("candidate_s");
+  t.speedup = r.number("speedup");
+  t.psnr_min = r.number("psnr_min");
+  t.not_engaged = r.strings("not_engaged");
+  t.skip_ratio = r.number_or_null("skip_ratio").value_or(-1);
+  t.density = r.number_or_null("density").value_or(-1);
   return t;
 }
 
@@ -101,14 +103,14 @@ TrialRunner::~TrialRunner() {
 }
 
 nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::json& flags, const std::string& label, int64_t n) const {
-  nlohmann::json prompts = nlohmann::json::array();
-  n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
-  for (int64_t i = 0; i < n; ++i) {
-    const auto& p = prompts_[static_cast<size_t>(i)];
-    prompts.push_back({{"id", p.id}, {"text", p.text}, {"category", p.category}, {"splits", p.splits}});
-  }
-  return {{"kind", kind}, {"model", base_.model}, {"base", gates::to_json(base_)}, {"flags", flags},
-          {"label", label}, {"prompts", prompts}, {"n", n}};
+  workers::TrialRequest r;
+  r.kind = kind;
+  r.base = base_;
+  r.flags = flags;
+  r.label = label;
+  r.n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
+  r.prompts.assign(prompts_.begin(), prompts_.begin() + std::max<int64_t>(0, r.n));
+  return r.to_json();
 }
 
 std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, const std::string& label, int64_t n) {
@@ -117,7 +119,7 @@ std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, con
   };
   const auto r = client_->call(request("traces", flags, label, n), tick);
   std::vector<runtime::Trace> out;
-  for (const auto& tj : r["result"].value("traces", nlohmann::json::array())) {
+  for (const auto& tj : workers::MessageReader(r["result"], "traces result").array("traces")) {
     runtime::Trace t;
     // Counters and ratio values come back as numbers: read back as counters, get() sees the same values.
     for (const auto& [k, v] : tj.items())

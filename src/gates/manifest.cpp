@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "runtime/techniques/registry.h"
 #include "base/json_read.h"
+#include "models/model_table.h"
 
 namespace autooptim::gates {
 namespace {
@@ -28,7 +29,7 @@ const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps
                                               "steps",  "guidance", "seed", "flow_shift"};
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
-const std::vector<std::string> kModels = {"wan22-ti2v-5b", "wan22-tiny"};
+const std::vector<std::string> kModels = models::model_names_sorted();
 // The red-team switches' keys, from runtime/options.h (one table for parsing and printing).
 std::vector<std::string> redteam_keys() {
   size_t n = 0;
@@ -457,23 +458,18 @@ RunConfig with_sizes(RunConfig c, int64_t frames, int64_t steps, int64_t height,
 }
 
 RunConfig official_config(const std::string& model) {
+  const models::ModelFacts* facts = models::find_model(model);
+  if (!facts) throw Error("unknown model '" + model + "'; expected one of: " + join(kModels));
+  const models::OfficialRun& o = facts->official;
   RunConfig c;
-  c.fps = 24;
-  c.steps = 50;
-  c.guidance = 5.0;
-  c.seed = 42;
-  c.flow_shift = 5.0;
-  if (model == "wan22-ti2v-5b") {
-    c.height = 704;
-    c.width = 1280;
-    c.frames = 121;
-  } else if (model == "wan22-tiny") {
-    c.height = 96;
-    c.width = 160;
-    c.frames = 49;
-  } else {
-    throw Error("unknown model '" + model + "'; expected one of: " + join(kModels));
-  }
+  c.height = o.height;
+  c.width = o.width;
+  c.frames = o.frames;
+  c.fps = o.fps;
+  c.steps = o.steps;
+  c.guidance = o.guidance;
+  c.seed = o.seed;
+  c.flow_shift = o.flow_shift;
   return c;
 }
 

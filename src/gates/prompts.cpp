@@ -11,6 +11,7 @@
 #include "base/sha256.h"
 #include "base/error.h"
 #include "base/json_read.h"
+#include "models/model_table.h"
 
 namespace fs = std::filesystem;
 
@@ -18,7 +19,6 @@ namespace autooptim::gates {
 
 // Update only together with a deliberate, reviewed change of prompts/heldout.jsonl.
 const char kHeldoutSha256[] = "9a63cc0217bb3eedad1e52026e2d0937843b0aa01b56cc3edc2b760dd2c85806";
-const char kTinyHeldoutSha256[] = "8bb478670a47e91c633a8f4a154601436510288d757d73df2bd32abf54bba506";
 
 namespace {
 
@@ -174,11 +174,13 @@ PromptSet load_prompts(const std::string& prompts_dir, bool include_heldout) {
   if (include_heldout) {
     const std::string heldout_path = prompts_dir + "/heldout.jsonl";
     const std::string actual = sha256_file_hex(heldout_path);
-    // Two sets are pinned: the harness's (prompts/) and wan22-tiny's (prompts/wan22-tiny/, captions of
-    // its procedural data set that it was never trained on); a folder named wan22-tiny is held to the latter.
+    // The harness's set (prompts/) is pinned here; a model's own set (the model table's PromptPin, e.g.
+    // prompts/wan22-tiny/: captions of its data set that it was never trained on) to the table's pin, by
+    // the folder's name.
     fs::path dir = fs::path(prompts_dir).lexically_normal();
     if (dir.filename().empty()) dir = dir.parent_path();
-    const char* pinned = dir.filename() == "wan22-tiny" ? kTinyHeldoutSha256 : kHeldoutSha256;
+    const models::ModelFacts* owner = models::model_with_prompt_folder(dir.filename().string());
+    const std::string pinned = owner ? owner->own_prompts->heldout_sha256 : std::string(kHeldoutSha256);
     if (actual != pinned) {
       throw Error(heldout_path + " has changed (sha256 " + actual + " != pinned " + pinned + "); refusing");
     }

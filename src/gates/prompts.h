@@ -10,9 +10,8 @@ namespace autooptim::gates {
 
 // SHA-256 of prompts/heldout.jsonl as shipped; load_prompts refuses any other content.
 extern const char kHeldoutSha256[];
-// SHA-256 of prompts/wan22-tiny/heldout.jsonl (the trained tiny model's prompt set, docs/training.md);
-// load_prompts holds a folder named wan22-tiny to it.
-extern const char kTinyHeldoutSha256[];
+// A model's own prompt set (prompts/wan22-tiny) is pinned in the model table (models/model_facts.h,
+// PromptPin); load_prompts holds a folder of that name to it.
 
 struct Prompt {
   std::string id;        // "mh-01"

@@ -12,6 +12,7 @@
 
 #include "runtime/checkpoint.h"
 #include "base/error.h"
+#include "models/model_table.h"
 
 namespace fs = std::filesystem;
 
@@ -44,7 +45,7 @@ at::ScalarType compute_dtype(const std::string& dtype, const at::Device& device)
   throw Error("unknown dtype '" + dtype + "' (bf16, fp32, fp64)");
 }
 
-std::vector<std::string> known_models() { return {"wan22-tiny", "wan22-ti2v-5b"}; }
+std::vector<std::string> known_models() { return models::model_names(); }
 
 const std::string& tiny_tokenizer_model() {
   static const std::string bytes(reinterpret_cast<const char*>(embedded::kTinyTokenizer), embedded::kTinyTokenizer_size);
@@ -59,34 +60,16 @@ ModelConfigs ti2v_5b_configs() {
   return c;
 }
 
-ModelConfigs tiny_configs() {
-  // The TI2V-5B architecture at a tiny size: 4 layers of 4 heads x 24 (rope split 8/8/8), a VAE with
-  // the same structure (16x spatial, 4x temporal) at 4 base channels and 16 latent channels, and a
-  // 2-layer UMT5 over the embedded 512-token SentencePiece vocabulary. The VAE is kept small so that,
-  // as in the real model, denoising dominates the clip's time (the techniques act there).
+ModelConfigs configs_of(const models::ModelFacts& facts) {
+  if (!facts.architecture) return ti2v_5b_configs();
   ModelConfigs c;
-  nlohmann::json t = {{"num_attention_heads", 4}, {"attention_head_dim", 24}, {"in_channels", 16},
-                      {"out_channels", 16},       {"text_dim", 64},           {"freq_dim", 64},
-                      {"ffn_dim", 256},           {"num_layers", 4},          {"patch_size", {1, 2, 2}}};
-  c.transformer = WanTransformerConfig::from_json(t);
-  std::vector<double> mean, stdv;
-  for (int i = 0; i < 16; ++i) {
-    mean.push_back(0.05 * (i % 5) - 0.1);
-    stdv.push_back(0.5 + 0.05 * (i % 7));
-  }
-  nlohmann::json v = {{"base_dim", 4},       {"decoder_base_dim", 4},  {"z_dim", 16},
-                      {"dim_mult", {1, 2, 4, 4}}, {"num_res_blocks", 1}, {"is_residual", true},
-                      {"in_channels", 12},   {"out_channels", 12},     {"patch_size", 2},
-                      {"scale_factor_spatial", 16}, {"scale_factor_temporal", 4},
-                      {"temperal_downsample", {false, true, true}},
-                      {"latents_mean", mean}, {"latents_std", stdv}};
-  c.vae = WanVAEConfig::from_json(v);
-  nlohmann::json u = {{"vocab_size", 512}, {"d_model", 64}, {"d_kv", 16}, {"d_ff", 128}, {"num_layers", 2},
-                      {"num_heads", 4}, {"relative_attention_num_buckets", 32},
-                      {"relative_attention_max_distance", 128}, {"feed_forward_proj", "gated-gelu"}};
-  c.text_encoder = UMT5Config::from_json(u);
+  c.transformer = WanTransformerConfig::from_json(facts.architecture->transformer);
+  c.vae = WanVAEConfig::from_json(facts.architecture->vae);
+  c.text_encoder = UMT5Config::from_json(facts.architecture->text_encoder);
   return c;
 }
+
+ModelConfigs tiny_configs() { return configs_of(models::embedded_model()); }
 
 void fill_synthetic(torch::nn::Module& m, uint64_t seed, const std::string& prefix) {
   at::NoGradGuard no_grad;
@@ -220,18 +203,94 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
   return c;
 }
 
-LoadedModel load_model(const LoadRequest& req) {
-  // Every load, by any process, is one line in AUTOOPTIM_LOAD_LOG when set: how a test (or a user)
-  // proves that a run loads the model once per worker and nowhere else.
-  if (const char* log = std::getenv("AUTOOPTIM_LOAD_LOG"); log && *log) {
-    const int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      const std::string line = std::to_string(::getpid()) + " " + req.model + "\n";
-      ssize_t n = ::write(fd, line.data(), line.size());
-      (void)n;
-      ::close(fd);
-    }
+namespace {
+
+// Every load, by any process, is one line in AUTOOPTIM_LOAD_LOG when set: how a test (or a user) proves
+// that a run loads the model once per worker and nowhere else.
+void log_load(const std::string& model) {
+  const char* log = std::getenv("AUTOOPTIM_LOAD_LOG");
+  if (!log || !*log) return;
+  const int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string line = std::to_string(::getpid()) + " " + model + "\n";
+  ssize_t n = ::write(fd, line.data(), line.size());
+  (void)n;
+  ::close(fd);
+}
+
+std::shared_ptr<Tokenizer> checkpoint_tokenizer(const std::string& dir) {
+  return std::make_shared<Tokenizer>(Tokenizer::load((fs::path(dir) / "tokenizer/spiece.model").string()));
+}
+
+std::shared_ptr<Tokenizer> embedded_tokenizer() {
+  return std::make_shared<Tokenizer>(Tokenizer::from_serialized(tiny_tokenizer_model()));
+}
+
+// What a load builds before any weight is made or read: the configs, the tokenizer, whether the weights
+// are synthetic, and where they come from.
+struct LoadPlan {
+  ModelConfigs configs;
+  std::shared_ptr<Tokenizer> tokenizer;
+  bool synthetic = false;
+  std::string weights_label;
+};
+
+// A trained embedded model (autooptim train, or the shipped trained weights): a diffusers checkpoint
+// folder with the embedded architecture.
+LoadPlan plan_trained_embedded(const models::ModelFacts& facts, const LoadRequest& req) {
+  if (req.synthetic_weights) throw Error(facts.name + ": --weights and --synthetic-weights exclude each other");
+  LoadPlan plan;
+  plan.configs = read_checkpoint_configs(req.weights_dir);
+  const ModelConfigs want = configs_of(facts);
+  auto arch = [](nlohmann::json j) {
+    j.erase("latents_mean");  // data, not architecture: set from the training data
+    j.erase("latents_std");
+    // The VAE's widths may differ (a trained checkpoint may carry a wider encoder/decoder: the latent
+    // the transformer sees, z_dim at 16x/4x compression, is what must match).
+    j.erase("base_dim");
+    j.erase("decoder_base_dim");
+    return j;
+  };
+  const ModelConfigs& c = plan.configs;
+  if (c.transformer.to_json() != want.transformer.to_json() || arch(c.vae.to_json()) != arch(want.vae.to_json()) ||
+      c.text_encoder.to_json() != want.text_encoder.to_json())
+    throw CheckpointError(req.weights_dir + ": not a " + facts.name + " checkpoint (its transformer/vae/text_encoder " +
+                          "config.json differ from the tiny architecture; a full-size checkpoint goes with --model " +
+                          "wan22-ti2v-5b)");
+  plan.tokenizer = checkpoint_tokenizer(req.weights_dir);
+  plan.weights_label = "trained (" + req.weights_dir + ")";
+  return plan;
+}
+
+LoadPlan plan_load(const models::ModelFacts& facts, const LoadRequest& req) {
+  LoadPlan plan;
+  if (facts.embedded) {
+    if (!req.weights_dir.empty()) return plan_trained_embedded(facts, req);
+    plan.configs = configs_of(facts);
+    plan.tokenizer = embedded_tokenizer();
+    plan.synthetic = true;
+    plan.weights_label = "synthetic (embedded tiny model)";
+    return plan;
   }
+  if (req.synthetic_weights == !req.weights_dir.empty())
+    throw Error(facts.name + " needs exactly one of --weights DIR (the diffusers checkpoint) or --synthetic-weights");
+  if (req.synthetic_weights) {
+    plan.configs = configs_of(facts);
+    plan.tokenizer = embedded_tokenizer();  // random weights: any vocabulary of the right size will do
+    plan.synthetic = true;
+    plan.weights_label = "synthetic (full-size shapes, random values)";
+  } else {
+    plan.configs = read_checkpoint_configs(req.weights_dir);
+    plan.tokenizer = checkpoint_tokenizer(req.weights_dir);
+    plan.weights_label = req.weights_dir;
+  }
+  return plan;
+}
+
+}  // namespace
+
+LoadedModel load_model(const LoadRequest& req) {
+  log_load(req.model);
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel out;
   out.name = req.model;
@@ -240,55 +299,16 @@ LoadedModel load_model(const LoadRequest& req) {
   // the compute dtype on GPUs (its checkpoint is bf16).
   Precision vae_p{at::kFloat, p.device};
   Precision text_p{p.device.is_cuda() ? at::kBFloat16 : at::kFloat, p.device};
-  ModelConfigs c;
-  std::shared_ptr<Tokenizer> tok;
-  const bool tiny_trained = req.model == "wan22-tiny" && !req.weights_dir.empty();
-  if (req.model == "wan22-tiny" && !tiny_trained) {
-    c = tiny_configs();
-    tok = std::make_shared<Tokenizer>(Tokenizer::from_serialized(tiny_tokenizer_model()));
-    out.weights_label = "synthetic (embedded tiny model)";
-  } else if (tiny_trained) {
-    // A trained wan22-tiny (autooptim train, or the weights shipped in assets/wan22-tiny/weights):
-    // a diffusers checkpoint folder with the tiny architecture.
-    if (req.synthetic_weights) throw Error("wan22-tiny: --weights and --synthetic-weights exclude each other");
-    c = read_checkpoint_configs(req.weights_dir);
-    const ModelConfigs want = tiny_configs();
-    auto arch = [](nlohmann::json j) {
-      j.erase("latents_mean");  // data, not architecture: set from the training data
-      j.erase("latents_std");
-      // The VAE's widths may differ (a trained checkpoint may carry a wider encoder/decoder: the
-      // latent the transformer sees, z_dim at 16x/4x compression, is what must match).
-      j.erase("base_dim");
-      j.erase("decoder_base_dim");
-      return j;
-    };
-    if (c.transformer.to_json() != want.transformer.to_json() || arch(c.vae.to_json()) != arch(want.vae.to_json()) ||
-        c.text_encoder.to_json() != want.text_encoder.to_json())
-      throw CheckpointError(req.weights_dir + ": not a wan22-tiny checkpoint (its transformer/vae/text_encoder config.json "
-                            "differ from the tiny architecture; a full-size checkpoint goes with --model wan22-ti2v-5b)");
-    tok = std::make_shared<Tokenizer>(Tokenizer::load((fs::path(req.weights_dir) / "tokenizer/spiece.model").string()));
-    out.weights_label = "trained (" + req.weights_dir + ")";
-  } else if (req.model == "wan22-ti2v-5b") {
-    if (req.synthetic_weights == !req.weights_dir.empty())
-      throw Error("wan22-ti2v-5b needs exactly one of --weights DIR (the diffusers checkpoint) or --synthetic-weights");
-    if (req.synthetic_weights) {
-      c = ti2v_5b_configs();
-      tok = std::make_shared<Tokenizer>(Tokenizer::from_serialized(tiny_tokenizer_model()));
-      out.weights_label = "synthetic (full-size shapes, random values)";
-    } else {
-      c = read_checkpoint_configs(req.weights_dir);
-      tok = std::make_shared<Tokenizer>(Tokenizer::load((fs::path(req.weights_dir) / "tokenizer/spiece.model").string()));
-      out.weights_label = req.weights_dir;
-    }
-  } else {
-    throw Error("unknown model '" + req.model + "' (known: wan22-tiny, wan22-ti2v-5b)");
-  }
+  const models::ModelFacts& facts = models::model_facts(req.model);
+  LoadPlan plan = plan_load(facts, req);
+  out.weights_label = plan.weights_label;
+  const ModelConfigs& c = plan.configs;
   WanTransformer3DModel transformer(c.transformer, p);
   AutoencoderKLWan vae(c.vae, vae_p);
   auto text = std::make_shared<UMT5EncoderModel>(c.text_encoder, text_p);
-  if ((req.model == "wan22-tiny" && !tiny_trained) || (req.model != "wan22-tiny" && req.synthetic_weights)) {
+  if (plan.synthetic) {
     fill_synthetic(*transformer, 1, "transformer.");
-    if (req.model == "wan22-tiny") condition_tiny_transformer(transformer);
+    if (facts.embedded) condition_tiny_transformer(transformer);
     fill_synthetic(*vae, 1, "vae.");
     fill_synthetic(**text, 1, "text_encoder.");
   } else {
@@ -297,7 +317,7 @@ LoadedModel load_model(const LoadRequest& req) {
     load_strict(*vae, TensorSource::open((d / "vae").string()));
     load_umt5(*text, TensorSource::open((d / "text_encoder").string()));
   }
-  out.pipeline = std::make_unique<WanPipeline>(transformer, vae, text, tok, c.scheduler, p, req.options);
+  out.pipeline = std::make_unique<WanPipeline>(transformer, vae, text, plan.tokenizer, c.scheduler, p, req.options);
   device_synchronize(p.device);
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/model_table.h"
 #include "runtime/wan_pipeline.h"
 
 namespace autooptim::runtime {
@@ -18,7 +19,7 @@ struct ModelConfigs {
 };
 
 struct LoadRequest {
-  std::string model = "wan22-tiny";  // wan22-tiny | wan22-ti2v-5b
+  std::string model = models::kDefaultModel;  // a name of the model table (models/model_table.h)
   // Diffusers checkpoint folder: wan22-ti2v-5b's, or a trained wan22-tiny (autooptim train, the shipped
   // assets/wan22-tiny/weights). Empty for wan22-tiny: its synthetic weights (the command line resolves
   // the shipped trained weights as the default, see apps/autooptim/model_args.cpp).
@@ -35,12 +36,16 @@ struct LoadedModel {
   std::string weights_label;  // where the weights came from ("synthetic", a folder)
 };
 
+// The model table's names (models/model_table.h).
 std::vector<std::string> known_models();
 
 // The transformer's compute dtype for a manifest dtype on a device: bf16/fp32/fp64 on GPUs; the CPU
 // has no fast bf16, so it runs bf16 manifests in fp32 (and fp64 ones in fp64).
 at::ScalarType compute_dtype(const std::string& dtype, const at::Device& device);
-ModelConfigs tiny_configs();
+// A model's configs: its architecture from the model table, or the full-size presets where the table
+// leaves it to them. The scheduler's config is the default one.
+ModelConfigs configs_of(const models::ModelFacts& facts);
+ModelConfigs tiny_configs();  // the embedded model's
 ModelConfigs ti2v_5b_configs();
 
 // Reads and checks a diffusers checkpoint folder: model_index.json, transformer/, vae/, text_encoder/,

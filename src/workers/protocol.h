@@ -45,7 +45,8 @@ namespace autooptim::workers {
 
 constexpr int kProtocolVersion = 1;
 
-// Request kinds (request["kind"]) and their fields; every request also has "id", "client", "attempt",
+// Request kinds (request["kind"]) and their fields (read and written only by the structs of
+// workers/messages.h, which refuse a missing or mistyped key); every request also has "id", "client", "attempt",
 // "submitted" (UTC) and optionally "worker" (only that worker may claim it) and "model" (a worker of
 // another model refuses it with an error).
 //  "trial"     executors' measurement: {"base": manifest, "flags": {...}, "label": s, "prompts": [{id, text,

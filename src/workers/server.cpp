@@ -34,6 +34,7 @@
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
+#include "workers/messages.h"
 #include "workers/protocol.h"
 
 namespace fs = std::filesystem;
@@ -115,11 +116,11 @@ class Server {
   // --- requests
   void serve_one(const fs::path& claimed, const std::string& name);
   json handle(const json& req);
-  json do_trial(const json& req);
-  json do_traces(const json& req);
-  json do_gate(const json& req);
-  json do_screen(const json& req);
-  json do_calibrate(const json& req);
+  json do_trial(const TrialRequest& req, const std::string& id);
+  json do_traces(const TrialRequest& req, const std::string& id);
+  json do_gate(const GateRequest& req, const std::string& id);
+  ScreenResult do_screen(const ScreenRequest& req, const std::string& id);
+  CalibrateResult do_calibrate(const CalibrateRequest& req, const std::string& id);
 
   // Stage timing helpers (as `autooptim bench` times them).
   struct Shape {
@@ -147,7 +148,7 @@ class Server {
   int64_t requests_ = 0, extra_generations_ = 0;
   int64_t heartbeat_seq_ = 0;
   std::set<std::string> warmed_;
-  std::map<std::string, json> calibrations_;  // base manifest hash -> calibrate result
+  std::map<std::string, CalibrateResult> calibrations_;  // base manifest hash -> calibrate result
 };
 
 json Server::counters() {
@@ -384,36 +385,29 @@ json Server::handle(const json& req) {
   const std::string kind = req.value("kind", "");
   if (req.contains("model") && req.value("model", "") != o_.load.model)
     throw Error("request for model '" + req.value("model", "") + "', this worker serves '" + o_.load.model + "'");
-  if (kind == "trial") return do_trial(req);
-  if (kind == "traces") return do_traces(req);
-  if (kind == "gate") return do_gate(req);
-  if (kind == "screen") return do_screen(req);
-  if (kind == "calibrate") return do_calibrate(req);
+  const std::string id = req.value("id", "");
+  if (kind == "trial") return do_trial(TrialRequest::from_json(req), id);
+  if (kind == "traces") return do_traces(TrialRequest::from_json(req), id);
+  if (kind == "gate") return do_gate(GateRequest::from_json(req), id);
+  if (kind == "screen") return do_screen(ScreenRequest::from_json(req), id).to_json();
+  if (kind == "calibrate") return do_calibrate(CalibrateRequest::from_json(req), id).to_json();
   if (kind == "ping") return {{"pong", true}};
   throw Error("unknown request kind '" + kind + "' (trial, traces, screen, calibrate, gate)");
 }
 
-gates::Manifest manifest_of(const json& j, const std::string& what) {
-  if (!j.is_object()) throw Error("request without its " + what + " manifest");
-  return gates::parse_manifest(j, what);
+// A trial request's prompts: visible ones only, at least one.
+const std::vector<gates::Prompt>& checked_prompts(const TrialRequest& req) {
+  for (const auto& p : req.prompts)
+    for (const auto& sp : p.splits)
+      if (sp.rfind("heldout", 0) == 0)
+        throw Error("trial requests take visible prompts only (" + p.id + " is held out)");
+  if (req.prompts.empty()) throw Error("request without prompts");
+  return req.prompts;
 }
 
-std::vector<gates::Prompt> prompts_of(const json& req) {
-  std::vector<gates::Prompt> out;
-  for (const auto& p : req.value("prompts", json::array())) {
-    gates::Prompt q;
-    q.id = p.value("id", "");
-    q.text = p.value("text", p.value("prompt", ""));
-    q.category = p.value("category", "");
-    for (const auto& s : p.value("splits", json::array())) {
-      const std::string sp = s.get<std::string>();
-      if (sp.rfind("heldout", 0) == 0) throw Error("trial requests take visible prompts only (" + q.id + " is held out)");
-      q.splits.push_back(sp);
-    }
-    out.push_back(q);
-  }
-  if (out.empty()) throw Error("request without prompts");
-  return out;
+// The prompts a trial runs on: the first n, at least one.
+int64_t prompt_count(const TrialRequest& req) {
+  return std::min<int64_t>(std::max<int64_t>(1, req.n), static_cast<int64_t>(req.prompts.size()));
 }
 
 // The trial's candidate: the base with these flags (as the executors' TrialRunner built it).
@@ -436,19 +430,18 @@ void Server::warm(const gates::Manifest& base, const gates::Prompt& p) {
   warmed_.insert(h);
 }
 
-json Server::do_trial(const json& req) {
-  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
-  const auto prompts = prompts_of(req);
-  const std::string label = req.value("label", "");
-  const json flags = req.value("flags", json::object());
+json Server::do_trial(const TrialRequest& req, const std::string& id) {
+  const gates::Manifest& base = req.base;
+  const auto& prompts = checked_prompts(req);
+  const std::string& label = req.label;
+  const json& flags = req.flags;
   const gates::Manifest cand = trial_manifest(base, flags, label);
   const auto opts = gates::to_runtime_options(cand);
-  const std::string id = req.value("id", "");
   warm(base, prompts[0]);
   executors::Trial t;
   t.flags = flags;
   t.label = label;
-  const int64_t n = std::min<int64_t>(std::max<int64_t>(1, req.value("n", int64_t{1})), static_cast<int64_t>(prompts.size()));
+  const int64_t n = prompt_count(req);
   std::vector<double> bt, ct;
   double worst = 100.0, skip_sum = 0, density_sum = 0;
   int64_t skip_runs = 0, density_runs = 0;
@@ -480,16 +473,16 @@ json Server::do_trial(const json& req) {
   return t.to_json();
 }
 
-json Server::do_traces(const json& req) {
-  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
-  const auto prompts = prompts_of(req);
-  const std::string label = req.value("label", "");
-  const gates::Manifest cand = trial_manifest(base, req.value("flags", json::object()), label);
-  const int64_t n = std::min<int64_t>(std::max<int64_t>(1, req.value("n", int64_t{1})), static_cast<int64_t>(prompts.size()));
+json Server::do_traces(const TrialRequest& req, const std::string& id) {
+  const gates::Manifest& base = req.base;
+  const auto& prompts = checked_prompts(req);
+  const std::string& label = req.label;
+  const gates::Manifest cand = trial_manifest(base, req.flags, label);
+  const int64_t n = prompt_count(req);
   warm(base, prompts[0]);
   json traces = json::array();
   for (int64_t i = 0; i < n; ++i) {
-    check_abandon(req.value("id", ""));
+    check_abandon(id);
     set_stage("calibration " + label);
     const gates::RunOutput r = worker_->run(cand, prompts[static_cast<size_t>(i)]);
     if (!r.error.empty()) throw Error("calibration " + label + ": " + r.error);
@@ -498,23 +491,22 @@ json Server::do_traces(const json& req) {
   return {{"traces", traces}};
 }
 
-json Server::do_gate(const json& req) {
-  const gates::Manifest m = manifest_of(req.value("manifest", json()), "gated");
-  const std::string split = req.value("split", "");
-  const std::string out_dir = req.value("out_dir", "");
-  if (split.empty() || out_dir.empty()) throw Error("gate request without split or out_dir");
-  const json s = req.value("settings", json::object());
+json Server::do_gate(const GateRequest& req, const std::string& id) {
+  const gates::Manifest& m = req.manifest;
+  if (req.split.empty() || req.out_dir.empty()) throw Error("gate request without split or out_dir");
+  const json& s = req.settings;
   gates::GateSettings g = gates::settings_from_json(s);
   // The baseline is the harness's pinned one; the orchestrator sends it at the run's configuration.
   if (s.contains("baseline_manifest")) g.baseline_config = gates::parse_manifest(s["baseline_manifest"], "the gate request's baseline").config;
-  const std::string id = req.value("id", "");
   g.progress = [this, id](const gates::GateProgress& p) {
     check_abandon(id);
     set_stage(p.stage + " (run " + std::to_string(p.run) + "/" + std::to_string(p.runs) + ")");
   };
   std::optional<gates::Ledger> ledger;
-  if (req.contains("ledger") && req["ledger"].is_string()) ledger.emplace(req["ledger"].get<std::string>());
-  return gates::run_gate(*worker_, m, split, out_dir, g, ledger ? &*ledger : nullptr).to_json();
+  if (req.ledger) ledger.emplace(*req.ledger);
+  const gates::GateVerdict v = gates::run_gate(*worker_, m, req.split, req.out_dir, g, ledger ? &*ledger : nullptr);
+  // Sent as the typed message: a verdict that does not fit it fails here, not as a silent 0 in the orchestrator.
+  return GateVerdictResult::from_json(v.to_json()).to_json();
 }
 
 // --- stage timing (screen, calibrate): a transformer forward at the run's shape, a decode, the text
@@ -600,22 +592,27 @@ double Server::time_text(const gates::Manifest& m) {
   return sec;
 }
 
-json Server::do_calibrate(const json& req) {
-  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
+CalibrateResult Server::do_calibrate(const CalibrateRequest& req, const std::string& id) {
+  const gates::Manifest& base = req.base;
   const std::string h = gates::manifest_hash(base);
   if (auto it = calibrations_.find(h); it != calibrations_.end()) return it->second;
   set_stage("calibration: forward");
   const Shape s = shape_for(base);
-  const double fwd = time_forwards(base, s, 1, base.config.steps / 2, req.value("id", ""));
+  const double fwd = time_forwards(base, s, 1, base.config.steps / 2, id);
   set_stage("calibration: decode");
   time_decode(base, s);  // warm-up of the decoder's kernels
   const double dec = time_decode(base, s);
   const double text = time_text(base);
   const int64_t per_step = base.config.guidance > 1.0 ? 2 : 1;
   const int64_t forwards = base.config.steps * per_step;
-  json r = {{"text_s", text}, {"forward_s", fwd}, {"decode_s", dec}, {"forwards_per_clip", forwards},
-            {"clip_estimate_s", text + forwards * fwd + dec}, {"worker_load_s", load_s_},
-            {"config", gates::to_json(base.config)}};
+  CalibrateResult r;
+  r.text_s = text;
+  r.forward_s = fwd;
+  r.decode_s = dec;
+  r.forwards_per_clip = forwards;
+  r.clip_estimate_s = text + forwards * fwd + dec;
+  r.worker_load_s = load_s_;
+  r.config = gates::to_json(base.config);
   calibrations_[h] = r;
   ++extra_generations_;
   return r;
@@ -631,12 +628,11 @@ bool changes_decoder(const gates::Manifest& m) {
   return false;
 }
 
-json Server::do_screen(const json& req) {
-  const gates::Manifest base = manifest_of(req.value("base", json()), "base");
-  const gates::Manifest cand = manifest_of(req.value("manifest", json()), "screened");
-  const std::string id = req.value("id", "");
-  const int64_t k = std::clamp<int64_t>(req.value("forwards", int64_t{3}), 1, 100);
-  const json cal = do_calibrate({{"base", gates::to_json(base)}, {"id", id}});
+ScreenResult Server::do_screen(const ScreenRequest& req, const std::string& id) {
+  const gates::Manifest& base = req.base;
+  const gates::Manifest& cand = req.manifest;
+  const int64_t k = std::clamp<int64_t>(req.forwards, 1, 100);
+  const CalibrateResult cal = do_calibrate(CalibrateRequest{base}, id);
   set_stage("screen: forwards");
   const Shape s = shape_for(base);
   // The forwards of both, interleaved, at the middle of the schedule; the best of each (an optimistic
@@ -650,32 +646,39 @@ json Server::do_screen(const json& req) {
   // A step-dependent technique (sparse after its dense steps) is also timed at the last step.
   cf = std::min(cf, time_forwards(cand, s, 1, base.config.steps - 1, id));
   const bool dec = changes_decoder(cand);
-  double bd = cal.value("decode_s", 0.0), cd = bd;
+  double bd = cal.decode_s, cd = bd;
   if (dec) {
     set_stage("screen: decode");
     bd = time_decode(base, s);
     cd = time_decode(cand, s);
   }
-  const double text = cal.value("text_s", 0.0);
-  const int64_t forwards = cal.value("forwards_per_clip", int64_t{1});
-  const json skip = req.value("skip_ratio", json());
+  const double text = cal.text_s;
+  const int64_t forwards = cal.forwards_per_clip;
   const bool skips = !runtime::techniques::techniques_on(gates::to_runtime_options(cand)).empty() &&
                      [&] {
                        for (const auto& n : runtime::techniques::techniques_on(gates::to_runtime_options(cand)))
                          if (const auto* t = runtime::techniques::find(n); t && t->family == "cache") return true;
                        return false;
                      }();
-  const double skip_ratio = skip.is_number() ? std::clamp(skip.get<double>(), 0.0, 1.0) : 0.0;
+  const double skip_ratio = req.skip_ratio ? std::clamp(*req.skip_ratio, 0.0, 1.0) : 0.0;
   const double base_est = text + forwards * bf + bd;
   const double cand_est = text + forwards * cf * (1.0 - skip_ratio) + cd;
-  json r = {{"base_forward_s", bf}, {"cand_forward_s", cf}, {"decode", dec}, {"base_decode_s", bd}, {"cand_decode_s", cd},
-            {"text_s", text}, {"forwards_per_clip", forwards}, {"skip_ratio", skip.is_number() ? json(skip_ratio) : json()},
-            {"base_estimate_s", base_est}, {"cand_estimate_s", cand_est},
-            {"estimated_speedup", cand_est > 0 ? base_est / cand_est : 0.0}};
+  ScreenResult r;
+  r.base_forward_s = bf;
+  r.cand_forward_s = cf;
+  r.decode = dec;
+  r.base_decode_s = bd;
+  r.cand_decode_s = cd;
+  r.text_s = text;
+  r.forwards_per_clip = forwards;
+  if (req.skip_ratio) r.skip_ratio = skip_ratio;
+  r.base_estimate_s = base_est;
+  r.cand_estimate_s = cand_est;
+  r.estimated_speedup = cand_est > 0 ? base_est / cand_est : 0.0;
   // A step cache whose skip ratio nobody measured cannot be bounded from forward times.
-  if (skips && !skip.is_number()) {
-    r["estimated_speedup"] = nullptr;
-    r["unbounded"] = "a step cache without a measured skip ratio: forward times cannot bound its speedup";
+  if (skips && !req.skip_ratio) {
+    r.estimated_speedup = std::nullopt;
+    r.unbounded = "a step cache without a measured skip ratio: forward times cannot bound its speedup";
   }
   return r;
 }

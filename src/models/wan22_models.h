@@ -1,0 +1,10 @@
+#pragma once
+// The entries of the model table, one function per model, each in its own file.
+#include "models/model_facts.h"
+
+namespace autooptim::models {
+
+ModelFacts wan22_tiny();
+ModelFacts wan22_ti2v_5b();
+
+}  // namespace autooptim::models

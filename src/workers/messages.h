@@ -1,0 +1,161 @@
+#pragma once
+// The messages between the processes that hold no model (orchestrator, executors) and the workers that
+// do (protocol.h): each request's fields, and the results the workers send back, as structs read and
+// written here and nowhere else. The JSON on the wire is what protocol.h describes. Reading is strict:
+// a missing key or a value of the wrong type is an Error naming the key and the message; a key that a
+// message may leave out is an std::optional here, and null on the wire.
+//
+// The envelope every request carries (id, client, attempt, submitted, protocol; optionally worker and
+// model) is the protocol's (Client::submit, the server's claim loop), not these structs'.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gates/manifest.h"
+#include "gates/prompts.h"
+
+namespace autooptim::workers {
+
+// Reads the keys of one message, each throwing an Error that names the message and the key:
+// "<message>: missing key '<key>'", "<message>: key '<key>': expected an integer, got \"3\"".
+class MessageReader {
+ public:
+  // Throws unless `j` is an object.
+  MessageReader(const nlohmann::json& j, std::string message);
+
+  const nlohmann::json& at(const std::string& key) const;  // any type
+  std::string string(const std::string& key) const;
+  int64_t integer(const std::string& key) const;
+  double number(const std::string& key) const;  // an integer or a floating-point value
+  bool boolean(const std::string& key) const;
+  const nlohmann::json& object(const std::string& key) const;
+  const nlohmann::json& array(const std::string& key) const;
+  std::vector<std::string> strings(const std::string& key) const;  // an array of strings
+  std::optional<double> number_or_null(const std::string& key) const;
+  std::optional<std::string> string_or_null(const std::string& key) const;
+  // A manifest (strictly parsed, errors labelled `label`).
+  gates::Manifest manifest(const std::string& key, const std::string& label) const;
+  // Reads the key "kind" and throws unless it is one of `kinds`.
+  std::string kind(const std::vector<std::string>& kinds) const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  const std::string& message() const { return message_; }
+
+ private:
+  const nlohmann::json& j_;
+  std::string message_;
+};
+
+// "trial" (an executor's measurement: the baseline and the candidate interleaved on the first n prompts)
+// and "traces" (a calibration run of the candidate alone): {"kind", "model", "base", "flags", "label",
+// "prompts": [{"id", "text", "category", "splits"}], "n"}.
+struct TrialRequest {
+  std::string kind = "trial";  // trial | traces
+  gates::Manifest base;        // the run's baseline; "model" on the wire is its model
+  nlohmann::json flags = nlohmann::json::object();
+  std::string label;
+  std::vector<gates::Prompt> prompts;  // visible prompts only
+  int64_t n = 1;
+
+  nlohmann::json to_json() const;
+  static TrialRequest from_json(const nlohmann::json& j);
+};
+
+// "screen": stage timing of a candidate against its baseline at the run's shape:
+// {"kind", "model", "base", "manifest", "forwards", "skip_ratio": number|null}.
+struct ScreenRequest {
+  gates::Manifest base;  // "model" on the wire is the candidate's model
+  gates::Manifest manifest;
+  int64_t forwards = 3;
+  std::optional<double> skip_ratio;  // the step cache's measured skip ratio; unset when nobody measured it
+
+  nlohmann::json to_json() const;
+  static ScreenRequest from_json(const nlohmann::json& j);
+};
+
+// "calibrate": one forward and one decode of the baseline at its shape: {"kind", "model", "base"}.
+struct CalibrateRequest {
+  gates::Manifest base;
+
+  nlohmann::json to_json() const;
+  static CalibrateRequest from_json(const nlohmann::json& j);
+};
+
+// "gate": a whole gate run on one worker: {"kind", "model", "manifest", "split", "out_dir", "settings",
+// "ledger": path|null}. settings is gates::settings_to_json's object (read by gates::settings_from_json,
+// with "baseline_manifest" when the run's baseline is not at the official configuration).
+struct GateRequest {
+  gates::Manifest manifest;
+  std::string split;
+  std::string out_dir;
+  nlohmann::json settings = nlohmann::json::object();
+  std::optional<std::string> ledger;
+
+  nlohmann::json to_json() const;
+  static GateRequest from_json(const nlohmann::json& j);
+};
+
+// The result of "calibrate".
+struct CalibrateResult {
+  double text_s = 0, forward_s = 0, decode_s = 0;
+  int64_t forwards_per_clip = 0;
+  double clip_estimate_s = 0;
+  double worker_load_s = 0;
+  nlohmann::json config = nlohmann::json::object();  // the baseline's RunConfig (gates::to_json)
+
+  nlohmann::json to_json() const;
+  static CalibrateResult from_json(const nlohmann::json& j);
+};
+
+// The result of "screen". estimated_speedup is unset (null) for a step cache without a measured skip
+// ratio, with `unbounded` saying why.
+struct ScreenResult {
+  double base_forward_s = 0, cand_forward_s = 0;
+  bool decode = false;  // the candidate's techniques touch the decoder: decodes were timed
+  double base_decode_s = 0, cand_decode_s = 0;
+  double text_s = 0;
+  int64_t forwards_per_clip = 0;
+  std::optional<double> skip_ratio;
+  double base_estimate_s = 0, cand_estimate_s = 0;
+  std::optional<double> estimated_speedup;
+  std::optional<std::string> unbounded;  // absent on the wire when unset
+
+  nlohmann::json to_json() const;
+  static ScreenResult from_json(const nlohmann::json& j);
+};
+
+// The result of "gate": the verdict as gates::GateVerdict::to_json writes it (gates/gate.h), readable
+// without the gates' library. Its checks by name: artifacts, official_config, performance, off_identity,
+// quality, visual, authenticity.
+struct GateCheckResult {
+  bool pass = false;
+  std::string reason;
+  nlohmann::json details = nlohmann::json::object();
+};
+
+struct GateVerdictResult {
+  std::string manifest;  // the candidate's id
+  std::string manifest_hash;
+  std::string split;
+  bool accepted = false;
+  bool refused = false;  // a retry of an already-rejected manifest
+  double baseline_seconds = 0, candidate_seconds = 0, speedup = 0;
+  double psnr = 0, ssim = 0;
+  std::string failure_signature;
+  std::string baseline_hash;
+  nlohmann::json integrity = nlohmann::json::object();
+  std::map<std::string, GateCheckResult> gates;
+
+  nlohmann::json to_json() const;
+  static GateVerdictResult from_json(const nlohmann::json& j);
+};
+
+// A prompt as a trial request carries it.
+nlohmann::json prompt_to_json(const gates::Prompt& p);
+gates::Prompt prompt_from_json(const nlohmann::json& j, const std::string& message);
+
+}  // namespace autooptim::workers
