@@ -17,11 +17,11 @@
 #include "gates/checks/visual.h"
 #include "gates/gate_baseline_speed.h"
 #include "gates/gate_files.h"
-#include "gates/gate_model_facts.h"
 #include "gates/gate_run.h"
 #include "gates/gate_untimed_work.h"
 #include "gates/gate_verdict.h"
 #include "gates/integrity.h"
+#include "models/model_table.h"
 #include "runtime/blas_threads.h"
 #include "runtime/device.h"
 
@@ -275,7 +275,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   v.ssim = quality.worst_ssim;
   v.checks.push_back(quality.check);
   // The object check: for models whose prompts are procedural scenes of one object, unless set.
-  const bool objects = S.object_check > 0 || (S.object_check < 0 && is_tiny_procedural_model(cand.model));
+  const bool objects = S.object_check > 0 || (S.object_check < 0 && models::model_facts(cand.model).gate.object_check);
   const VisualResult visual = check_visual(ev, objects);
   v.checks.push_back(visual.check);
   const AuthenticityResult authenticity = check_authenticity(ev, cand, untimed, S);

@@ -5,7 +5,7 @@
 #include "base/sha256.h"
 #include "base/strings.h"
 #include "base/utc_time.h"
-#include "gates/gate_model_facts.h"
+#include "models/model_table.h"
 #include "gates/integrity.h"
 #include "gates/robust_stats.h"
 
@@ -175,11 +175,10 @@ Calibration best_calibration(const std::vector<Calibration>& rounds) {
 }
 
 double baseline_efficiency_floor(const GateSettings& S, const std::string& model, bool on_cuda) {
-  // Defaults well below what an honest baseline reaches (docs/gate-defences.md): on a GPU the tiny model
-  // is all launch overhead, so no useful floor there.
+  // Defaults well below what an honest baseline reaches (docs/gate-defences.md), the model table's.
   if (S.min_baseline_efficiency >= 0) return S.min_baseline_efficiency;
-  if (is_tiny_procedural_model(model)) return on_cuda ? 0.0 : 0.05;
-  return on_cuda ? 0.25 : 0.05;
+  const models::GateDefaults& d = models::model_facts(model).gate;
+  return on_cuda ? d.min_baseline_efficiency_cuda : d.min_baseline_efficiency_cpu;
 }
 
 json baseline_record_identity(const BaselineIdentity& id, int baseline_threads) {
