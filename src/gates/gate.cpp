@@ -17,11 +17,11 @@
 #include "gates/checks/visual.h"
 #include "gates/gate_baseline_speed.h"
 #include "gates/gate_files.h"
+#include "models/model_table.h"
 #include "gates/gate_run.h"
 #include "gates/gate_untimed_work.h"
 #include "gates/gate_verdict.h"
 #include "gates/integrity.h"
-#include "models/model_table.h"
 #include "runtime/blas_threads.h"
 #include "runtime/device.h"
 

@@ -175,7 +175,7 @@ Calibration best_calibration(const std::vector<Calibration>& rounds) {
 }
 
 double baseline_efficiency_floor(const GateSettings& S, const std::string& model, bool on_cuda) {
-  // Defaults well below what an honest baseline reaches (docs/gate-defences.md), the model table's.
+  // The model's defaults (models/: well below what an honest baseline reaches, docs/gate-defences.md).
   if (S.min_baseline_efficiency >= 0) return S.min_baseline_efficiency;
   const models::GateDefaults& d = models::model_facts(model).gate;
   return on_cuda ? d.min_baseline_efficiency_cuda : d.min_baseline_efficiency_cpu;

@@ -1,26 +1,33 @@
 #pragma once
 // What one transformer forward needs to know beyond its inputs: the technique switches, where to count
-// engagement, per-generation caches, and where in the denoising loop it is. The model code calls the
-// techniques' hooks through this; a null context is the baseline.
+// engagement, per-generation caches, and where in the denoising loop it is. The model calls the extension
+// points (runtime/extension_points.h) with this; a null context is the baseline.
 #include <ATen/ATen.h>
 
 #include <map>
 #include <utility>
 
 #include "runtime/options.h"
-#include "runtime/techniques/kernel/cross_kv_cache.h"
 #include "runtime/trace.h"
 
 namespace autooptim::runtime {
-namespace techniques {
-class CudaGraphs;
-class CachePolicy;
+class ForwardReplay;
+class StepCache;
+namespace ext {
+struct TransformerPoints;
 }
+
+// Values that depend only on the prompt, kept for one generation (the cross_kv_cache technique fills it).
+struct CrossKVCache {
+  // (block index, embedding storage pointer) -> (k, v) after norm_k, [B, S, D]; block -1 holds the
+  // projected text [B, S, D] (and an undefined tensor).
+  std::map<std::pair<int64_t, const void*>, std::pair<at::Tensor, at::Tensor>> entries;
+};
 
 // Work the model code did, counted by the model code itself (not by a technique): what the gate's work
 // floors and counter cross-checks read (docs/gate-defences.md). Per denoising step, reset by the loop.
 struct WorkCount {
-  int64_t blocks = 0;                  // transformer blocks run (a block cache that reuses a residual runs fewer)
+  int64_t blocks = 0;                 // transformer blocks run (a block cache that reuses a residual runs fewer)
   int64_t sparse_self_attention = 0;  // self-attention calls that took the sparse path
 };
 
@@ -29,8 +36,10 @@ struct ForwardContext {
   WorkCount* work = nullptr;  // the loop's counts of this step (null: not counted)
   Trace* trace = nullptr;
   CrossKVCache* cross_kv = nullptr;
-  techniques::CudaGraphs* cuda_graphs = nullptr;  // per-generation captured forwards (cuda_graph switch)
-  techniques::CachePolicy* cache = nullptr;       // the generation's step-cache policy (cache family), if any
+  ForwardReplay* cuda_graphs = nullptr;  // per-generation replay of the forward's body (cuda_graph switch)
+  StepCache* cache = nullptr;            // the generation's step-cache policy (cache family), if any
+  // The overrides on for this forward, resolved once by the transformer's forward (null: resolved there).
+  const ext::TransformerPoints* points = nullptr;
   int64_t step = 0;   // denoising step of this forward
   int branch = 0;     // CFG branch of this forward: 0 conditional, 1 unconditional
   int64_t steps = 0;  // steps of the generation

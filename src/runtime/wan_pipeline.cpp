@@ -11,7 +11,7 @@
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
-#include "runtime/techniques/vae/vae_ops.h"
+#include "runtime/extension_points.h"
 
 namespace autooptim::runtime {
 
@@ -166,7 +166,9 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
 AutoencoderKLWan& WanPipeline::decoding_vae() { return decoding_vae(options_); }
 
 AutoencoderKLWan& WanPipeline::decoding_vae(const RuntimeOptions& o) {
-  const bool bf16 = o.vae_bf16, cl = o.vae_channels_last;
+  // The decode's dtype and layout, as the decode-precision and layout points say.
+  const ext::DecodePoints d = ext::DecodePoints::resolve(o);
+  const bool bf16 = d.dtype == at::kBFloat16, cl = d.channels_last;
   if (!bf16 && !cl) return vae_;
   const int key = 2 * bf16 + cl;
   if (converted_vae_key_ != key) {
@@ -196,22 +198,15 @@ at::Tensor WanPipeline::decode_with(const RuntimeOptions& o, const at::Tensor& l
   at::InferenceMode guard;
   const at::Tensor z = vae_->denormalize(latents.to(precision_.device, at::kFloat));
   const bool switches = techniques::works_on_decode(o);  // a technique with a vae.* or pipeline.decode hook
-  techniques::VaeRun run{&o, trace};
-  // vae_cudnn_benchmark: cuDNN's autotuner for the decode only, restored afterwards (also on an error).
-  struct CudnnBenchmark {
-    bool was = at::globalContext().benchmarkCuDNN();
-    explicit CudnnBenchmark(bool on) {
-      if (on) at::globalContext().setBenchmarkCuDNN(true);
-    }
-    ~CudnnBenchmark() { at::globalContext().setBenchmarkCuDNN(was); }
-  };
-  const bool tune = o.vae_cudnn_benchmark && z.is_cuda();
-  const CudnnBenchmark tuner(tune);
+  const VaeRun run{&o, trace};
+  // The stages around the decode (a library setting for it, restored afterwards, also on an error).
+  const ext::DecodePoints decode_points = ext::DecodePoints::resolve(o);
+  std::vector<std::unique_ptr<ext::DecodeStage>> stages;
+  for (const auto* stage : decode_points.stages)
+    if (auto s = (*stage)(z, run)) stages.push_back(std::move(s));
   const auto enqueue_t0 = std::chrono::steady_clock::now();
   at::Tensor video = decoding_vae(o)->decode(z, nullptr, switches ? &run : nullptr);  // [B, 3, T, H, W] in [-1, 1]
-  if (tune) run.count("kernel.vae_cudnn_benchmark.decodes");
-  if (o.vae_bf16) run.count("kernel.vae_bf16.decodes");
-  if (o.vae_channels_last) run.count("kernel.vae_channels_last.decodes");
+  for (const auto& s : stages) s->decoded(run);
   video = (video.to(at::kFloat) / 2 + 0.5).clamp(0, 1);
   last_decode_enqueue_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - enqueue_t0).count();
   if (!at::isfinite(video).all().item<bool>()) throw NumericError("VAE decode produced NaN or Inf pixels");

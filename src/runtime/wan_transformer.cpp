@@ -5,19 +5,10 @@
 #include <optional>
 #include <set>
 
-#include "runtime/config_json.h"
 #include "base/error.h"
-#include "runtime/techniques/cache/cache_policy.h"
-#include "runtime/techniques/kernel/attention_backend.h"
+#include "runtime/config_json.h"
 #include "runtime/profile.h"
-#include "runtime/techniques/kernel/cross_kv_cache.h"
-#include "runtime/techniques/kernel/cuda_graph.h"
-#include "runtime/techniques/kernel/fused_block_ops.h"
-#include "runtime/techniques/kernel/gemm_autotune.h"
-#include "runtime/techniques/quant/fp8_linear.h"
-#include "runtime/techniques/kernel/timestep_dedup.h"
-#include "runtime/techniques/kernel/uniform_timestep.h"
-#include "runtime/techniques/sparse/video_sparse_attention.h"
+#include "runtime/torch_compat.h"
 
 namespace autooptim::runtime {
 namespace {
@@ -75,8 +66,8 @@ WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& j) {
   cfg.dimension("freq_dim", c.freq_dim);
   // Both factors are at most 2^24, so the product cannot overflow; the model width must be a width too.
   if (c.dim() > kMaxConfigDim)
-    cfg.fail("num_attention_heads", "x attention_head_dim = " + std::to_string(c.dim()) + " is implausibly large (at most " +
-                                        std::to_string(kMaxConfigDim) + ")");
+    cfg.fail("num_attention_heads", "x attention_head_dim = " + std::to_string(c.dim()) +
+                                        " is implausibly large (at most " + std::to_string(kMaxConfigDim) + ")");
   cfg.positive_finite("eps", c.eps);
   if (c.freq_dim % 2) throw Error("transformer config: 'freq_dim' must be positive and even");
   if (c.attention_head_dim % 2 || (c.attention_head_dim / 6) * 2 * 2 >= c.attention_head_dim)
@@ -120,10 +111,19 @@ WanAttentionImpl::WanAttentionImpl(int64_t dim, int64_t kv_dim, int64_t heads_in
 
 namespace {
 
-// lin(x): through the tuned cuBLASLt GEMM where gemm_autotune applies, libtorch's otherwise.
-at::Tensor project(const Linear& lin, const at::Tensor& x, const ForwardContext* fc) {
-  at::Tensor y = techniques::tuned_linear(x, lin->weight, lin->bias, /*gelu=*/false, fc);
-  return y.defined() ? y : lin->forward(x);
+// The overrides of this forward: resolved once by the transformer's forward; for a block or an attention
+// called on its own, resolved here.
+const ext::TransformerPoints& points_of(const ForwardContext* fc, std::optional<ext::TransformerPoints>& own) {
+  if (fc && fc->points) return *fc->points;
+  own = ext::TransformerPoints::resolve(fc ? fc->options : nullptr);
+  return *own;
+}
+
+// lin(x) through the linear extension point.
+at::Tensor linear_of(const ext::TransformerPoints& pts, const Linear& lin, const at::Tensor& x,
+                     const ForwardContext* fc) {
+  if (auto y = ext::first_taker(pts.linear, lin, x, fc)) return *y;
+  return lin->forward(x);
 }
 
 }  // namespace
@@ -133,54 +133,41 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   const bool cross = ctx.defined();
   const at::Tensor& src = cross ? ctx : x;
   const auto B = x.size(0), L = x.size(1), S = src.size(1);
-  const RuntimeOptions* o = fc ? fc->options : nullptr;
-  auto linear = [fc](const Linear& lin, const at::Tensor& in) {
+  std::optional<ext::TransformerPoints> own;
+  const ext::TransformerPoints& pts = points_of(fc, own);
+  auto linear = [&](const Linear& lin, const at::Tensor& in) {
     ProfileScope ps("gemm", [&] { return gemm_detail(in, lin->weight.size(0)); });
-    return techniques::fp8_applies(fc, in, lin) ? techniques::fp8_linear(lin, in, fc) : project(lin, in, fc);
+    return linear_of(pts, lin, in, fc);
   };
   at::Tensor q, k, v;
   bool normed_and_rotated = false;
-  if (!cross && o && o->fused_qkv) {
-    {
-      ProfileScope ps("gemm", [&] { return gemm_detail(x, 3 * to_q->weight.size(0)); });
-      std::tie(q, k, v) = techniques::fused_qkv(x, to_q, to_k, to_v, fused, fc);  // one GEMM [B, L, 3D]
-    }
-    if (rope_cos.defined() && techniques::fused_qk_norm_rope_applies(fc, q, k)) {
-      ProfileScope ps("rope");
-      techniques::fused_qk_norm_rope(q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc);
-      normed_and_rotated = true;
-    } else {
-      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"self q/k RMSNorm", 0, 4.0 * q.numel() * q.element_size()}; });
-      q = norm_q->forward(q);
-      k = norm_k->forward(k);
-    }
-  } else if (!cross) {
-    if (techniques::fp8_applies(fc, x, to_q) && techniques::fp8_applies(fc, x, to_k) &&
-        techniques::fp8_applies(fc, x, to_v)) {
-      ProfileScope ps("gemm");
-      auto qkv = techniques::fp8_linears({&to_q, &to_k, &to_v}, x, fc);  // x quantised once
-      q = qkv[0], k = qkv[1], v = qkv[2];
+  if (!cross) {
+    if (auto qkv = ext::first_taker(pts.qkv, ext::QkvWeights{to_q, to_k, to_v, state}, x, fc)) {
+      q = qkv->q, k = qkv->k, v = qkv->v;
     } else {
       q = linear(to_q, x);
       k = linear(to_k, x);
       v = linear(to_v, x);
     }
-    if (rope_cos.defined() && techniques::fused_qk_norm_rope_applies(fc, q, k)) {
-      ProfileScope ps("rope");
-      techniques::fused_qk_norm_rope(q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc);
+    if (rope_cos.defined() &&
+        ext::first_taker(pts.qk_norm_rope, q, k, norm_q, norm_k, rope_cos, rope_sin, q.size(2) / heads, fc)) {
       normed_and_rotated = true;
     } else {
-      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"self q/k RMSNorm", 0, 4.0 * q.numel() * q.element_size()}; });
+      ProfileScope ps("norm_elementwise", [&] {
+        return ProfileDetail{"self q/k RMSNorm", 0, 4.0 * q.numel() * q.element_size()};
+      });
       q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
       k = norm_k->forward(k);
     }
   } else {
     q = linear(to_q, x);
     {
-      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"cross q RMSNorm", 0, 2.0 * q.numel() * q.element_size()}; });
+      ProfileScope ps("norm_elementwise", [&] {
+        return ProfileDetail{"cross q RMSNorm", 0, 2.0 * q.numel() * q.element_size()};
+      });
       q = norm_q->forward(q);  // [B, L, D]; RMS over all heads' lanes
     }
-    auto project_kv = [&] {
+    const std::function<std::pair<at::Tensor, at::Tensor>()> project_kv = [&] {
       at::Tensor kk = linear(to_k, src);
       {
         ProfileScope ps("norm_elementwise");
@@ -188,8 +175,9 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
       }
       return std::make_pair(kk, linear(to_v, src));  // [B, S, D] each
     };
-    // Cross-attention K/V depend only on the prompt: computed once per generation with cross_kv_cache.
-    std::tie(k, v) = cross ? techniques::cross_attention_kv(fc, ctx_key, project_kv) : project_kv();
+    // Cross-attention K/V depend only on the prompt and the block.
+    auto kv = ext::first_taker(pts.cross_kv, ctx_key, project_kv, fc);
+    std::tie(k, v) = kv ? *kv : project_kv();
   }
   q = q.view({B, L, heads, -1});
   k = k.view({B, S, heads, -1});
@@ -205,14 +193,17 @@ at::Tensor WanAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ctx,
   at::Tensor out;
   {
     ProfileScope ps("attention", [&] {
-      return ProfileDetail{cross ? "cross" : "self", 4.0 * static_cast<double>(q.size(0)) * q.size(1) * q.size(2) * k.size(2) * q.size(3)};
+      return ProfileDetail{cross ? "cross" : "self",
+                           4.0 * static_cast<double>(q.size(0)) * q.size(1) * q.size(2) * k.size(2) * q.size(3)};
     });
-    if (!cross && techniques::sparse_engaged(fc)) {
-      if (fc->work) ++fc->work->sparse_self_attention;
-      out = techniques::sparse_self_attention(q, k, v, *fc);
+    const ext::SparseAttention* sparse = cross || !fc ? nullptr : pts.sparse_attention;
+    if (sparse && sparse->engaged(*fc)) {
+      if (fc->work) ++fc->work->sparse_self_attention;  // counted here, where the pattern is taken
+      out = sparse->attend(q, k, v, *fc);
     } else {
-      if (!cross) techniques::count_dense_attention(q, fc);
-      out = techniques::attention(q, k, v, fc);  // [B, H, L, d]
+      if (sparse) sparse->dense_call(q, *fc);
+      auto a = ext::first_taker(pts.attention, q, k, v, fc);
+      out = a ? *a : compat::sdpa(q, k, v);  // [B, H, L, d]
     }
   }
   {
@@ -246,10 +237,10 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
                                  const at::Tensor& rope_cos, const at::Tensor& rope_sin, const ForwardContext* fc,
                                  const void* ctx_key) const {
   const auto dt = x.scalar_type();
-  const bool fuse_norm = techniques::fused_norm_modulate_applies(fc, x, tproj);
-  const bool fuse_gate = techniques::fused_gate_residual_applies(fc, x, tproj);
-  // [1, 6, D] + [B, 6, D] -> [B, 6, D]; or [1, 1, 6, D] + [B, L, 6, D] -> [B, L, 6, D]; fp32. The fused
-  // kernels read the table and the projection directly, so the table is made only for the unfused ops.
+  std::optional<ext::TransformerPoints> own;
+  const ext::TransformerPoints& pts = points_of(fc, own);
+  // [1, 6, D] + [B, 6, D] -> [B, 6, D]; or [1, 1, 6, D] + [B, L, 6, D] -> [B, L, 6, D]; fp32. An override
+  // reads the table and the projection directly, so the sum is made only for the reference ops.
   at::Tensor mod;
   auto chunk = [&](int64_t k) {
     if (!mod.defined()) {
@@ -259,84 +250,63 @@ at::Tensor WanBlockImpl::forward(const at::Tensor& x, const at::Tensor& ctx, con
     }
     return mod_chunk(mod, k);
   };
-  // The bytes an element-wise step must move at least (`bench --profile-detail` prints GB/s): `acts`
-  // activation-sized tensors read or written, and `mod_rows` rows of the modulation (per token: each the
-  // activations' size in tproj's type; per sample: negligible).
-  auto moved = [&](const char* what, int acts, int mod_rows) {
-    return [&x, &tproj, what, acts, mod_rows] {
-      const double act = static_cast<double>(x.numel()) * x.element_size();
-      const double row = tproj.dim() == 4 ? static_cast<double>(x.numel()) * tproj.element_size() : 0.0;
-      return ProfileDetail{what, 0, acts * act + mod_rows * row};
-    };
+  auto moved = [&](const char* what, int acts) {
+    return [&x, &tproj, what, acts] { return ext::block_traffic(what, x, tproj, acts, 0); };
   };
   auto norm_modulate = [&](const at::Tensor& in, int k_shift, int k_scale) {
-    if (fuse_norm) {
-      ProfileScope ps("norm_elementwise", moved("LayerNorm + modulation, fused", 2, 2));
-      return techniques::fused_norm_modulate(in, scale_shift_table, tproj, k_shift, k_scale, eps, fc);
-    }
+    if (auto y = ext::first_taker(pts.norm_modulate, in, scale_shift_table, tproj, k_shift, k_scale, eps, fc))
+      return *y;
     const at::Tensor shift = chunk(k_shift), scale = chunk(k_scale);
-    ProfileScope ps("norm_elementwise", moved("LayerNorm + modulation", 2, 0));
+    ProfileScope ps("norm_elementwise", moved("LayerNorm + modulation", 2));
     return (layer_norm_fp32(in, eps) * (1 + scale) + shift).to(dt);
   };
   auto gate_residual = [&](const at::Tensor& res, const at::Tensor& branch, int k_gate) {
-    if (fuse_gate) {
-      ProfileScope ps("norm_elementwise", moved("gate + residual, fused", 3, 1));
-      return techniques::fused_gate_residual(res, branch, scale_shift_table, tproj, k_gate, fc);
-    }
+    if (auto y = ext::first_taker(pts.gate_residual, res, branch, scale_shift_table, tproj, k_gate, fc)) return *y;
     const at::Tensor gate = chunk(k_gate);
-    ProfileScope ps("norm_elementwise", moved("gate + residual", 3, 0));
+    ProfileScope ps("norm_elementwise", moved("gate + residual", 3));
     return (res.to(at::kFloat) + branch.to(at::kFloat) * gate).to(dt);
   };
 
   at::Tensor h = norm_modulate(x, 0, 1);
   at::Tensor out = gate_residual(x, attn1->forward(h, {}, rope_cos, rope_sin, fc), 2);
 
-  if (techniques::fused_cross_norm_applies(fc, out)) {
-    ProfileScope ps("norm_elementwise", moved("norm2 LayerNorm + affine, fused", 2, 0));
-    h = techniques::fused_layer_norm_affine(out, norm2->weight, norm2->bias, norm2->eps, fc);
+  if (auto n = ext::first_taker(pts.affine_norm, out, norm2->weight, norm2->bias, norm2->eps, fc)) {
+    h = *n;
   } else {
-    ProfileScope ps("norm_elementwise", moved("norm2 LayerNorm + affine", 2, 0));
+    ProfileScope ps("norm_elementwise", moved("norm2 LayerNorm + affine", 2));
     h = norm2->forward(out).to(dt);
   }
   const at::Tensor cross = attn2->forward(h, ctx, {}, {}, fc, ctx_key);
-  if (techniques::fused_cross_norm_applies(fc, out, tproj)) {
-    ProfileScope ps("norm_elementwise", moved("cross residual + LayerNorm + modulation, fused", 4, 2));
-    std::tie(out, h) = techniques::fused_add_norm_modulate(out, cross, scale_shift_table, tproj, 3, 4, eps, fc);
+  if (auto r = ext::first_taker(pts.residual_norm_modulate, out, cross, scale_shift_table, tproj, 3, 4, eps, fc)) {
+    std::tie(out, h) = *r;
   } else {
     {
-      ProfileScope ps("norm_elementwise", moved("cross residual add", 3, 0));
+      ProfileScope ps("norm_elementwise", moved("cross residual add", 3));
       out = out + cross;
     }
     h = norm_modulate(out, 3, 4);
   }
-  at::Tensor ff;
-  const bool fp8_in = techniques::fp8_applies(fc, h, ffn_in);
-  if (fp8_in && techniques::fp8_applies(fc, h, ffn_out)) {
-    // FP8: the GELU is folded into the quantisation of the second projection's input.
-    ProfileScope ps("gemm");
-    ff = techniques::fp8_linear(ffn_out, techniques::fp8_linear(ffn_in, h, fc), fc, /*gelu_input=*/true);
+  return gate_residual(out, feed_forward(h, pts, fc), 5);
+}
+
+at::Tensor WanBlockImpl::feed_forward(const at::Tensor& h, const ext::TransformerPoints& pts,
+                                      const ForwardContext* fc) const {
+  if (auto ff = ext::first_taker(pts.ffn, ffn_in, ffn_out, h, fc)) return *ff;
+  at::Tensor hidden;
+  if (auto g = ext::first_taker(pts.linear_gelu, ffn_in, h, fc)) {
+    hidden = *g;
   } else {
-    at::Tensor hidden;
-    if (techniques::gelu_epilogue_applies(fc, h)) {
+    {
       ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
-      // With gemm_autotune, the tuned algorithm with the same GELU-bias epilogue.
-      hidden = techniques::tuned_linear(h, ffn_in->weight, ffn_in->bias, /*gelu=*/true, fc);
-      if (hidden.defined())
-        fc->count("kernel.gelu_epilogue.launches");
-      else
-        hidden = techniques::gelu_epilogue_linear(ffn_in, h, fc);
-    } else {
-      {
-        ProfileScope ps("gemm", [&] { return gemm_detail(h, ffn_in->weight.size(0)); });
-        hidden = project(ffn_in, h, fc);
-      }
-      ProfileScope ps("norm_elementwise", [&] { return ProfileDetail{"FFN GELU", 0, 2.0 * hidden.numel() * hidden.element_size()}; });
-      hidden = gelu_tanh(hidden);
+      hidden = linear_of(pts, ffn_in, h, fc);
     }
-    ProfileScope ps("gemm", [&] { return gemm_detail(hidden, ffn_out->weight.size(0)); });
-    ff = project(ffn_out, hidden, fc);
+    ProfileScope ps("norm_elementwise", [&] {
+      return ProfileDetail{"FFN GELU", 0, 2.0 * hidden.numel() * hidden.element_size()};
+    });
+    hidden = gelu_tanh(hidden);
   }
-  return gate_residual(out, ff, 5);
+  ProfileScope ps("gemm", [&] { return gemm_detail(hidden, ffn_out->weight.size(0)); });
+  return linear_of(pts, ffn_out, hidden, fc);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -345,8 +315,7 @@ WanTransformer3DModelImpl::WanTransformer3DModelImpl(const WanTransformerConfig&
     : config_(c), precision_(p) {
   const int64_t D = c.dim();
   const auto o = p.compute_opts();
-  patch_embedding = register_module(
-      "patch_embedding", Conv3d(c.in_channels, D, c.patch_size, o, c.patch_size));
+  patch_embedding = register_module("patch_embedding", Conv3d(c.in_channels, D, c.patch_size, o, c.patch_size));
   auto cond = register_module("condition_embedder", std::make_shared<torch::nn::Module>());
   auto time_embedder = cond->register_module("time_embedder", std::make_shared<torch::nn::Module>());
   time_linear_1 = time_embedder->register_module("linear_1", Linear(c.freq_dim, D, true, p.fp32_opts()));
@@ -358,8 +327,8 @@ WanTransformer3DModelImpl::WanTransformer3DModelImpl(const WanTransformerConfig&
   blocks = register_module("blocks", List());
   for (int64_t i = 0; i < c.num_layers; ++i) block_list.push_back(blocks->add(std::to_string(i), WanBlock(c, p)));
   scale_shift_table = add_param(*this, "scale_shift_table", {1, 2, D}, p.fp32_opts());
-  proj_out = register_module(
-      "proj_out", Linear(D, c.out_channels * c.patch_size[0] * c.patch_size[1] * c.patch_size[2], true, o));
+  proj_out = register_module("proj_out",
+                             Linear(D, c.out_channels * c.patch_size[0] * c.patch_size[1] * c.patch_size[2], true, o));
 
   // Rotary tables: head dim split into t/h/w parts; per axis of width a, angle(pos, j) = pos *
   // 10000^(-2j/a), in float64 like the reference, concatenated [t | h | w] along the pair index.
@@ -382,7 +351,8 @@ std::pair<at::Tensor, at::Tensor> WanTransformer3DModelImpl::rope(int64_t f, int
     throw Error("transformer: latent grid exceeds rope_max_seq_len");
   const at::Tensor ft = rope_freqs_.slice(0, 0, f).slice(1, 0, nt).view({f, 1, 1, nt}).expand({f, h, w, nt});
   const at::Tensor fh = rope_freqs_.slice(0, 0, h).slice(1, nt, nt + nh).view({1, h, 1, nh}).expand({f, h, w, nh});
-  const at::Tensor fw = rope_freqs_.slice(0, 0, w).slice(1, nt + nh, nt + 2 * nh).view({1, 1, w, nh}).expand({f, h, w, nh});
+  const at::Tensor fw =
+      rope_freqs_.slice(0, 0, w).slice(1, nt + nh, nt + 2 * nh).view({1, 1, w, nh}).expand({f, h, w, nh});
   const at::Tensor ang = at::cat({ft, fh, fw}, -1).reshape({f * h * w, hd / 2});  // [L, d/2] float64
   return {ang.cos().to(precision_.fp32_opts()), ang.sin().to(precision_.fp32_opts())};
 }
@@ -396,7 +366,8 @@ at::Tensor WanTransformer3DModelImpl::time_sinusoid(const at::Tensor& t) const {
 }
 
 std::pair<at::Tensor, at::Tensor> WanTransformer3DModelImpl::time_embedding(const at::Tensor& t) const {
-  const at::Tensor temb = time_linear_2->forward(at::silu(time_linear_1->forward(time_sinusoid(t)))).to(precision_.compute);
+  const at::Tensor temb =
+      time_linear_2->forward(at::silu(time_linear_1->forward(time_sinusoid(t)))).to(precision_.compute);
   return {temb, time_proj->forward(at::silu(temb))};
 }
 
@@ -414,100 +385,37 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     throw Error("transformer: encoder_hidden_states must be [B, S, " + std::to_string(c.text_dim) + "]");
   if (!((t.dim() == 1 && t.size(0) == B) || (t.dim() == 2 && t.size(0) == B && t.size(1) == L)))
     throw Error("transformer: timestep must be [B] or [B, " + std::to_string(L) + "] (one per token)");
-  const auto dt = precision_.compute;
-  auto record = [inter](const std::string& name, const at::Tensor& v) {
+  const Recorder record = [inter](const std::string& name, const at::Tensor& v) {
     if (inter) (*inter)[name] = v;
   };
 
-  // Time: [B] -> temb [B, D], tproj [B, 6, D]; per token: [B, L] -> [B, L, D], [B, L, 6, D].
   ForwardContext fc_local = fc_in ? *fc_in : ForwardContext{};
   const ForwardContext* fc = fc_in ? &fc_local : nullptr;
   fc_local.grid_f = F;
   fc_local.grid_h = H;
   fc_local.grid_w = W;
-  const RuntimeOptions* opts = fc ? fc->options : nullptr;
-  const bool dedup = opts && opts->timestep_dedup;
-  std::optional<ProfileScope> embed_scope(std::in_place, "time_text_embedding", [] { return ProfileDetail{"time"}; });
-  // uniform_timestep: a per-token t with one value per sample goes the per-sample way.
-  const at::Tensor t_sample = techniques::uniform_timesteps(t, fc);
-  const at::Tensor& tt = t_sample.defined() ? t_sample : t;
-  const bool per_token = tt.dim() == 2;
-  auto [temb, tproj] = dedup ? techniques::dedup_time_embedding(
-                                   tt.reshape({-1}), [this](const at::Tensor& u) { return time_embedding(u); }, fc)
-                             : time_embedding(tt.reshape({-1}));
-  if (per_token) {
-    temb = temb.view({B, L, -1});
-    tproj = tproj.view({B, L, -1});
+  // The overrides on for this forward, resolved once (the caller's, where it resolved them already).
+  std::optional<ext::TransformerPoints> own;
+  if (!fc_local.points) {
+    own = ext::TransformerPoints::resolve(fc ? fc->options : nullptr);
+    fc_local.points = &*own;
   }
-  record("condition_embedder.out0", temb);
-  record("condition_embedder.out1", tproj);
-  tproj = per_token ? tproj.unflatten(2, {6, -1}) : tproj.unflatten(1, {6, -1});
-  // The projected text depends only on the prompt; with the K/V cache it is computed once too.
+  const ext::TransformerPoints& pts = *fc_local.points;
+  const Conditioning cond = condition(t, ctx, F, H, W, pts, fc, record);
   const void* ctx_key = ctx.data_ptr();
-  embed_scope.reset();
-  embed_scope.emplace("time_text_embedding", [] { return ProfileDetail{"text"}; });
-  const at::Tensor text = techniques::projected_text(fc, ctx_key, [&] {
-    return text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
-  });
-  record("condition_embedder.out2", text);
-  embed_scope.reset();
-  embed_scope.emplace("time_text_embedding", [] { return ProfileDetail{"rope tables"}; });
-  const auto [cos, sin] = techniques::rope_tables(fc, rope_tables_, F, H, W, [&] { return rope(F, H, W); });
-  embed_scope.reset();
 
-  // The body: everything from here on runs on the GPU without the CPU deciding anything, so the
-  // cuda_graph switch can capture and replay it (inputs: x, temb, tproj, text, cos, sin).
-  auto body = [&, B, F, H, W](const std::vector<at::Tensor>& in, ForwardContext& bfc) -> at::Tensor {
-    const at::Tensor &bx = in[0], &btemb = in[1], &btproj = in[2], &btext = in[3], &bcos = in[4], &bsin = in[5];
-    ForwardContext* fcb = fc ? &bfc : nullptr;
-    at::Tensor h;
-    {
-      ProfileScope ps("gemm");
-      h = patch_embedding->forward(bx);  // [B, D, F, H, W]
-    }
-    record("patch_embedding.out", h);
-    {
-      ProfileScope ps("layout");
-      h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
-    }
-    techniques::BlockStack stack;
-    stack.layers = static_cast<int64_t>(block_list.size());
-    stack.block = [&](int64_t i, const at::Tensor& hi) {
-      bfc.layer = i;
-      if (bfc.work) ++bfc.work->blocks;  // counted here, where the block runs, whatever decided to run it
-      at::Tensor ho = block_list[static_cast<size_t>(i)]->forward(hi, btext, btproj, bcos, bsin, fcb, ctx_key);
-      record("blocks." + std::to_string(i) + ".out", ho);
-      return ho;
-    };
-    stack.modulated_input = [&](const at::Tensor& hi) { return block_list[0]->modulated_input(hi, btproj); };
-    // A cache policy of the generation may reuse the stack's cached residual instead (cache family).
-    h = fc && fc->cache ? fc->cache->blocks(stack, h, fc->step, fc->branch) : techniques::run_blocks(stack, h, 0, stack.layers);
-    // Head: shift/scale = table + temb (not tproj), per sample or per token.
-    const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + btemb.unsqueeze(2).to(at::kFloat)
-                                     : scale_shift_table + btemb.unsqueeze(1).to(at::kFloat);
-    {
-      ProfileScope ps("norm_elementwise");
-      const at::Tensor normed = layer_norm_fp32(h, c.eps);
-      record("norm_out.out", normed);
-      h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(dt);
-    }
-    {
-      ProfileScope ps("gemm");
-      h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
-    }
-    record("proj_out.out", h);
-    // Unpatchify: feature ((it*ph + ih)*pw + iw)*Cout + c -> out[b, c, f*pt+it, h*ph+ih, w*pw+iw].
-    ProfileScope ps("layout");
-    h = h.reshape({B, F, H, W, pt, ph, pw, c.out_channels});
-    return h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
+  // The body: everything from here on runs on the device without the host deciding anything, so a
+  // replay (cuda_graph) can capture and replay it (inputs: x, temb, tproj, text, cos, sin).
+  auto body = [&](const std::vector<at::Tensor>& in, ForwardContext& bfc) -> at::Tensor {
+    return forward_body(in, fc ? &bfc : nullptr, bfc, cond.per_token, ctx_key, record);
   };
-  std::vector<at::Tensor> inputs{x, temb, tproj, text, cos, sin};
-  // A cache policy that decides between blocks needs the host there: no graph of the body then.
-  if (opts && opts->cuda_graph && fc->cuda_graphs && !inter && !(fc->cache && fc->cache->hooks_blocks())) {
-    // One graph per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
-    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) +
-                      (techniques::sparse_step(fc) ? "/sparse" : "/dense") +
-                      "/" + std::string(c10::toString(x.scalar_type())) + (per_token ? "/tok" : "/sample");
+  std::vector<at::Tensor> inputs{x, cond.temb, cond.tproj, cond.text, cond.cos, cond.sin};
+  // A step cache that decides between blocks needs the host there: no replay of the body then.
+  if (fc && fc->cuda_graphs && !inter && !(fc->cache && fc->cache->hooks_blocks())) {
+    const bool sparse_step = pts.sparse_attention && pts.sparse_attention->step_sparse(*fc);
+    // One replay per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) + (sparse_step ? "/sparse" : "/dense") +
+                      "/" + std::string(c10::toString(x.scalar_type())) + (cond.per_token ? "/tok" : "/sample");
     for (auto d : x.sizes()) key += "/" + std::to_string(d);
     for (auto d : ctx.sizes()) key += "/" + std::to_string(d);
     // A replay runs every block and takes the sparse path where the captured body did; the capture's
@@ -519,12 +427,102 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
       work->blocks += static_cast<int64_t>(block_list.size());
       for (int64_t i = 0; i < static_cast<int64_t>(block_list.size()); ++i) {
         fc_local.layer = i;
-        if (techniques::sparse_engaged(&fc_local)) ++work->sparse_self_attention;
+        if (pts.sparse_attention && pts.sparse_attention->engaged(fc_local)) ++work->sparse_self_attention;
       }
     }
     return y;
   }
   return body(inputs, fc_local);
+}
+
+WanTransformer3DModelImpl::Conditioning WanTransformer3DModelImpl::condition(const at::Tensor& t, const at::Tensor& ctx,
+                                                                             int64_t F, int64_t H, int64_t W,
+                                                                             const ext::TransformerPoints& pts,
+                                                                             const ForwardContext* fc,
+                                                                             const Recorder& record) const {
+  const int64_t B = t.size(0), L = F * H * W;
+  Conditioning c;
+  // Time: [B] -> temb [B, D], tproj [B, 6, D]; per token: [B, L] -> [B, L, D], [B, L, 6, D].
+  std::optional<ProfileScope> embed_scope(std::in_place, "time_text_embedding", [] { return ProfileDetail{"time"}; });
+  const auto t_sample = ext::first_taker(pts.timesteps, t, fc);
+  const at::Tensor& tt = t_sample ? *t_sample : t;
+  c.per_token = tt.dim() == 2;
+  const std::function<ext::TimeEmbedding(const at::Tensor&)> embed = [this](const at::Tensor& u) {
+    return time_embedding(u);
+  };
+  auto emb = ext::first_taker(pts.time_embedding, tt.reshape({-1}), embed, fc);
+  std::tie(c.temb, c.tproj) = emb ? *emb : time_embedding(tt.reshape({-1}));
+  if (c.per_token) {
+    c.temb = c.temb.view({B, L, -1});
+    c.tproj = c.tproj.view({B, L, -1});
+  }
+  record("condition_embedder.out0", c.temb);
+  record("condition_embedder.out1", c.tproj);
+  c.tproj = c.per_token ? c.tproj.unflatten(2, {6, -1}) : c.tproj.unflatten(1, {6, -1});
+  // The projected text depends only on the prompt.
+  embed_scope.reset();
+  embed_scope.emplace("time_text_embedding", [] { return ProfileDetail{"text"}; });
+  const std::function<at::Tensor()> project_text = [&] {
+    return text_linear_2->forward(gelu_tanh(text_linear_1->forward(ctx)));  // [B, S, D]
+  };
+  auto text = ext::first_taker(pts.text_projection, static_cast<const void*>(ctx.data_ptr()), project_text, fc);
+  c.text = text ? *text : project_text();
+  record("condition_embedder.out2", c.text);
+  embed_scope.reset();
+  embed_scope.emplace("time_text_embedding", [] { return ProfileDetail{"rope tables"}; });
+  const std::function<std::pair<at::Tensor, at::Tensor>()> tables = [&] { return rope(F, H, W); };
+  auto cs = ext::first_taker(pts.rope_tables, technique_state_, F, H, W, tables, fc);
+  std::tie(c.cos, c.sin) = cs ? *cs : tables();
+  return c;
+}
+
+at::Tensor WanTransformer3DModelImpl::forward_body(const std::vector<at::Tensor>& in, ForwardContext* fcb,
+                                                   ForwardContext& bfc, bool per_token, const void* ctx_key,
+                                                   const Recorder& record) {
+  const auto& c = config_;
+  const at::Tensor &bx = in[0], &btemb = in[1], &btproj = in[2], &btext = in[3], &bcos = in[4], &bsin = in[5];
+  const int64_t B = bx.size(0), pt = c.patch_size[0], ph = c.patch_size[1], pw = c.patch_size[2];
+  const int64_t F = bx.size(2) / pt, H = bx.size(3) / ph, W = bx.size(4) / pw;
+  at::Tensor h;
+  {
+    ProfileScope ps("gemm");
+    h = patch_embedding->forward(bx);  // [B, D, F, H, W]
+  }
+  record("patch_embedding.out", h);
+  {
+    ProfileScope ps("layout");
+    h = h.flatten(2).transpose(1, 2).contiguous();  // [B, L, D], tokens f-major then h then w
+  }
+  BlockStack stack;
+  stack.layers = static_cast<int64_t>(block_list.size());
+  stack.block = [&](int64_t i, const at::Tensor& hi) {
+    bfc.layer = i;
+    if (bfc.work) ++bfc.work->blocks;  // counted here, where the block runs, whatever decided to run it
+    at::Tensor ho = block_list[static_cast<size_t>(i)]->forward(hi, btext, btproj, bcos, bsin, fcb, ctx_key);
+    record("blocks." + std::to_string(i) + ".out", ho);
+    return ho;
+  };
+  stack.modulated_input = [&](const at::Tensor& hi) { return block_list[0]->modulated_input(hi, btproj); };
+  // A step cache of the generation may reuse the stack's cached residual instead.
+  h = fcb && fcb->cache ? fcb->cache->blocks(stack, h, fcb->step, fcb->branch) : run_blocks(stack, h, 0, stack.layers);
+  // Head: shift/scale = table + temb (not tproj), per sample or per token.
+  const at::Tensor mod = per_token ? scale_shift_table.unsqueeze(0) + btemb.unsqueeze(2).to(at::kFloat)
+                                   : scale_shift_table + btemb.unsqueeze(1).to(at::kFloat);
+  {
+    ProfileScope ps("norm_elementwise");
+    const at::Tensor normed = layer_norm_fp32(h, c.eps);
+    record("norm_out.out", normed);
+    h = (normed * (1 + mod_chunk(mod, 1)) + mod_chunk(mod, 0)).to(precision_.compute);
+  }
+  {
+    ProfileScope ps("gemm");
+    h = proj_out->forward(h);  // [B, L, pt*ph*pw*Cout]
+  }
+  record("proj_out.out", h);
+  // Unpatchify: feature ((it*ph + ih)*pw + iw)*Cout + c -> out[b, c, f*pt+it, h*ph+ih, w*pw+iw].
+  ProfileScope ps("layout");
+  h = h.reshape({B, F, H, W, pt, ph, pw, c.out_channels});
+  return h.permute({0, 7, 1, 4, 2, 5, 3, 6}).reshape({B, c.out_channels, F * pt, H * ph, W * pw});
 }
 
 }  // namespace autooptim::runtime

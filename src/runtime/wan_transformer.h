@@ -5,15 +5,15 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
+#include "runtime/extension_points.h"
 #include "runtime/forward_context.h"
 #include "runtime/nn.h"
-#include "runtime/techniques/kernel/fused_qkv.h"
-#include "runtime/techniques/kernel/rope_cache.h"
 
 namespace autooptim::runtime {
 
@@ -57,13 +57,12 @@ class WanAttentionImpl : public torch::nn::Module {
   WanAttentionImpl(int64_t dim, int64_t kv_dim, int64_t heads, double eps, const Precision& p);
   // x [B, L, D]; ctx [B, S, D] (cross) or undefined (self); rope cos/sin [L, d/2] or undefined.
   // fc (optional) carries the technique switches; ctx_key identifies the prompt for the K/V cache.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& rope_cos,
-                     const at::Tensor& rope_sin, const ForwardContext* fc = nullptr,
-                     const void* ctx_key = nullptr) const;
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& rope_cos, const at::Tensor& rope_sin,
+                     const ForwardContext* fc = nullptr, const void* ctx_key = nullptr) const;
   Linear to_q{nullptr}, to_k{nullptr}, to_v{nullptr}, to_out0{nullptr};
   RMSNorm norm_q{nullptr}, norm_k{nullptr};
   int64_t heads;
-  mutable techniques::FusedQKVWeights fused;  // merged on first use by the fused_qkv technique
+  mutable TechniqueState state;  // what techniques derive from the weights (fused_qkv's merged weights)
 };
 TORCH_MODULE(WanAttention);
 
@@ -71,11 +70,13 @@ class WanBlockImpl : public torch::nn::Module {
  public:
   WanBlockImpl(const WanTransformerConfig& c, const Precision& p);
   // x [B, L, D] (compute dtype); ctx [B, S, D]; tproj [B, 6, D] or [B, L, 6, D].
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj,
-                     const at::Tensor& rope_cos, const at::Tensor& rope_sin, const ForwardContext* fc = nullptr,
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& ctx, const at::Tensor& tproj, const at::Tensor& rope_cos,
+                     const at::Tensor& rope_sin, const ForwardContext* fc = nullptr,
                      const void* ctx_key = nullptr) const;
   // The self-attention's input: layer-normed x [B, L, D] shifted and scaled by the modulation of tproj.
   at::Tensor modulated_input(const at::Tensor& x, const at::Tensor& tproj) const;
+  // The FFN on the modulated h [B, L, D] -> [B, L, D], through its extension points.
+  at::Tensor feed_forward(const at::Tensor& h, const ext::TransformerPoints& pts, const ForwardContext* fc) const;
   WanAttention attn1{nullptr}, attn2{nullptr};
   LayerNorm norm2{nullptr};
   Linear ffn_in{nullptr}, ffn_out{nullptr};
@@ -91,8 +92,8 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
   // x [B, Cin, F, H, W]; t [B] (one timestep per sample) or [B, L] (one per token, TI2V);
   // ctx [B, S, text_dim]. Returns the flow velocity [B, Cout, F, H, W] in the compute dtype.
   // fc (optional): technique switches, trace and per-generation caches; null is the baseline.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& ctx,
-                     Intermediates* inter = nullptr, const ForwardContext* fc = nullptr);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& t, const at::Tensor& ctx, Intermediates* inter = nullptr,
+                     const ForwardContext* fc = nullptr);
 
   // Pieces of the forward, public so techniques and tests can call them.
   // Sinusoid [N, freq_dim] of timesteps t [N] (float32, cos first).
@@ -114,10 +115,23 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
   at::Tensor scale_shift_table;  // [1, 2, D] fp32
 
  private:
+  // What the blocks are conditioned on: the time embedding and its projection, the projected text and the
+  // rotary tables of the grid.
+  struct Conditioning {
+    at::Tensor temb, tproj, text, cos, sin;
+    bool per_token = false;  // temb [B, L, D] and tproj [B, L, 6, D] (else [B, D] and [B, 6, D])
+  };
+  using Recorder = std::function<void(const std::string&, const at::Tensor&)>;
+  Conditioning condition(const at::Tensor& t, const at::Tensor& ctx, int64_t F, int64_t H, int64_t W,
+                         const ext::TransformerPoints& pts, const ForwardContext* fc, const Recorder& record) const;
+  // Patch embedding, blocks and head on inputs {x, temb, tproj, text, cos, sin}; fcb is &bfc or null.
+  at::Tensor forward_body(const std::vector<at::Tensor>& in, ForwardContext* fcb, ForwardContext& bfc, bool per_token,
+                          const void* ctx_key, const Recorder& record);
+
   WanTransformerConfig config_;
   Precision precision_;
-  at::Tensor rope_freqs_;  // [max_seq_len, d/2] float64 angles of all three axes' tables, see rope()
-  mutable RopeTables rope_tables_;  // rope() per grid on the device (the rope_cache switch)
+  at::Tensor rope_freqs_;                   // [max_seq_len, d/2] float64 angles of all three axes' tables, see rope()
+  mutable TechniqueState technique_state_;  // what techniques keep per model (rope_cache's tables)
 };
 TORCH_MODULE(WanTransformer3DModel);
 

@@ -10,7 +10,6 @@
 #include "runtime/checkpoint.h"
 #include "runtime/config_json.h"
 #include "base/error.h"
-#include "runtime/techniques/vae/vae_ops.h"
 #include "runtime/torch_compat.h"
 #include "runtime/verify.h"
 
@@ -19,7 +18,7 @@ namespace {
 
 // Wan2.2 VAE latent statistics (Wan2.2 vae2_2.py; diffusers vae/config.json of TI2V-5B).
 const std::vector<double> kTi2vLatentsMean = {
-    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174,  0.1838,  0.1557,  -0.1382, 0.0542, 0.2813,  0.0891,
+    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174,  0.1838,  0.1557,  -0.1382, 0.0542,  0.2813,  0.0891,
     0.1570,  -0.0098, 0.0375,  -0.1825, -0.2246, -0.1207, -0.0698, 0.5109,  0.2665,  -0.2108, -0.2158, 0.2502,
     -0.2055, -0.0322, 0.1109,  0.1567,  -0.0729, 0.0899,  -0.2799, -0.1230, -0.0313, -0.1649, 0.0117,  0.0723,
     -0.2839, -0.2083, -0.0520, 0.3748,  0.0152,  0.1957,  0.1433,  -0.2944, 0.3573,  -0.0548, -0.1681, -0.0667};
@@ -41,23 +40,24 @@ at::Tensor last_frames(const at::Tensor& x, int64_t n) {
   return x.narrow(2, std::max<int64_t>(0, T - n), std::min(n, T));
 }
 
-// A cache slot's context for the next chunk: a copy of `keep`, so the chunk's activation can be freed.
-// Under vae_cuda_graph the copy goes into the slot's own tensor where it has the shape already, so a
-// chunk leaves the cache's memory where it found it (a graph replayed for the next chunk reads it there).
-void keep_context(at::Tensor& frames, const at::Tensor& keep, const techniques::VaeRun* run) {
-  if (run && run->options && run->options->vae_cuda_graph && frames.defined() && frames.sizes() == keep.sizes() &&
-      frames.scalar_type() == keep.scalar_type() && frames.device() == keep.device()) {
-    frames.copy_(keep);
-    return;
-  }
+// A cache slot's context for the next chunk: a copy of `keep`, so the chunk's activation can be freed
+// (a keep-context override may keep it elsewhere).
+void keep_context(at::Tensor& frames, const at::Tensor& keep, const VaeRun* run) {
+  if (run && ext::first_taker(run->points().keep_context, frames, keep, *run)) return;
   frames = keep.clone();
 }
 
+// Whether this decode keeps its activations channels-last.
+bool channels_last(const VaeRun* run) { return run && run->points().channels_last; }
+
 // Conv2d applied to every frame of x [B, C, T, H, W] as a (1, kh, kw) Conv3d.
 at::Tensor conv2d_per_frame(const Conv2d& conv, const at::Tensor& x, std::vector<int64_t> stride,
-                            std::vector<int64_t> padding, const techniques::VaeRun* run = nullptr) {
+                            std::vector<int64_t> padding, const VaeRun* run = nullptr) {
   const at::Tensor in = x.to(conv->weight.scalar_type()), w = conv->weight.unsqueeze(2);
-  if (techniques::vae_frame_conv_applies(run, in, w, stride, padding)) return techniques::vae_frame_conv(*run, in, w, conv->bias, stride, padding);
+  if (run) {
+    const ext::VaeConv c{w, conv->bias, stride, padding, /*causal=*/false, nullptr};
+    if (auto y = ext::first_taker(run->points().conv, in, c, *run)) return *y;
+  }
   ProfileScope ps("conv", [&] { return conv_detail(in, w, stride, padding); });
   return at::conv3d(in, w, conv->bias, stride, padding);
 }
@@ -94,7 +94,8 @@ at::Tensor upsample_nearest_2x(const at::Tensor& x) {
 
 void check_divisible(const char* what, int64_t a, int64_t b) {
   if (b <= 0 || a % b != 0)
-    throw Error(std::string("vae config: ") + what + " needs " + std::to_string(a) + " divisible by " + std::to_string(b));
+    throw Error(std::string("vae config: ") + what + " needs " + std::to_string(a) + " divisible by " +
+                std::to_string(b));
 }
 
 // The module holders forward their arguments through a template, which cannot take braced lists.
@@ -143,7 +144,8 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   cfg.read("latents_std", c.latents_std);
   double dropout = 0.0;
   cfg.read("dropout", dropout);
-  if (dropout != 0.0) throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
+  if (dropout != 0.0)
+    throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
 
   if (!c.is_residual)
     throw Error("vae config: 'is_residual' false (the Wan2.1 VAE structure) is not supported; only Wan2.2's");
@@ -211,6 +213,11 @@ nlohmann::json WanVAEConfig::to_json() const {
 // ---------------------------------------------------------------------------------------------------
 // Building blocks
 
+const ext::VaePoints& VaeRun::points() const {
+  if (!resolved) resolved = std::make_shared<const ext::VaePoints>(ext::VaePoints::resolve(options));
+  return *resolved;
+}
+
 WanCausalCache::Slot& WanCausalCache::take() {
   if (next == slots.size()) slots.emplace_back();
   return slots[next++];
@@ -223,7 +230,7 @@ WanCausalConv3dImpl::WanCausalConv3dImpl(int64_t in, int64_t out, std::vector<in
   bias = add_param(*this, "bias", {out}, opts);
 }
 
-at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& cache, const techniques::VaeRun* run) const {
+at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& cache, const VaeRun* run) const {
   at::Tensor in;
   {
     ProfileScope ps("layout", [] { return ProfileDetail{"causal context (cat, pad)"}; });
@@ -236,19 +243,17 @@ at::Tensor WanCausalConv3dImpl::forward(const at::Tensor& x, const at::Tensor& c
     if (front > 0) in = at::constant_pad_nd(in, {0, 0, 0, 0, front, 0});
     // The concatenation and the pad may fall back to channels-first (a one- or two-frame part is both
     // layouts at once); cuDNN would convert such an input to the weights' layout itself, once per call.
-    if (techniques::vae_channels_last(run) && in.dim() == 5 && !in.is_contiguous(at::MemoryFormat::ChannelsLast3d))
+    if (channels_last(run) && in.dim() == 5 && !in.is_contiguous(at::MemoryFormat::ChannelsLast3d))
       in = in.contiguous(at::MemoryFormat::ChannelsLast3d);
   }
   return conv(in, run);
 }
 
-at::Tensor WanCausalConv3dImpl::conv(const at::Tensor& in, const techniques::VaeRun* run) const {
-  if (output_head && techniques::vae_head_pad_applies(run, weight))
-    return techniques::vae_head_pad_conv(*run, in, weight, bias, stride, spatial_pad, padded_weight, padded_bias);
-  if (front_pad == 0 && techniques::vae_pointwise_gemm_applies(run, in, weight, stride, spatial_pad))
-    return techniques::vae_pointwise_gemm(*run, in, weight, bias);
-  if (front_pad == 0 && techniques::vae_frame_conv_applies(run, in, weight, stride, spatial_pad))
-    return techniques::vae_frame_conv(*run, in, weight, bias, stride, spatial_pad);
+at::Tensor WanCausalConv3dImpl::conv(const at::Tensor& in, const VaeRun* run) const {
+  if (run) {
+    const ext::VaeConv c{weight, bias, stride, spatial_pad, /*causal=*/front_pad > 0, this};
+    if (auto y = ext::first_taker(run->points().conv, in, c, *run)) return *y;
+  }
   ProfileScope ps("conv", [&] { return conv_detail(in, weight, stride, spatial_pad); });
   return at::conv3d(in, weight, bias, stride, spatial_pad);
 }
@@ -265,67 +270,10 @@ at::Tensor WanCausalConv3dImpl::forward_cached(const at::Tensor& x, WanCausalCac
 }
 
 at::Tensor WanCausalConv3dImpl::forward_cached_norm_silu(const at::Tensor& x, const WanRMSNormImpl& norm,
-                                                        WanCausalCache& cache) const {
-  const techniques::VaeRun* run = cache.run;
-  const bool fused = techniques::vae_norm_silu_applies(run, x);
-  auto reference = [&] {
-    const at::Tensor n = norm.forward(x);
-    ProfileScope ps("norm_elementwise");
-    return at::silu(n);
-  };
-  const bool buffered = run && run->options->vae_causal_buffer && front_pad == 2 && stride == std::vector<int64_t>{1, 1, 1} &&
-                        x.scalar_type() == weight.scalar_type();
-  if (!buffered) {
-    if (!fused) return forward_cached(reference(), cache);
-    at::Tensor y = at::empty_like(x);
-    techniques::vae_norm_silu_into(*run, x, norm.gamma, y);
-    return forward_cached(y, cache);
-  }
-  // The slot's buffer [B, C, 2 + R*T, H, W] holds R chunks' windows [context, chunk] one after the
-  // other, each window's context the previous chunk's last two frames, already in place; when the next
-  // window does not fit, those two frames are copied to the front (every chunk where R is 1). A new
-  // chunk length (the first chunk's single frame, then four) makes a new buffer that takes over the
-  // context. R > 1 (vae_causal_ring) only where a window is a dense tensor in the conv's layout (a
-  // channels-last batch of one): elsewhere the conv would copy the window.
-  auto& slot = cache.take();
-  const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
-  const int64_t ring = techniques::vae_causal_ring(run, B);
-  at::Tensor buf = slot.frames;
-  if (!buf.defined() || buf.size(0) != B || buf.size(1) != C || buf.size(2) != ring * T + 2 || buf.size(3) != H ||
-      buf.size(4) != W) {
-    ProfileScope ps("layout");
-    // Channels-last decodes keep the buffer channels-last whatever x looks like (a one-frame x is both
-    // layouts at once, and a channels-first buffer makes cuDNN convert it on every conv).
-    const auto fmt = techniques::vae_channels_last(run) ? at::MemoryFormat::ChannelsLast3d : x.suggest_memory_format();
-    // at::empty honours the memory format; at::zeros drops it (a channels-first buffer, whatever fmt says).
-    at::Tensor nb = at::empty({B, C, ring * T + 2, H, W}, x.options().memory_format(fmt)).zero_();
-    if (buf.defined()) nb.narrow(2, 0, 2).copy_(buf.narrow(2, slot.pos, 2));
-    buf = nb;
-    slot.pos = 0;
-  }
-  const at::Tensor window = buf.narrow(2, slot.pos, T + 2);
-  if (slot.pos > 0) run->count("kernel.vae_causal_ring.windows");
-  const at::Tensor dst = window.narrow(2, 2, T);
-  if (fused) {
-    techniques::vae_norm_silu_into(*run, x, norm.gamma, dst);
-  } else {
-    const at::Tensor y = reference();
-    ProfileScope ps("layout");
-    dst.copy_(y);
-  }
-  const at::Tensor out = conv(window, run);
-  slot.pos += T;  // the next window's context: this chunk's last two frames
-  if (slot.pos + T + 2 > buf.size(2)) {
-    ProfileScope ps("layout", [] { return ProfileDetail{"causal context to the buffer's front"}; });
-    if (slot.pos >= 2)
-      buf.narrow(2, 0, 2).copy_(buf.narrow(2, slot.pos, 2));
-    else
-      buf.narrow(2, 0, 2).copy_(buf.narrow(2, slot.pos, 2).clone());
-    slot.pos = 0;
-  }
-  slot.frames = buf;
-  run->count("kernel.vae_causal_buffer.convs");
-  return out;
+                                                         WanCausalCache& cache) const {
+  if (cache.run)
+    if (auto y = ext::first_taker(cache.run->points().cached_norm_silu_conv, *this, x, norm, cache)) return *y;
+  return forward_cached(norm.forward_silu(x, cache.run), cache);
 }
 
 WanRMSNormImpl::WanRMSNormImpl(int64_t dim, bool images, const at::TensorOptions& opts) {
@@ -345,6 +293,21 @@ at::Tensor WanRMSNormImpl::forward(const at::Tensor& x) const {
   return out.to(x.scalar_type());
 }
 
+at::Tensor WanRMSNormImpl::forward_silu(const at::Tensor& x, const VaeRun* run) const {
+  if (run)
+    if (auto y = ext::first_taker(run->points().norm_silu, x, gamma, at::Tensor(), *run)) return *y;
+  const at::Tensor n = forward(x);
+  ProfileScope ps("norm_elementwise");
+  return at::silu(n);
+}
+
+void WanRMSNormImpl::forward_silu_into(const at::Tensor& x, const at::Tensor& dst, const VaeRun* run) const {
+  if (run && ext::first_taker(run->points().norm_silu, x, gamma, dst, *run)) return;
+  const at::Tensor y = forward_silu(x, nullptr);
+  ProfileScope ps("layout");
+  dst.copy_(y);
+}
+
 WanResidualBlockImpl::WanResidualBlockImpl(int64_t in, int64_t out, const at::TensorOptions& opts) {
   norm1 = register_module("norm1", WanRMSNorm(in, false, opts));
   conv1 = register_module("conv1", make_causal(in, out, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, opts));
@@ -356,18 +319,8 @@ WanResidualBlockImpl::WanResidualBlockImpl(int64_t in, int64_t out, const at::Te
 
 at::Tensor WanResidualBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache) const {
   const at::Tensor shortcut = conv_shortcut ? conv_shortcut->forward(x, {}, cache.run) : x;  // [B, Cout, T, H, W]
-  auto silu = [](const at::Tensor& t) {
-    ProfileScope ps("norm_elementwise");
-    return at::silu(t);
-  };
-  at::Tensor h;
-  if (cache.run) {  // the decode's kernel switches
-    h = conv1->forward_cached_norm_silu(x, *norm1, cache);
-    h = conv2->forward_cached_norm_silu(h, *norm2, cache);
-  } else {
-    h = conv1->forward_cached(silu(norm1->forward(x)), cache);
-    h = conv2->forward_cached(silu(norm2->forward(h)), cache);
-  }
+  at::Tensor h = conv1->forward_cached_norm_silu(x, *norm1, cache);
+  h = conv2->forward_cached_norm_silu(h, *norm2, cache);
   ProfileScope ps("norm_elementwise");
   return h + shortcut;
 }
@@ -382,12 +335,12 @@ at::Tensor WanAttentionBlockImpl::forward(const at::Tensor& x) const {
   ProfileScope ps("attention");
   const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
   const at::Tensor frames = norm->forward(x).permute({0, 2, 1, 3, 4}).reshape({B * T, C, H, W});
-  at::Tensor qkv = to_qkv->forward(frames);                                  // [BT, 3C, H, W]
-  qkv = qkv.reshape({B * T, 1, 3 * C, H * W}).permute({0, 1, 3, 2});        // [BT, 1, HW, 3C]
-  const auto parts = qkv.chunk(3, -1);                                        // q, k, v [BT, 1, HW, C]
+  at::Tensor qkv = to_qkv->forward(frames);                           // [BT, 3C, H, W]
+  qkv = qkv.reshape({B * T, 1, 3 * C, H * W}).permute({0, 1, 3, 2});  // [BT, 1, HW, 3C]
+  const auto parts = qkv.chunk(3, -1);                                // q, k, v [BT, 1, HW, C]
   at::Tensor o = compat::sdpa(parts[0].contiguous(), parts[1].contiguous(), parts[2].contiguous());
   o = o.squeeze(1).permute({0, 2, 1}).reshape({B * T, C, H, W});
-  o = proj->forward(o).view({B, T, C, H, W}).permute({0, 2, 1, 3, 4});      // [B, C, T, H, W]
+  o = proj->forward(o).view({B, T, C, H, W}).permute({0, 2, 1, 3, 4});  // [B, C, T, H, W]
   return x + o;  // x first: the sum takes x's layout (channels-last in such a decode), not o's permuted one
 }
 
@@ -408,7 +361,8 @@ at::Tensor WanMidBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache) 
 WanResampleImpl::WanResampleImpl(int64_t dim, Mode m, const at::TensorOptions& opts) : mode(m) {
   auto seq = register_module("resample", List());
   const bool up = m == Mode::kUpsample2d || m == Mode::kUpsample3d;
-  resample = seq->add("1", up ? make_conv2d(dim, dim, {3, 3}, opts, {1, 1}, {1, 1}) : make_conv2d(dim, dim, {3, 3}, opts, {2, 2}));
+  resample = seq->add(
+      "1", up ? make_conv2d(dim, dim, {3, 3}, opts, {1, 1}, {1, 1}) : make_conv2d(dim, dim, {3, 3}, opts, {2, 2}));
   if (m == Mode::kUpsample3d)
     time_conv = register_module("time_conv", make_causal(dim, 2 * dim, {3, 1, 1}, {1, 0, 0}, {1, 1, 1}, opts));
   if (m == Mode::kDownsample3d)
@@ -423,16 +377,16 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       slot.rep = true;  // first chunk: no time_conv, the frame stays single
     } else {
       at::Tensor keep = last_frames(x, 2);
-      if (keep.size(2) < 2)
-        keep = at::cat({slot.rep ? at::zeros_like(keep) : last_frames(slot.frames, 1), keep}, 2);
+      if (keep.size(2) < 2) keep = at::cat({slot.rep ? at::zeros_like(keep) : last_frames(slot.frames, 1), keep}, 2);
       // After "Rep" the second chunk pads with zeros, not with the first chunk's frame.
-      at::Tensor y = slot.rep ? time_conv->forward(x, {}, cache.run) : time_conv->forward(x, slot.frames, cache.run);  // [B, 2C, T, H, W]
+      at::Tensor y = slot.rep ? time_conv->forward(x, {}, cache.run)
+                              : time_conv->forward(x, slot.frames, cache.run);  // [B, 2C, T, H, W]
       keep_context(slot.frames, keep, cache.run);
       slot.rep = false;
       const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
       // Channel halves [0, C) and [C, 2C) become frames 2t and 2t+1.
       ProfileScope ps("layout", [] { return ProfileDetail{"upsample3d frame interleave"}; });
-      if (techniques::vae_channels_last(cache.run)) {
+      if (channels_last(cache.run)) {
         // Channels-last in, channels-last out (the next convs keep their layout): memory [B, T, H, W, 2, C]
         // -> [B, T, 2, H, W, C], one copy as below.
         x = y.permute({0, 2, 3, 4, 1})
@@ -445,11 +399,11 @@ at::Tensor WanResampleImpl::forward(const at::Tensor& x_in, WanCausalCache& cach
       }
     }
   }
-  if ((mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) && cache.run && cache.run->options->vae_transposed_upsample)
-    return techniques::vae_transposed_upsample_conv(*cache.run, x, resample->weight, resample->bias, transposed_weight);
-  if ((mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) && cache.run && cache.run->options->vae_subpixel_upsample)
-    return techniques::vae_subpixel_upsample_conv(*cache.run, x, resample->weight, resample->bias, subpixel_weight);
   if (mode == Mode::kUpsample2d || mode == Mode::kUpsample3d) {
+    if (cache.run)
+      if (auto y =
+              ext::first_taker(cache.run->points().upsample, x, resample->weight, resample->bias, state, *cache.run))
+        return *y;
     at::Tensor up;
     {
       ProfileScope ps("layout");
@@ -479,10 +433,12 @@ WanResidualDownBlockImpl::WanResidualDownBlockImpl(int64_t in, int64_t out, int6
   check_divisible("AvgDown3D", in * factor_t * factor_s * factor_s, out);
   auto res = register_module("resnets", List());
   int64_t d = in;
-  for (int64_t i = 0; i < num_res_blocks; ++i, d = out) resnets.push_back(res->add(std::to_string(i), WanResidualBlock(d, out, opts)));
+  for (int64_t i = 0; i < num_res_blocks; ++i, d = out)
+    resnets.push_back(res->add(std::to_string(i), WanResidualBlock(d, out, opts)));
   if (down) {
     using M = WanResampleImpl::Mode;
-    downsampler = register_module("downsampler", WanResample(out, temporal ? M::kDownsample3d : M::kDownsample2d, opts));
+    downsampler =
+        register_module("downsampler", WanResample(out, temporal ? M::kDownsample3d : M::kDownsample2d, opts));
   }
 }
 
@@ -499,7 +455,8 @@ WanResidualUpBlockImpl::WanResidualUpBlockImpl(int64_t in, int64_t out, int64_t 
   if (up) check_divisible("DupUp3D", out * factor_t * 4, in);
   auto res = register_module("resnets", List());
   int64_t d = in;
-  for (int64_t i = 0; i <= num_res_blocks; ++i, d = out) resnets.push_back(res->add(std::to_string(i), WanResidualBlock(d, out, opts)));
+  for (int64_t i = 0; i <= num_res_blocks; ++i, d = out)
+    resnets.push_back(res->add(std::to_string(i), WanResidualBlock(d, out, opts)));
   if (up) {
     using M = WanResampleImpl::Mode;
     upsampler = register_module("upsampler", WanResample(out, temporal ? M::kUpsample3d : M::kUpsample2d, opts));
@@ -511,10 +468,8 @@ at::Tensor WanResidualUpBlockImpl::forward(const at::Tensor& x, WanCausalCache& 
   for (const auto& r : resnets) h = r->forward(h, cache);
   if (!up) return h;
   h = upsampler->forward(h, cache);
-  if (techniques::vae_dup_up_add_applies(cache.run, h, x)) {
-    techniques::vae_dup_up_add_(*cache.run, h, x, factor_t, first_chunk);  // h is the upsampler's own output
-    return h;
-  }
+  // h is the upsampler's own output: a shortcut override may add in place.
+  if (cache.run && ext::first_taker(cache.run->points().shortcut, h, x, factor_t, first_chunk, *cache.run)) return h;
   ProfileScope ps("norm_elementwise", [] { return ProfileDetail{"DupUp3D shortcut add"}; });
   return h + dup_up_3d(x, out_dim, factor_t, 2, first_chunk);
 }
@@ -531,8 +486,8 @@ WanEncoder3dImpl::WanEncoder3dImpl(const WanVAEConfig& c, const at::TensorOption
   for (size_t i = 0; i < n; ++i) {
     const bool last = i == n - 1;
     down_blocks.push_back(blocks->add(
-        std::to_string(i), WanResidualDownBlock(dims[i], dims[i + 1], c.num_res_blocks,
-                                                !last && c.temperal_downsample[i], !last, opts)));
+        std::to_string(i),
+        WanResidualDownBlock(dims[i], dims[i + 1], c.num_res_blocks, !last && c.temperal_downsample[i], !last, opts)));
   }
   mid_block = register_module("mid_block", WanMidBlock(dims.back(), opts));
   norm_out = register_module("norm_out", WanRMSNorm(dims.back(), false, opts));
@@ -557,11 +512,12 @@ WanDecoder3dImpl::WanDecoder3dImpl(const WanVAEConfig& c, const at::TensorOption
   for (size_t i = 0; i < n; ++i) {
     const bool up = i != n - 1;
     const bool temporal = up && c.temperal_downsample[c.temperal_downsample.size() - 1 - i];  // reversed
-    up_blocks.push_back(blocks->add(std::to_string(i),
-                                    WanResidualUpBlock(dims[i], dims[i + 1], c.num_res_blocks, temporal, up, opts)));
+    up_blocks.push_back(
+        blocks->add(std::to_string(i), WanResidualUpBlock(dims[i], dims[i + 1], c.num_res_blocks, temporal, up, opts)));
   }
   norm_out = register_module("norm_out", WanRMSNorm(dims.back(), false, opts));
-  conv_out = register_module("conv_out", make_causal(dims.back(), c.out_channels, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, opts));
+  conv_out =
+      register_module("conv_out", make_causal(dims.back(), c.out_channels, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, opts));
   conv_out->output_head = true;
 }
 
@@ -614,12 +570,13 @@ AutoencoderKLWanImpl::AutoencoderKLWanImpl(const WanVAEConfig& c, const Precisio
     throw Error("vae: unsupported config (use WanVAEConfig::from_json to see which key)");
   encoder = register_module("encoder", WanEncoder3d(c, o));
   quant_conv = register_module("quant_conv", make_causal(2 * c.z_dim, 2 * c.z_dim, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, o));
-  post_quant_conv = register_module("post_quant_conv", make_causal(c.z_dim, c.z_dim, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, o));
+  post_quant_conv =
+      register_module("post_quant_conv", make_causal(c.z_dim, c.z_dim, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, o));
   decoder = register_module("decoder", WanDecoder3d(c, o));
 }
 
 void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* inter,
-                                         const std::function<void(const at::Tensor&)>& sink, const techniques::VaeRun* run,
+                                         const std::function<void(const at::Tensor&)>& sink, const VaeRun* run,
                                          bool clamp) {
   const auto& c = config_;
   if (z.dim() != 5 || z.size(1) != c.z_dim || z.size(2) < 1 || z.size(3) < 1 || z.size(4) < 1)
@@ -627,7 +584,7 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   // No NoGradGuard: the parameters of a loaded model never require grad, so inference builds no graph
   // (callers run under InferenceMode), and training (src/train) needs the graph.
   at::Tensor zc = z.to(precision_.compute_opts());
-  if (techniques::vae_channels_last(run)) zc = zc.contiguous(at::MemoryFormat::ChannelsLast3d);
+  if (channels_last(run)) zc = zc.contiguous(at::MemoryFormat::ChannelsLast3d);
   const at::Tensor x = post_quant_conv->forward(zc);  // [B, z, T, h, w]
   std::map<std::string, std::vector<at::Tensor>> parts;
   std::function<void(const std::string&, const at::Tensor&)> record = [&](const std::string& n, const at::Tensor& t) {
@@ -636,40 +593,53 @@ void AutoencoderKLWanImpl::decode_chunks(const at::Tensor& z, Intermediates* int
   if (inter) (*inter)["post_quant_conv"] = x;
   WanCausalCache cache;
   cache.run = run;
-  // The first latent frame alone, then one frame per chunk (the reference) or vae_chunk_frames: the
+  // The first latent frame alone, then one frame per chunk (the reference) or as the chunks point says: the
   // decoder is causal and carries its context, so a chunk of k frames computes what k chunks do.
-  const int64_t per_chunk = run && run->options ? std::max<int64_t>(1, run->options->vae_chunk_frames) : 1;
-  // vae_cuda_graph: the steady chunks replayed from a graph per chunk length (the others, and every chunk
-  // where the switch is off, run eagerly).
-  techniques::VaeChunkGraphs graphs(run);
-  for (int64_t i = 0, k = 0; i < x.size(2); ++k) {
-    const int64_t n = i == 0 ? 1 : std::min(per_chunk, x.size(2) - i);
+  const int64_t frames = x.size(2);
+  std::vector<int64_t> chunks;
+  if (auto planned = run ? ext::first_taker(run->points().chunks, frames, *run) : std::nullopt) {
+    chunks = std::move(*planned);
+  } else {
+    chunks.assign(static_cast<size_t>(frames), 1);
+  }
+  // A chunk runner may replay the steady chunks (the others, and every chunk without one, run eagerly).
+  std::unique_ptr<ext::VaeChunkRunner> runner;
+  if (run)
+    for (const auto* make : run->points().chunk_runner)
+      if ((runner = (*make)(*run))) break;
+  int64_t i = 0;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const int64_t n = chunks[k];
     cache.begin_chunk();
-    if (n > 1) run->count("kernel.vae_chunk_frames.chunks");
     const bool first = i == 0;
     const at::Tensor in = x.narrow(2, i, n);
-    const at::Tensor out = graphs.chunk(k, in, cache, [&](const at::Tensor& t) { return decoder->forward(t, cache, first, record); });
+    const std::function<at::Tensor(const at::Tensor&)> body = [&](const at::Tensor& t) {
+      return decoder->forward(t, cache, first, record);
+    };
+    const at::Tensor out = runner ? runner->chunk(static_cast<int64_t>(k), in, cache, body) : body(in);
     i += n;
     ProfileScope ps("layout", [] { return ProfileDetail{"unpatchify, clamp, sink"}; });
     const at::Tensor px = wan_vae_unpatchify(out, c.patch_size);  // [B, 3, 1 or 4, H, W]
-    // A replayed chunk's output is the graph's: the clamp (or a copy) makes the sink's own.
-    sink(clamp ? px.clamp(-1.0, 1.0) : graphs.engaged() ? px.clone() : px);
+    // A replayed chunk's output is the runner's: the clamp (or a copy) makes the sink's own.
+    sink(clamp ? px.clamp(-1.0, 1.0) : runner ? px.clone() : px);
   }
   if (inter)
     for (auto& [name, list] : parts) (*inter)[name] = at::cat(list, 2);
 }
 
-at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inter, const techniques::VaeRun* run) {
+at::Tensor AutoencoderKLWanImpl::decode(const at::Tensor& z, Intermediates* inter, const VaeRun* run) {
   if (run && inter) throw Error("vae decode: intermediates are recorded on the reference path only");
   std::vector<at::Tensor> frames;
-  decode_chunks(z, inter, [&](const at::Tensor& t) { frames.push_back(t); }, run);
+  decode_chunks(
+      z, inter, [&](const at::Tensor& t) { frames.push_back(t); }, run);
   ProfileScope ps("layout");
   return at::cat(frames, 2);  // [B, 3, 1 + 4(T-1), H, W]
 }
 
 at::Tensor AutoencoderKLWanImpl::decode_unclamped(const at::Tensor& z) {
   std::vector<at::Tensor> frames;
-  decode_chunks(z, nullptr, [&](const at::Tensor& t) { frames.push_back(t); }, nullptr, /*clamp=*/false);
+  decode_chunks(
+      z, nullptr, [&](const at::Tensor& t) { frames.push_back(t); }, nullptr, /*clamp=*/false);
   return at::cat(frames, 2);
 }
 
@@ -689,7 +659,8 @@ std::pair<at::Tensor, at::Tensor> AutoencoderKLWanImpl::encode(const at::Tensor&
   if (H < fs || W < fs || H % fs || W % fs)
     throw Error("vae encode: height and width must be positive multiples of " + std::to_string(fs) + ", got " +
                 std::to_string(H) + "x" + std::to_string(W));
-  const at::Tensor x = wan_vae_patchify(video.to(precision_.compute_opts()), c.patch_size);  // [B, in_channels, T, H/p, W/p]
+  const at::Tensor x =
+      wan_vae_patchify(video.to(precision_.compute_opts()), c.patch_size);  // [B, in_channels, T, H/p, W/p]
   WanCausalCache cache;
   std::vector<at::Tensor> outs;
   for (int64_t start = 0; start < T;) {
@@ -705,7 +676,8 @@ std::pair<at::Tensor, at::Tensor> AutoencoderKLWanImpl::encode(const at::Tensor&
 at::Tensor AutoencoderKLWanImpl::normalize(const at::Tensor& mu) const {
   // As the pipelines do: (mu - mean) * (1 / std), the tables in mu's dtype.
   if (mu.dim() != 5 || mu.size(1) != config_.z_dim)
-    throw Error("vae normalize: latents must be [B, " + std::to_string(config_.z_dim) + ", T, h, w], got " + shape_str(mu));
+    throw Error("vae normalize: latents must be [B, " + std::to_string(config_.z_dim) + ", T, h, w], got " +
+                shape_str(mu));
   const auto o = at::TensorOptions().dtype(at::kFloat);
   const at::Tensor mean = at::tensor(config_.latents_mean, at::kDouble).to(o).view({1, -1, 1, 1, 1});
   const at::Tensor inv_std = 1.0 / at::tensor(config_.latents_std, at::kDouble).to(o).view({1, -1, 1, 1, 1});
@@ -715,7 +687,8 @@ at::Tensor AutoencoderKLWanImpl::normalize(const at::Tensor& mu) const {
 at::Tensor AutoencoderKLWanImpl::denormalize(const at::Tensor& z) const {
   // As the pipelines do: z / (1 / std) + mean, the tables in z's dtype.
   if (z.dim() != 5 || z.size(1) != config_.z_dim)
-    throw Error("vae denormalize: latents must be [B, " + std::to_string(config_.z_dim) + ", T, h, w], got " + shape_str(z));
+    throw Error("vae denormalize: latents must be [B, " + std::to_string(config_.z_dim) + ", T, h, w], got " +
+                shape_str(z));
   const auto o = at::TensorOptions().dtype(at::kFloat);
   const at::Tensor mean = at::tensor(config_.latents_mean, at::kDouble).to(o).view({1, -1, 1, 1, 1});
   const at::Tensor inv_std = 1.0 / at::tensor(config_.latents_std, at::kDouble).to(o).view({1, -1, 1, 1, 1});
@@ -728,7 +701,8 @@ at::Tensor AutoencoderKLWanImpl::denormalize(const at::Tensor& z) const {
 void verify_vae(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  AutoencoderKLWan vae(with_config_file(p.weights_json, [&] { return WanVAEConfig::from_json(wj["config"]); }), o.precision);
+  AutoencoderKLWan vae(with_config_file(p.weights_json, [&] { return WanVAEConfig::from_json(wj["config"]); }),
+                       o.precision);
   load_strict(*vae, TensorSource::open(p.weights));
   const auto io = TensorSource::open(p.io);
   const auto dev = o.precision.device;
@@ -736,7 +710,8 @@ void verify_vae(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) 
   if (io.contains("z")) {
     Intermediates inter;
     const at::Tensor decoded = vae->decode(io.tensor("z").to(dev), &inter);
-    if (io.contains("decoded")) rep.rows.push_back(compare(p.name, "decoded", decoded, io.tensor("decoded"), o.tolerance));
+    if (io.contains("decoded"))
+      rep.rows.push_back(compare(p.name, "decoded", decoded, io.tensor("decoded"), o.tolerance));
     for (const auto& name : io.names()) {
       if (name.rfind("inter.", 0) != 0) continue;
       auto it = inter.find(name.substr(6));

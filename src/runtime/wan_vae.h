@@ -9,19 +9,32 @@
 #include <torch/nn/pimpl.h>
 
 #include <functional>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/extension_points.h"
 #include "runtime/nn.h"
+#include "runtime/options.h"
+#include "runtime/trace.h"
 #include "runtime/wan_transformer.h"  // Precision, Intermediates
 
-namespace autooptim::runtime::techniques {
-struct VaeRun;  // the decode's kernel switches (techniques/vae/vae_ops.h)
-}
-
 namespace autooptim::runtime {
+
+// What one decode runs with: the technique switches, where their engagement is counted, and the
+// overrides of the decoder's extension points that are on (resolved from the options on first use).
+struct VaeRun {
+  const RuntimeOptions* options = nullptr;
+  Trace* trace = nullptr;
+  mutable std::shared_ptr<const ext::VaePoints> resolved = nullptr;
+
+  void count(const char* key, double v = 1.0) const {
+    if (trace) trace->add(key, v);
+  }
+  const ext::VaePoints& points() const;
+};
 
 struct WanVAEConfig {
   int64_t base_dim = 160;
@@ -62,7 +75,7 @@ struct WanCausalCache {
   };
   std::vector<Slot> slots;
   size_t next = 0;
-  const techniques::VaeRun* run = nullptr;  // the kernel switches of this decode (null: the reference path)
+  const VaeRun* run = nullptr;  // the kernel switches of this decode (null: the reference path)
   Slot& take();
   void begin_chunk() { next = 0; }
 };
@@ -76,21 +89,20 @@ class WanCausalConv3dImpl : public torch::nn::Module {
                       std::vector<int64_t> stride, const at::TensorOptions& opts);
   // x [B, Cin, T, H, W]; cache [B, Cin, n<=2, H, W] or undefined -> [B, Cout, T', H, W].
   // run: the decode's kernel switches, where the caller has them (vae_frame_convs for a 1x1x1 conv).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cache = {}, const techniques::VaeRun* run = nullptr) const;
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cache = {}, const VaeRun* run = nullptr) const;
   // The cached form: takes the next slot of `cache`, uses its frames as front context and keeps the
   // last two frames of x (with the slot's last frame ahead of a single-frame x) for the next chunk.
   at::Tensor forward_cached(const at::Tensor& x, WanCausalCache& cache) const;
-  // conv(silu(norm(x))) in the cached form, through the decode's kernel switches (fused norm + SiLU,
-  // the causal buffer) where they are on; the reference ops otherwise.
+  // conv(silu(norm(x))) in the cached form, through the decode's extension points (norm + SiLU, the
+  // cached conv) where it has overrides on; the reference ops otherwise.
   at::Tensor forward_cached_norm_silu(const at::Tensor& x, const WanRMSNormImpl& norm, WanCausalCache& cache) const;
-  // The conv of an input already padded in time, through the decode's conv switches where they apply
-  // (vae_frame_convs; vae_head_pad on the decoder's output conv).
-  at::Tensor conv(const at::Tensor& in, const techniques::VaeRun* run) const;
+  // The conv of an input already padded in time, through the decode's conv point.
+  at::Tensor conv(const at::Tensor& in, const VaeRun* run) const;
   at::Tensor weight, bias;
   int64_t front_pad;
   std::vector<int64_t> stride, spatial_pad;
-  bool output_head = false;                      // the decoder's conv_out (vae_head_pad pads only this one)
-  mutable at::Tensor padded_weight, padded_bias;  // vae_head_pad's padded copies, made on first use
+  bool output_head = false;                       // the decoder's conv_out
+  mutable at::Tensor padded_weight, padded_bias;  // the output head's padded copies (vae_head_pad), made on first use
 };
 TORCH_MODULE(WanCausalConv3d);
 
@@ -100,6 +112,10 @@ class WanRMSNormImpl : public torch::nn::Module {
   // images: gamma [C, 1, 1] (attention, per frame) instead of [C, 1, 1, 1].
   WanRMSNormImpl(int64_t dim, bool images, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x) const;  // x [B, C, ...]
+  // silu(forward(x)), through the decode's norm+SiLU point where it has one on.
+  at::Tensor forward_silu(const at::Tensor& x, const VaeRun* run) const;
+  // The same written into dst (same shape as x, any strides: e.g. a frame range of a causal conv's buffer).
+  void forward_silu_into(const at::Tensor& x, const at::Tensor& dst, const VaeRun* run) const;
   at::Tensor gamma;
 };
 TORCH_MODULE(WanRMSNorm);
@@ -140,8 +156,7 @@ class WanResampleImpl : public torch::nn::Module {
   WanResampleImpl(int64_t dim, Mode mode, const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
   Mode mode;
-  mutable at::Tensor subpixel_weight;    // vae_subpixel_upsample's folded taps, made on first use
-  mutable at::Tensor transposed_weight;  // vae_transposed_upsample's 4x4 taps, made on first use
+  mutable TechniqueState state;  // what the upsampling techniques derive from the weights (folded taps)
   Conv2d resample{nullptr};
   WanCausalConv3d time_conv{nullptr};  // upsample3d: dim -> 2*dim, (3,1,1); downsample3d: stride 2
 };
@@ -203,8 +218,8 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
   // z [B, z_dim, T, h, w] raw latents (already un-normalised) -> video [B, 3, 1+4(T-1), 16h, 16w] in
   // the compute dtype, clamped to [-1, 1]. inter receives post_quant_conv and decoder.* outputs, each
   // concatenated over chunks along time.
-  // run: the kernel switches (techniques/vae/); null runs the reference path.
-  at::Tensor decode(const at::Tensor& z, Intermediates* inter = nullptr, const techniques::VaeRun* run = nullptr);
+  // run: the technique switches and their overrides; null runs the reference path.
+  at::Tensor decode(const at::Tensor& z, Intermediates* inter = nullptr, const VaeRun* run = nullptr);
   // Same, streaming: sink gets each latent frame's pixel frames [B, 3, n, H, W] (n = 1 for the first
   // latent frame, then 4), so only one chunk's activations and the caches are alive at a time.
   void decode_streaming(const at::Tensor& z, const std::function<void(const at::Tensor&)>& sink);
@@ -225,7 +240,7 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
 
  private:
   void decode_chunks(const at::Tensor& z, Intermediates* inter, const std::function<void(const at::Tensor&)>& sink,
-                     const techniques::VaeRun* run = nullptr, bool clamp = true);
+                     const VaeRun* run = nullptr, bool clamp = true);
   WanVAEConfig config_;
   Precision precision_;
 };

@@ -11,15 +11,12 @@
 
 namespace autooptim::runtime::techniques {
 
-at::Tensor run_blocks(const BlockStack& s, at::Tensor h, int64_t from, int64_t to) {
-  for (int64_t i = from; i < to; ++i) h = s.block(i, h);
-  return h;
-}
-
 CachePolicy::CachePolicy(std::string name, int64_t steps, Trace* trace)
     : name_(std::move(name)), steps_(steps), trace_(trace) {}
 
-at::Tensor CachePolicy::forward(int64_t, int, const at::Tensor&, const std::function<at::Tensor()>& full) { return full(); }
+at::Tensor CachePolicy::forward(int64_t, int, const at::Tensor&, const std::function<at::Tensor()>& full) {
+  return full();
+}
 
 at::Tensor CachePolicy::blocks(const BlockStack& s, const at::Tensor& h, int64_t, int) {
   return run_blocks(s, h, 0, s.layers);

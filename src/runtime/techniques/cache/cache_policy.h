@@ -13,22 +13,17 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/extension_points.h"  // BlockStack, run_blocks, StepCache
 #include "runtime/options.h"
 #include "runtime/trace.h"
 
 namespace autooptim::runtime::techniques {
 
-// The transformer's block stack as a cache policy sees it.
-struct BlockStack {
-  int64_t layers = 0;
-  std::function<at::Tensor(int64_t i, const at::Tensor& h)> block;  // block i on tokens h [B, L, D]
-  std::function<at::Tensor(const at::Tensor& h)> modulated_input;   // block 0's modulated input of h [B, L, D]
-};
+using runtime::BlockStack;
+using runtime::run_blocks;
 
-// Blocks [from, to) of the stack on h.
-at::Tensor run_blocks(const BlockStack& s, at::Tensor h, int64_t from, int64_t to);
-
-class CachePolicy {
+// Installed as the transformer's step cache (ForwardContext::cache) for a generation.
+class CachePolicy : public StepCache {
  public:
   struct Decision {
     int64_t step;
@@ -37,14 +32,14 @@ class CachePolicy {
   };
 
   CachePolicy(std::string name, int64_t steps, Trace* trace);
-  virtual ~CachePolicy() = default;
+  ~CachePolicy() override = default;
 
   // The velocity of (step, branch) for transformer input x [B, C, F, H, W]; full() runs the transformer.
   virtual at::Tensor forward(int64_t step, int branch, const at::Tensor& x, const std::function<at::Tensor()>& full);
   // The block stack's output for tokens h [B, L, D] of (step, branch).
-  virtual at::Tensor blocks(const BlockStack& s, const at::Tensor& h, int64_t step, int branch);
+  at::Tensor blocks(const BlockStack& s, const at::Tensor& h, int64_t step, int branch) override;
   // True when blocks() decides between blocks on the host (the body cannot be a CUDA graph then).
-  virtual bool hooks_blocks() const { return false; }
+  bool hooks_blocks() const override { return false; }
 
   // Every decision so far, in order (for tests and the trace).
   const std::vector<Decision>& decisions() const { return decisions_; }

@@ -10,9 +10,10 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the attention kernel for self- and cross-attention (libtorch's dispatch when auto)";
-  t.flags = always_written({choice_flag("attention_backend", [](RuntimeOptions& o) -> std::string& { return o.attention_backend; },
-                                        {"auto", "math", "flash", "efficient", "cudnn"},
-                                        "auto | math | flash | efficient | cudnn (what the build has)")});
+  t.flags = always_written({choice_flag(
+      "attention_backend", [](RuntimeOptions& o) -> std::string& { return o.attention_backend; },
+      {"auto", "math", "flash", "efficient", "cudnn"},
+      "auto | math | flash | efficient | cudnn (what the build has)")});
   t.switch_flag = "attention_backend";
   t.hooks = {"attention"};
   t.engagement = {{"kernel.attention.<attention_backend>.calls",
@@ -20,7 +21,8 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
   t.search = [](const SearchContext& c) {
     std::vector<SearchPoint> p;
     if (c.gpu)
-      for (const char* b : {"cudnn", "flash"}) p.push_back({std::string("attention_backend-") + b, {{"attention_backend", b}}});
+      for (const char* b : {"cudnn", "flash"})
+        p.push_back({std::string("attention_backend-") + b, {{"attention_backend", b}}});
     return p;
   };
   return t;
@@ -29,6 +31,8 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
+#include <optional>
 #include <stdexcept>
 
 #include "base/error.h"
@@ -38,9 +42,12 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
 
 namespace autooptim::runtime::techniques {
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
-  if (hopper_attention_applies(q, k, v, fc)) return hopper_attention(q, k, v, fc);
-  if (!fc || !fc->options || fc->options->attention_backend == "auto") return compat::sdpa(q, k, v);
+namespace {
+
+// The attention on the chosen backend; nullopt when it is libtorch's own choice ("auto").
+std::optional<at::Tensor> on_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const ForwardContext* fc) {
+  if (!fc || !fc->options || fc->options->attention_backend == "auto") return std::nullopt;
   const std::string& b = fc->options->attention_backend;
   try {
     at::Tensor out = compat::sdpa_on(b, q, k, v);
@@ -49,6 +56,21 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   } catch (const std::invalid_argument& e) {
     throw Error(e.what());
   }
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
+  if (hopper_attention_applies(q, k, v, fc)) return hopper_attention(q, k, v, fc);
+  if (auto out = on_backend(q, k, v, fc)) return *out;
+  return compat::sdpa(q, k, v);
+}
+
+// The chosen kernel at the attention point (the sm_90a kernel, a higher override, takes what it can first).
+AUTOOPTIM_EXTENSIONS(attention_backend) {
+  points.attention.add({"attention_backend", 10, [](const RuntimeOptions& o) { return o.attention_backend != "auto"; },
+                        [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const ForwardContext* fc) -> std::optional<at::Tensor> { return on_backend(q, k, v, fc); }});
 }
 
 }  // namespace autooptim::runtime::techniques

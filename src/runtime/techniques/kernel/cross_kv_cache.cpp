@@ -9,18 +9,22 @@ AUTOOPTIM_TECHNIQUE(cross_kv_cache) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "cross-attention K/V and the projected text computed once per prompt, reused across steps";
-  t.flags = always_written({bool_flag("cross_kv_cache", [](RuntimeOptions& o) -> bool& { return o.cross_kv_cache; },
-                                      "cross-attention K/V cached per prompt")});
+  t.flags = always_written({bool_flag(
+      "cross_kv_cache", [](RuntimeOptions& o) -> bool& { return o.cross_kv_cache; },
+      "cross-attention K/V cached per prompt")});
   t.switch_flag = "cross_kv_cache";
   t.hooks = {"cross_attention.kv_projection", "transformer.text_projection"};
   t.engagement = {{"kernel.cross_kv_cache.hits", "cross_kv_cache is on but no cached cross-attention K/V was reused"}};
-  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"cross_kv_cache", {{"cross_kv_cache", true}}}}; };
+  t.search = [](const SearchContext&) {
+    return std::vector<SearchPoint>{{"cross_kv_cache", {{"cross_kv_cache", true}}}};
+  };
   return t;
 }
 
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/forward_context.h"
 #include "runtime/techniques/kernel/cross_kv_cache.h"
 
@@ -31,8 +35,8 @@ CrossKVCache* cache_of(const ForwardContext* fc, const void* ctx_key) {
 }
 }  // namespace
 
-std::pair<at::Tensor, at::Tensor> cross_attention_kv(const ForwardContext* fc, const void* ctx_key,
-                                                     const std::function<std::pair<at::Tensor, at::Tensor>()>& compute) {
+std::pair<at::Tensor, at::Tensor> cross_attention_kv(
+    const ForwardContext* fc, const void* ctx_key, const std::function<std::pair<at::Tensor, at::Tensor>()>& compute) {
   CrossKVCache* cache = cache_of(fc, ctx_key);
   if (!cache) return compute();
   const std::pair<int64_t, const void*> key{fc->layer, ctx_key};
@@ -54,6 +58,19 @@ at::Tensor projected_text(const ForwardContext* fc, const void* ctx_key, const s
   at::Tensor text = compute();
   cache->entries[key] = {text, at::Tensor()};
   return text;
+}
+
+AUTOOPTIM_EXTENSIONS(cross_kv_cache) {
+  const auto on = [](const RuntimeOptions& o) { return o.cross_kv_cache; };
+  points.text_projection.add(
+      {"cross_kv_cache", 10, on,
+       [](const void* ctx_key, const std::function<at::Tensor()>& compute,
+          const ForwardContext* fc) -> std::optional<at::Tensor> { return projected_text(fc, ctx_key, compute); }});
+  points.cross_kv.add({"cross_kv_cache", 10, on,
+                       [](const void* ctx_key, const std::function<std::pair<at::Tensor, at::Tensor>()>& compute,
+                          const ForwardContext* fc) -> std::optional<std::pair<at::Tensor, at::Tensor>> {
+                         return cross_attention_kv(fc, ctx_key, compute);
+                       }});
 }
 
 }  // namespace autooptim::runtime::techniques

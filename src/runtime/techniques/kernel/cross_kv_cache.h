@@ -8,18 +8,9 @@
 #include <map>
 #include <utility>
 
+#include "runtime/forward_context.h"  // CrossKVCache
+
 namespace autooptim::runtime {
-
-struct ForwardContext;
-
-// Cross-attention keys and values of each block for one prompt embedding, reused across the steps of
-// one generation.
-struct CrossKVCache {
-  // (block index, embedding storage pointer) -> (k, v) after norm_k, [B, S, D]; block -1 holds the
-  // projected text [B, S, D] (and an undefined tensor).
-  std::map<std::pair<int64_t, const void*>, std::pair<at::Tensor, at::Tensor>> entries;
-};
-
 namespace techniques {
 
 // The K/V of block fc->layer's cross-attention for the prompt `ctx_key`: cached when the switch is on

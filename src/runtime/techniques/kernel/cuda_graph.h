@@ -19,16 +19,18 @@
 #include <string>
 #include <vector>
 
+#include "runtime/extension_points.h"  // ForwardReplay
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {
 
-class CudaGraphs {
+// Installed as the transformer's forward replay (ForwardContext::cuda_graphs) for a generation.
+class CudaGraphs : public ForwardReplay {
  public:
-  using Body = std::function<at::Tensor(const std::vector<at::Tensor>& inputs, ForwardContext& fc)>;
+  using Body = ForwardBody;
 
   CudaGraphs();
-  ~CudaGraphs();
+  ~CudaGraphs() override;
   CudaGraphs(const CudaGraphs&) = delete;
   CudaGraphs& operator=(const CudaGraphs&) = delete;
 
@@ -38,7 +40,7 @@ class CudaGraphs {
   // body(inputs, fc) for `key`, eagerly or from its graph (see above). The result is a fresh tensor
   // that later replays do not overwrite.
   at::Tensor run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
-                 const Body& body);
+                 const Body& body) override;
 
  private:
   struct Impl;

@@ -11,12 +11,17 @@ AUTOOPTIM_TECHNIQUE(fused_qk_norm_rope) {
   // 20-step clip of the random model for the set): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "q/k RMSNorm and the rotary embedding in one in-place CUDA pass (fused_qk_norm_rope.cu)";
-  t.flags = {bool_flag("fused_qk_norm_rope", [](RuntimeOptions& o) -> bool& { return o.fused_qk_norm_rope; }, "q/k RMSNorm + RoPE in one in-place CUDA pass")};
+  t.flags = {bool_flag(
+      "fused_qk_norm_rope", [](RuntimeOptions& o) -> bool& { return o.fused_qk_norm_rope; },
+      "q/k RMSNorm + RoPE in one in-place CUDA pass")};
   t.switch_flag = "fused_qk_norm_rope";
   t.hooks = {"self_attention.qk_norm_rope"};
-  t.engagement = {{"kernel.fused_qk_norm_rope.launches", "fused_qk_norm_rope is on but no fused q/k norm+RoPE kernel ran (needs a CUDA build and bf16 on the GPU)"}};
+  t.engagement = {
+      {"kernel.fused_qk_norm_rope.launches",
+       "fused_qk_norm_rope is on but no fused q/k norm+RoPE kernel ran (needs a CUDA build and bf16 on the GPU)"}};
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"fused_qk_norm_rope", {{"fused_qk_norm_rope", true}}}} : std::vector<SearchPoint>{};
+    return c.gpu ? std::vector<SearchPoint>{{"fused_qk_norm_rope", {{"fused_qk_norm_rope", true}}}}
+                 : std::vector<SearchPoint>{};
   };
   return t;
 }
@@ -24,6 +29,8 @@ AUTOOPTIM_TECHNIQUE(fused_qk_norm_rope) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
+#include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
 #include "runtime/techniques/kernel/fused_common.h"
 
@@ -38,21 +45,35 @@ bool fused_qk_norm_rope_applies(const ForwardContext* fc, const at::Tensor& q, c
 }
 
 void fused_qk_norm_rope(at::Tensor& q, at::Tensor& k, const RMSNorm& norm_q, const RMSNorm& norm_k,
-                        const at::Tensor& cos_in, const at::Tensor& sin_in, int64_t head_dim, const ForwardContext* fc) {
-  const at::Tensor wq = norm_q->weight.to(at::kBFloat16).contiguous(), wk = norm_k->weight.to(at::kBFloat16).contiguous();
+                        const at::Tensor& cos_in, const at::Tensor& sin_in, int64_t head_dim,
+                        const ForwardContext* fc) {
+  const at::Tensor wq = norm_q->weight.to(at::kBFloat16).contiguous(),
+                   wk = norm_k->weight.to(at::kBFloat16).contiguous();
   const at::Tensor cos = cos_in.to(at::kFloat).contiguous(), sin = sin_in.to(at::kFloat).contiguous();
   const int64_t L = q.size(1);
   if (cos.size(0) != L || cos.size(1) * 2 != head_dim) throw Error("fused_qk_norm_rope: rotary table shape mismatch");
   if (norm_q->eps != norm_k->eps) throw Error("fused_qk_norm_rope: q and k norms have different eps");
 #ifdef AUTOOPTIM_WITH_CUDA
   fused::check(cuda::launch_qk_norm_rope(q.data_ptr(), k.data_ptr(), q.stride(1), wq.data_ptr(), wk.data_ptr(),
-                                  cos.data_ptr<float>(), sin.data_ptr<float>(), q.size(0) * L, L, q.size(2), head_dim,
-                                  static_cast<float>(norm_q->eps), fused::stream()),
-        "fused_qk_norm_rope");
+                                         cos.data_ptr<float>(), sin.data_ptr<float>(), q.size(0) * L, L, q.size(2),
+                                         head_dim, static_cast<float>(norm_q->eps), fused::stream()),
+               "fused_qk_norm_rope");
 #else
   throw Error("fused_qk_norm_rope: this build has no CUDA kernels");
 #endif
   fc->count("kernel.fused_qk_norm_rope.launches");
+}
+
+AUTOOPTIM_EXTENSIONS(fused_qk_norm_rope) {
+  points.qk_norm_rope.add(
+      {"fused_qk_norm_rope", 10, [](const RuntimeOptions& o) { return o.fused_qk_norm_rope; },
+       [](at::Tensor& q, at::Tensor& k, const RMSNorm& norm_q, const RMSNorm& norm_k, const at::Tensor& cos,
+          const at::Tensor& sin, int64_t head_dim, const ForwardContext* fc) -> std::optional<ext::Done> {
+         if (!fused_qk_norm_rope_applies(fc, q, k)) return std::nullopt;
+         ProfileScope ps("rope");
+         fused_qk_norm_rope(q, k, norm_q, norm_k, cos, sin, head_dim, fc);
+         return ext::Done{};
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -9,8 +9,8 @@ AUTOOPTIM_TECHNIQUE(fused_qkv) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "self-attention's q/k/v projections as one GEMM over weights merged on first use";
-  t.flags = always_written({bool_flag("fused_qkv", [](RuntimeOptions& o) -> bool& { return o.fused_qkv; },
-                                      "q/k/v weights merged into one GEMM")});
+  t.flags = always_written({bool_flag(
+      "fused_qkv", [](RuntimeOptions& o) -> bool& { return o.fused_qkv; }, "q/k/v weights merged into one GEMM")});
   t.switch_flag = "fused_qkv";
   t.hooks = {"self_attention.qkv_projection"};
   t.engagement = {{"kernel.fused_qkv.launches", "fused_qkv is on but no fused QKV projection ran"}};
@@ -21,6 +21,8 @@ AUTOOPTIM_TECHNIQUE(fused_qkv) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
+#include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_qkv.h"
 #include "runtime/techniques/kernel/gemm_autotune.h"
 
@@ -38,10 +40,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_qkv(const at::Tensor& x, co
   }
   const at::Tensor xx = x.to(merged.weight.scalar_type());
   at::Tensor qkv = tuned_linear(xx, merged.weight, merged.bias, /*gelu=*/false, fc);  // with gemm_autotune
-  if (!qkv.defined()) qkv = at::linear(xx, merged.weight, merged.bias);                // [B, L, 3D]
+  if (!qkv.defined()) qkv = at::linear(xx, merged.weight, merged.bias);               // [B, L, 3D]
   auto parts = qkv.chunk(3, -1);
   if (fc) fc->count("kernel.fused_qkv.launches");
   return {parts[0], parts[1], parts[2]};
+}
+
+// The merged GEMM at the self-attention's q/k/v-projection point, first of its overrides.
+AUTOOPTIM_EXTENSIONS(fused_qkv) {
+  points.qkv.add(
+      {"fused_qkv", 20, [](const RuntimeOptions& o) { return o.fused_qkv; },
+       [](const ext::QkvWeights& w, const at::Tensor& x, const ForwardContext* fc) -> std::optional<ext::Qkv> {
+         ProfileScope ps("gemm", [&] { return gemm_detail(x, 3 * w.q->weight.size(0)); });
+         auto [q, k, v] = fused_qkv(x, w.q, w.k, w.v, w.state.get<FusedQKVWeights>("fused_qkv"), fc);  // [B, L, 3D]
+         return ext::Qkv{q, k, v};
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -11,10 +11,14 @@ AUTOOPTIM_TECHNIQUE(gelu_epilogue) {
   // 20-step clip of the random model for the set): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "the FFN's GELU-tanh in the first projection's cuBLASLt GEMM epilogue";
-  t.flags = {bool_flag("gelu_epilogue", [](RuntimeOptions& o) -> bool& { return o.gelu_epilogue; }, "FFN GELU-tanh in the GEMM epilogue (cuBLASLt)")};
+  t.flags = {bool_flag(
+      "gelu_epilogue", [](RuntimeOptions& o) -> bool& { return o.gelu_epilogue; },
+      "FFN GELU-tanh in the GEMM epilogue (cuBLASLt)")};
   t.switch_flag = "gelu_epilogue";
   t.hooks = {"block.ffn_in"};
-  t.engagement = {{"kernel.gelu_epilogue.launches", "gelu_epilogue is on but no GEMM with a GELU epilogue ran (needs a CUDA build and bf16 on the GPU)"}};
+  t.engagement = {
+      {"kernel.gelu_epilogue.launches",
+       "gelu_epilogue is on but no GEMM with a GELU epilogue ran (needs a CUDA build and bf16 on the GPU)"}};
   t.search = [](const SearchContext& c) {
     return c.gpu ? std::vector<SearchPoint>{{"gelu_epilogue", {{"gelu_epilogue", true}}}} : std::vector<SearchPoint>{};
   };
@@ -24,6 +28,9 @@ AUTOOPTIM_TECHNIQUE(gelu_epilogue) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
+#include "runtime/techniques/kernel/gemm_autotune.h"
+#include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_block_ops.h"
 #include "runtime/techniques/kernel/fused_common.h"
 
@@ -43,6 +50,21 @@ at::Tensor gelu_epilogue_linear(const Linear& lin, const at::Tensor& x, const Fo
   auto shape = x.sizes().vec();
   shape.back() = lin->weight.size(0);
   return y.view(shape);
+}
+
+// The FFN's first projection with its GELU as one GEMM: the tuned algorithm with the same epilogue where
+// gemm_autotune has one, else libtorch's cuBLASLt GELU_BIAS epilogue.
+AUTOOPTIM_EXTENSIONS(gelu_epilogue) {
+  points.linear_gelu.add(
+      {"gelu_epilogue", 10, [](const RuntimeOptions& o) { return o.gelu_epilogue; },
+       [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
+         if (!gelu_epilogue_applies(fc, x)) return std::nullopt;
+         ProfileScope ps("gemm", [&] { return gemm_detail(x, lin->weight.size(0)); });
+         at::Tensor hidden = tuned_linear(x, lin->weight, lin->bias, /*gelu=*/true, fc);
+         if (!hidden.defined()) return gelu_epilogue_linear(lin, x, fc);
+         fc->count("kernel.gelu_epilogue.launches");
+         return hidden;
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -13,12 +13,16 @@ AUTOOPTIM_TECHNIQUE(gemm_autotune) {
   t.name = "gemm_autotune";
   t.family = "kernel";
   t.lossless = false;  // another GEMM algorithm: another summation order
-  t.summary = "the transformer's GEMMs through cuBLASLt with the fastest of its heuristic's algorithms per shape, timed once";
-  t.flags = {bool_flag("gemm_autotune", [](RuntimeOptions& o) -> bool& { return o.gemm_autotune; },
-                       "time cuBLASLt's candidate algorithms per GEMM shape and use the fastest")};
+  t.summary =
+      "the transformer's GEMMs through cuBLASLt with the fastest of its heuristic's algorithms per shape, timed once";
+  t.flags = {bool_flag(
+      "gemm_autotune", [](RuntimeOptions& o) -> bool& { return o.gemm_autotune; },
+      "time cuBLASLt's candidate algorithms per GEMM shape and use the fastest")};
   t.switch_flag = "gemm_autotune";
   t.hooks = {"attention.projections", "block.ffn_in", "block.ffn_out"};
-  t.engagement = {{"kernel.gemm_autotune.gemms", "gemm_autotune is on but no GEMM ran through a tuned algorithm (needs a CUDA build with cuBLASLt and bf16 on the GPU)"}};
+  t.engagement = {{"kernel.gemm_autotune.gemms",
+                   "gemm_autotune is on but no GEMM ran through a tuned algorithm (needs a CUDA build with cuBLASLt "
+                   "and bf16 on the GPU)"}};
   t.search = [](const SearchContext& c) {
     return c.gpu ? std::vector<SearchPoint>{{"gemm_autotune", {{"gemm_autotune", true}}}} : std::vector<SearchPoint>{};
   };
@@ -28,6 +32,7 @@ AUTOOPTIM_TECHNIQUE(gemm_autotune) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "base/log.h"
 #include "runtime/techniques/kernel/gemm_autotune.h"
 #include "runtime/techniques/kernel/fused_common.h"
@@ -98,15 +103,20 @@ struct Problem {
     if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    if (bias) epi = gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    else if (gelu) epi = CUBLASLT_EPILOGUE_GELU;
-    bool good = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
-                cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
-                cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == CUBLAS_STATUS_SUCCESS;
+    if (bias)
+      epi = gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    else if (gelu)
+      epi = CUBLASLT_EPILOGUE_GELU;
+    bool good =
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == CUBLAS_STATUS_SUCCESS;
     if (good && bias) {
       const cudaDataType_t bt = CUDA_R_16BF;
-      good = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) == CUBLAS_STATUS_SUCCESS &&
-             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) == CUBLAS_STATUS_SUCCESS;
+      good = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) ==
+                 CUBLAS_STATUS_SUCCESS;
     }
     ok = good && cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k) == CUBLAS_STATUS_SUCCESS &&
@@ -120,7 +130,8 @@ struct Problem {
   }
   Problem(const Problem&) = delete;
   Problem& operator=(const Problem&) = delete;
-  cublasStatus_t run(const cublasLtMatmulAlgo_t* algo, const void* w, const void* x, void* y, void* ws, cudaStream_t s) const {
+  cublasStatus_t run(const cublasLtMatmulAlgo_t* algo, const void* w, const void* x, void* y, void* ws,
+                     cudaStream_t s) const {
     const float one = 1.f, zero = 0.f;
     return cublasLtMatmul(lt_handle(), op, &one, w, a, x, b, &zero, y, d, y, d, algo, ws, kWorkspaceBytes, s);
   }
@@ -134,10 +145,14 @@ Tuned tune(const Key& key, const Problem& p, const void* w, const void* x, void*
   if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return best;
   const size_t wsb = kWorkspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.align_a, sizeof key.align_a);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.align_b, sizeof key.align_b);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_d, sizeof key.align_d);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_d, sizeof key.align_d);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.align_a,
+                                       sizeof key.align_a);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.align_b,
+                                       sizeof key.align_b);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_d,
+                                       sizeof key.align_d);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_d,
+                                       sizeof key.align_d);
   std::vector<cublasLtMatmulHeuristicResult_t> cand(kCandidates);
   int returned = 0;
   const cublasStatus_t hs =
@@ -171,7 +186,8 @@ Tuned tune(const Key& key, const Problem& p, const void* w, const void* x, void*
 }  // namespace
 #endif  // AUTOOPTIM_GEMM_AUTOTUNE
 
-at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool gelu, const ForwardContext* fc) {
+at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
+                        const ForwardContext* fc) {
   if (!fc || !fc->options || !fc->options->gemm_autotune) return {};
 #ifdef AUTOOPTIM_GEMM_AUTOTUNE
   if (!fused::gpu_bf16(x) || !fused::gpu_bf16(weight) || (bias.defined() && !fused::gpu_bf16(bias)) || x.dim() < 2 ||
@@ -185,8 +201,16 @@ at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at:
   at::Tensor y = at::empty(shape, x.options());
   const at::Tensor ws = at::empty({static_cast<int64_t>(kWorkspaceBytes)}, x.options().dtype(at::kByte));
   const auto s = static_cast<cudaStream_t>(fused::stream());
-  const Key key{m, n, k, bias.defined(), gelu, alignment_of(weight.data_ptr()), alignment_of(x.data_ptr()),
-                alignment_of(y.data_ptr()), bias.defined() ? alignment_of(bias.data_ptr()) : 256u, static_cast<int>(x.get_device())};
+  const Key key{m,
+                n,
+                k,
+                bias.defined(),
+                gelu,
+                alignment_of(weight.data_ptr()),
+                alignment_of(x.data_ptr()),
+                alignment_of(y.data_ptr()),
+                bias.defined() ? alignment_of(bias.data_ptr()) : 256u,
+                static_cast<int>(x.get_device())};
   const Problem p(m, n, k, bias.defined() ? bias.data_ptr() : nullptr, gelu);
   if (!p.ok) return {};
   Tuned t;
@@ -207,8 +231,8 @@ at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at:
     }
     fc->count("kernel.gemm_autotune.shapes_tuned");
     if (!t.ok) {
-      log::warn("gemm_autotune: cuBLASLt ran no algorithm for [" + std::to_string(m) + " x " + std::to_string(k) + "] x [" +
-               std::to_string(k) + " x " + std::to_string(n) + "]; libtorch's GEMM runs there");
+      log::warn("gemm_autotune: cuBLASLt ran no algorithm for [" + std::to_string(m) + " x " + std::to_string(k) +
+                "] x [" + std::to_string(k) + " x " + std::to_string(n) + "]; libtorch's GEMM runs there");
       return {};
     }
   } else {
@@ -223,6 +247,17 @@ at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at:
   (void)x, (void)weight, (void)bias, (void)gelu;
   return {};
 #endif
+}
+
+// The tuned GEMM at the linear extension point (where it runs no algorithm, the next override or the
+// reference runs).
+AUTOOPTIM_EXTENSIONS(gemm_autotune) {
+  points.linear.add({"gemm_autotune", 10, [](const RuntimeOptions& o) { return o.gemm_autotune; },
+                     [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
+                       at::Tensor y = tuned_linear(x, lin->weight, lin->bias, /*gelu=*/false, fc);
+                       if (!y.defined()) return std::nullopt;
+                       return y;
+                     }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -3,8 +3,8 @@
 // GEMM of the previous one). At the official shape self-attention is 509 ms of the 0.906 s fused forward
 // with cuDNN's kernel at ~540 TFLOP/s; on an H100 variant 6 runs it at 715 TFLOP/s (12.8 ms a call against
 // cuDNN's 15.4), and kernel-fused-all with it and uniform_timestep takes the forward from 0.916 s to
-// 0.848 s, under the 0.85 s target (docs/benchmarks.md). The value selects the kernel variant: key tiles of 128 with 2 shared-memory
-// stages (1), the same with the two consumer warpgroups taking turns at the tensor cores (2, ping-pong),
+// 0.848 s, under the 0.85 s target (docs/benchmarks.md). The value selects the kernel variant: key tiles of 128 with 2
+// shared-memory stages (1), the same with the two consumer warpgroups taking turns at the tensor cores (2, ping-pong),
 // 3 and 4 the same with 3 stages; key tiles of 176 (FA3's choice for this head_dim; 27,280 = 155 x 176)
 // with 2 stages, without (5) and with (6) ping-pong. Calls it does not take (another head_dim, float32,
 // another GPU) stay on attention_backend's path.
@@ -19,9 +19,12 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
   // The same function with float32 softmax statistics and P rounded to bf16 before P V, as the flash and
   // cuDNN kernels do; it differs from them by rounding only (tests/test_gpu_kernels.cpp bounds it).
   t.lossless = true;
-  t.summary = "dense attention on our sm_90a kernel (TMA + wgmma, softmax overlapped with the P V GEMM) for head_dim 128";
-  t.flags = {int_flag("hopper_attention", [](RuntimeOptions& o) -> int64_t& { return o.hopper_attention; }, 0, 6,
-                      "our Hopper attention kernel's variant (0: off; 1-4: 128-key tiles, 2 or 3 stages, without/with ping-pong; 5/6: 176-key tiles)")};
+  t.summary =
+      "dense attention on our sm_90a kernel (TMA + wgmma, softmax overlapped with the P V GEMM) for head_dim 128";
+  t.flags = {int_flag(
+      "hopper_attention", [](RuntimeOptions& o) -> int64_t& { return o.hopper_attention; }, 0, 6,
+      "our Hopper attention kernel's variant (0: off; 1-4: 128-key tiles, 2 or 3 stages, without/with ping-pong; 5/6: "
+      "176-key tiles)")};
   t.switch_flag = "hopper_attention";
   t.hooks = {"attention"};
   t.supersedes = {"attention_backend"};  // it takes every attention the backend would have run
@@ -32,7 +35,8 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
     std::vector<SearchPoint> p;
     // Fastest first, as measured at the official shape on an H100 (an executor's budget may end early).
     if (c.gpu)
-      for (int v : {6, 5, 1, 4, 2, 3}) p.push_back({"hopper_attention-" + std::to_string(v), {{"hopper_attention", v}}});
+      for (int v : {6, 5, 1, 4, 2, 3})
+        p.push_back({"hopper_attention-" + std::to_string(v), {{"hopper_attention", v}}});
     return p;
   };
   return t;
@@ -41,6 +45,7 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include <algorithm>
 #include <cmath>
 #include <atomic>
@@ -56,8 +61,8 @@ namespace autooptim::runtime::techniques {
 namespace {
 
 bool operand_fits(const at::Tensor& t, int64_t B, int64_t H) {
-  return t.dim() == 4 && t.size(0) == B && t.size(1) == H && t.size(3) == 128 && fused::gpu_bf16(t) && t.stride(3) == 1 &&
-         t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0 &&
+  return t.dim() == 4 && t.size(0) == B && t.size(1) == H && t.size(3) == 128 && fused::gpu_bf16(t) &&
+         t.stride(3) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0 &&
          reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
@@ -114,9 +119,10 @@ at::Tensor launch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   at::Tensor out = at::empty({B, Lq, H, d}, q.options());  // the layout the output projection reads
 #ifdef AUTOOPTIM_WITH_CUDA
   const cuda::AttentionOperand os{out.stride(0), out.stride(2), out.stride(1)};
-  fused::check(cuda::launch_hopper_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), strides(q), strides(k),
-                                             strides(v), os, B, H, Lq, Lk, d, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))),
-                                             variant - 1, fused::stream()),
+  fused::check(cuda::launch_hopper_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), strides(q),
+                                             strides(k), strides(v), os, B, H, Lq, Lk, d,
+                                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), variant - 1,
+                                             fused::stream()),
                "hopper_attention");
 #else
   (void)v;
@@ -134,7 +140,9 @@ bool hopper_attention_applies(const at::Tensor& q, const at::Tensor& k, const at
 
 at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int variant) {
   if (!operands_fit(q, k, v))
-    throw Error("hopper_attention: the operands or the GPU do not fit the kernel (bf16 [B, heads, L, 128] on a compute capability 9.0 GPU)");
+    throw Error(
+        "hopper_attention: the operands or the GPU do not fit the kernel (bf16 [B, heads, L, 128] on a compute "
+        "capability 9.0 GPU)");
   return launch(q, k, v, variant);
 }
 
@@ -145,6 +153,15 @@ at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::
   self_check(q, k, v, out, variant);
   fc->count("kernel.hopper_attention.calls");
   return out;
+}
+
+AUTOOPTIM_EXTENSIONS(hopper_attention) {
+  points.attention.add({"hopper_attention", 20, [](const RuntimeOptions& o) { return o.hopper_attention != 0; },
+                        [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const ForwardContext* fc) -> std::optional<at::Tensor> {
+                          if (!hopper_attention_applies(q, k, v, fc)) return std::nullopt;
+                          return hopper_attention(q, k, v, fc);
+                        }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -8,8 +8,11 @@ AUTOOPTIM_TECHNIQUE(rope_cache) {
   t.name = "rope_cache";
   t.family = "kernel";
   t.lossless = true;
-  t.summary = "the rotary cos/sin tables kept on the device per latent grid instead of rebuilt on the host each forward";
-  t.flags = {bool_flag("rope_cache", [](RuntimeOptions& o) -> bool& { return o.rope_cache; }, "rotary tables kept on the device per grid")};
+  t.summary =
+      "the rotary cos/sin tables kept on the device per latent grid instead of rebuilt on the host each forward";
+  t.flags = {bool_flag(
+      "rope_cache", [](RuntimeOptions& o) -> bool& { return o.rope_cache; },
+      "rotary tables kept on the device per grid")};
   t.switch_flag = "rope_cache";
   t.hooks = {"transformer.rope_tables"};
   t.engagement = {{"kernel.rope_cache.hits", "rope_cache is on but no forward reused the kept rotary tables"}};
@@ -24,12 +27,14 @@ AUTOOPTIM_TECHNIQUE(rope_cache) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/forward_context.h"
 #include "runtime/techniques/kernel/rope_cache.h"
 
 namespace autooptim::runtime::techniques {
 
-std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTables& store, int64_t f, int64_t h, int64_t w,
+std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTables& store, int64_t f, int64_t h,
+                                              int64_t w,
                                               const std::function<std::pair<at::Tensor, at::Tensor>()>& compute) {
   if (!fc || !fc->options || !fc->options->rope_cache) return compute();
   const std::array<int64_t, 3> key{f, h, w};
@@ -42,6 +47,15 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTabl
   store[key] = tables;
   fc->count("kernel.rope_cache.misses");
   return tables;
+}
+
+AUTOOPTIM_EXTENSIONS(rope_cache) {
+  points.rope_tables.add({"rope_cache", 10, [](const RuntimeOptions& o) { return o.rope_cache; },
+                          [](TechniqueState& state, int64_t f, int64_t h, int64_t w,
+                             const std::function<std::pair<at::Tensor, at::Tensor>()>& compute,
+                             const ForwardContext* fc) -> std::optional<std::pair<at::Tensor, at::Tensor>> {
+                            return rope_tables(fc, state.get<RopeTables>("rope_cache"), f, h, w, compute);
+                          }});
 }
 
 }  // namespace autooptim::runtime::techniques

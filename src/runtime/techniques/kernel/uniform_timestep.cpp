@@ -15,9 +15,12 @@ AUTOOPTIM_TECHNIQUE(uniform_timestep) {
   t.name = "uniform_timestep";
   t.family = "kernel";
   t.lossless = true;
-  t.summary = "a per-token timestep with one value per sample (text-to-video) handled per sample: modulation broadcast from one row";
-  t.flags = {bool_flag("uniform_timestep", [](RuntimeOptions& o) -> bool& { return o.uniform_timestep; },
-                       "a per-token timestep that is constant within each sample handled per sample")};
+  t.summary =
+      "a per-token timestep with one value per sample (text-to-video) handled per sample: modulation broadcast from "
+      "one row";
+  t.flags = {bool_flag(
+      "uniform_timestep", [](RuntimeOptions& o) -> bool& { return o.uniform_timestep; },
+      "a per-token timestep that is constant within each sample handled per sample")};
   t.switch_flag = "uniform_timestep";
   t.hooks = {"transformer.time_embedding"};
   // With one timestep per sample there are no repeated per-token rows left to deduplicate (text-to-video;
@@ -26,13 +29,16 @@ AUTOOPTIM_TECHNIQUE(uniform_timestep) {
   t.engagement = {{"kernel.uniform_timestep.samples",
                    "uniform_timestep is on but no forward had one timestep per sample (image-to-video gives the "
                    "image's frame its own)"}};
-  t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"uniform_timestep", {{"uniform_timestep", true}}}}; };
+  t.search = [](const SearchContext&) {
+    return std::vector<SearchPoint>{{"uniform_timestep", {{"uniform_timestep", true}}}};
+  };
   return t;
 }
 
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/techniques/kernel/uniform_timestep.h"
 
 namespace autooptim::runtime::techniques {
@@ -44,6 +50,15 @@ at::Tensor uniform_timesteps(const at::Tensor& t, const ForwardContext* fc) {
   fc->count("kernel.uniform_timestep.samples", static_cast<double>(t.size(0)));
   fc->count("kernel.uniform_timestep.rows_saved", static_cast<double>(t.size(0) * (t.size(1) - 1)));
   return first.contiguous();
+}
+
+AUTOOPTIM_EXTENSIONS(uniform_timestep) {
+  points.timesteps.add({"uniform_timestep", 10, [](const RuntimeOptions& o) { return o.uniform_timestep; },
+                        [](const at::Tensor& t, const ForwardContext* fc) -> std::optional<at::Tensor> {
+                          at::Tensor u = uniform_timesteps(t, fc);
+                          if (!u.defined()) return std::nullopt;
+                          return u;
+                        }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -11,12 +11,14 @@ AUTOOPTIM_TECHNIQUE(fp8) {
   t.lossless = false;
   t.summary = "FP8 e4m3 GEMMs (per-channel weight, per-token activation scales) for the transformer's large linears";
   t.group = "quant";
-  t.flags = {bool_flag("fp8", [](RuntimeOptions& o) -> bool& { return o.quant.fp8; },
-                       "FP8 GEMMs through cuBLASLt (GPU builds, libtorch >= 2.5, sm_89+)")};
+  t.flags = {bool_flag(
+      "fp8", [](RuntimeOptions& o) -> bool& { return o.quant.fp8; },
+      "FP8 GEMMs through cuBLASLt (GPU builds, libtorch >= 2.5, sm_89+)")};
   t.switch_flag = "quant.fp8";
   t.hooks = {"self_attention.qkv_projection", "attention.output", "cross_attention.q", "block.ffn"};
   t.supersedes = {"gelu_epilogue"};  // the FFN's GELU is folded into the FP8 quantisation of its second GEMM's input
-  t.engagement = {{"quant.fp8.gemms", "quant.fp8 is on but no FP8 GEMM ran (needs a CUDA build, libtorch >= 2.5 and an sm_89+ GPU)"}};
+  t.engagement = {{"quant.fp8.gemms",
+                   "quant.fp8 is on but no FP8 GEMM ran (needs a CUDA build, libtorch >= 2.5 and an sm_89+ GPU)"}};
   t.search = [](const SearchContext& c) {
     return c.gpu ? std::vector<SearchPoint>{{"fp8", {{"quant", {{"fp8", true}}}}}} : std::vector<SearchPoint>{};
   };
@@ -26,6 +28,7 @@ AUTOOPTIM_TECHNIQUE(fp8) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/techniques/quant/fp8_linear.h"
 
 #include <torch/version.h>
@@ -97,8 +100,8 @@ std::pair<at::Tensor, at::Tensor> quantize_rows_e4m3(const at::Tensor& x, bool g
   const int64_t M = x.size(0), K = x.size(1);
   at::Tensor q = at::empty({M, K}, x.options().dtype(at::kFloat8_e4m3fn));
   at::Tensor s = at::empty({M, 1}, x.options().dtype(at::kFloat));
-  const int rc = cuda::launch_quantize_rows_e4m3(x.data_ptr(), x.stride(0), q.data_ptr(), s.data_ptr<float>(), M, K, gelu,
-                                                 1e-12f, at::cuda::getCurrentCUDAStream().stream());
+  const int rc = cuda::launch_quantize_rows_e4m3(x.data_ptr(), x.stride(0), q.data_ptr(), s.data_ptr<float>(), M, K,
+                                                 gelu, 1e-12f, at::cuda::getCurrentCUDAStream().stream());
   if (rc != 0) throw Error("fp8: quantisation kernel failed to launch (CUDA error " + std::to_string(rc) + ")");
   return {q, s};
 #else
@@ -152,7 +155,8 @@ at::Tensor fp8_linear(const Linear& lin, const at::Tensor& x, const ForwardConte
 #endif
 }
 
-std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, const at::Tensor& x, const ForwardContext* fc) {
+std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, const at::Tensor& x,
+                                    const ForwardContext* fc) {
 #ifdef AUTOOPTIM_HAVE_SCALED_MM
   auto [xq, xs] = quantize_input(x, false);
   std::vector<at::Tensor> out;
@@ -164,6 +168,32 @@ std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, cons
   (void)fc;
   throw Error("fp8: this libtorch has no float8 support (needs 2.5 or later)");
 #endif
+}
+
+// The FP8 GEMMs at the linear, q/k/v-projection and FFN extension points (below the fused QKV GEMM).
+AUTOOPTIM_EXTENSIONS(fp8) {
+  const auto on = [](const RuntimeOptions& o) { return o.quant.fp8; };
+  points.linear.add({"fp8", 20, on,
+                     [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
+                       if (!fp8_applies(fc, x, lin)) return std::nullopt;
+                       return fp8_linear(lin, x, fc);
+                     }});
+  points.qkv.add(
+      {"fp8", 10, on,
+       [](const ext::QkvWeights& w, const at::Tensor& x, const ForwardContext* fc) -> std::optional<ext::Qkv> {
+         if (!(fp8_applies(fc, x, w.q) && fp8_applies(fc, x, w.k) && fp8_applies(fc, x, w.v))) return std::nullopt;
+         ProfileScope ps("gemm");
+         auto qkv = fp8_linears({&w.q, &w.k, &w.v}, x, fc);  // x quantised once
+         return ext::Qkv{qkv[0], qkv[1], qkv[2]};
+       }});
+  points.ffn.add({"fp8", 10, on,
+                  [](const Linear& in, const Linear& out, const at::Tensor& h,
+                     const ForwardContext* fc) -> std::optional<at::Tensor> {
+                    if (!(fp8_applies(fc, h, in) && fp8_applies(fc, h, out))) return std::nullopt;
+                    // The GELU is folded into the quantisation of the second projection's input.
+                    ProfileScope ps("gemm");
+                    return fp8_linear(out, fp8_linear(in, h, fc), fc, /*gelu_input=*/true);
+                  }});
 }
 
 }  // namespace autooptim::runtime::techniques

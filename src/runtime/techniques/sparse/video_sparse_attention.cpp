@@ -73,6 +73,7 @@ AUTOOPTIM_TECHNIQUE(sparse) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 
 #include <algorithm>
@@ -251,6 +252,16 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
   }
   if (s.pattern == "topk_blocks") return topk_blocks_attention(q, k, v, fc);
   throw Error("sparse attention: unknown pattern '" + s.pattern + "'");
+}
+
+// The pattern at the self-attention's sparse-pattern point.
+AUTOOPTIM_EXTENSIONS(sparse) {
+  ext::SparseAttention s;
+  s.step_sparse = [](const ForwardContext& fc) { return sparse_step(&fc); };
+  s.engaged = [](const ForwardContext& fc) { return sparse_engaged(&fc); };
+  s.attend = sparse_self_attention;
+  s.dense_call = [](const at::Tensor& q, const ForwardContext& fc) { count_dense_attention(q, &fc); };
+  points.sparse_attention.add({"sparse", 10, [](const RuntimeOptions& o) { return o.sparse.pattern != "none"; }, s});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -11,7 +11,8 @@ AUTOOPTIM_TECHNIQUE(vae_bf16) {
   t.family = "kernel";
   t.lossless = false;  // bf16 rounding of every activation: judged at the lossy quality floor
   t.summary = "VAE decode in bf16 (a copy of the weights; norm statistics in float32)";
-  t.flags = {bool_flag("vae_bf16", [](RuntimeOptions& o) -> bool& { return o.vae_bf16; }, "decode with a bf16 copy of the VAE")};
+  t.flags = {bool_flag(
+      "vae_bf16", [](RuntimeOptions& o) -> bool& { return o.vae_bf16; }, "decode with a bf16 copy of the VAE")};
   t.switch_flag = "vae_bf16";
   t.hooks = {"pipeline.decode"};
   t.engagement = {{"kernel.vae_bf16.decodes", "vae_bf16 is on but no decode ran in bf16"}};
@@ -23,3 +24,31 @@ AUTOOPTIM_TECHNIQUE(vae_bf16) {
 }
 
 }  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
+#include <memory>
+
+#include "runtime/extension_points.h"
+#include "runtime/wan_vae.h"
+
+namespace autooptim::runtime::techniques {
+namespace {
+
+struct CountDecodes : ext::DecodeStage {
+  void decoded(const VaeRun& run) override { run.count("kernel.vae_bf16.decodes"); }
+};
+
+}  // namespace
+
+// The decoding copy's dtype, and the engagement count.
+AUTOOPTIM_EXTENSIONS(vae_bf16) {
+  const auto on = [](const RuntimeOptions& o) { return o.vae_bf16; };
+  points.decode_dtype.add({"vae_bf16", 10, on, at::kBFloat16});
+  points.decode_stage.add(
+      {"vae_bf16", 10, on, [](const at::Tensor&, const VaeRun&) -> std::unique_ptr<ext::DecodeStage> {
+         return std::make_unique<CountDecodes>();
+       }});
+}
+
+}  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

@@ -25,16 +25,19 @@ AUTOOPTIM_TECHNIQUE(vae_cuda_graph) {
   t.name = "vae_cuda_graph";
   t.family = "kernel";
   t.lossless = true;  // the captured kernels on the same values (tests/test_gpu_kernels.cpp: bit-identical)
-  t.summary = "VAE decoder chunks of one shape captured once as a CUDA graph per chunk length, then replayed (GPU builds)";
-  t.flags = {bool_flag("vae_cuda_graph", [](RuntimeOptions& o) -> bool& { return o.vae_cuda_graph; },
-                       "VAE decoder chunks replayed from CUDA graphs")};
+  t.summary =
+      "VAE decoder chunks of one shape captured once as a CUDA graph per chunk length, then replayed (GPU builds)";
+  t.flags = {bool_flag(
+      "vae_cuda_graph", [](RuntimeOptions& o) -> bool& { return o.vae_cuda_graph; },
+      "VAE decoder chunks replayed from CUDA graphs")};
   t.switch_flag = "vae_cuda_graph";
   t.hooks = {"vae.decode_chunks"};
   t.engagement = {{"kernel.vae_cuda_graph.replays",
                    "vae_cuda_graph is on but no decoder chunk was replayed from a graph (it needs a CUDA build, the "
                    "VAE on the GPU, at least three latent frames and no profiler)"}};
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_cuda_graph", {{"vae_cuda_graph", true}}}} : std::vector<SearchPoint>{};
+    return c.gpu ? std::vector<SearchPoint>{{"vae_cuda_graph", {{"vae_cuda_graph", true}}}}
+                 : std::vector<SearchPoint>{};
   };
   return t;
 }
@@ -42,6 +45,7 @@ AUTOOPTIM_TECHNIQUE(vae_cuda_graph) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include <map>
 #include <utility>
 
@@ -92,7 +96,7 @@ struct VaeChunkGraphs::Impl {
   };
   const VaeRun* run = nullptr;
   bool on = false;
-  int64_t previous_n = 0;                          // the previous chunk's latent frames (0: none yet)
+  int64_t previous_n = 0;                                // the previous chunk's latent frames (0: none yet)
   std::map<std::pair<int64_t, int64_t>, Entry> entries;  // by (latent frames, ring position)
 #ifdef AUTOOPTIM_WITH_CUDA
   bool have_pool = false;
@@ -167,6 +171,25 @@ at::Tensor VaeChunkGraphs::chunk(int64_t k, const at::Tensor& in, WanCausalCache
 #endif
   if (s.on) s.run->count("kernel.vae_cuda_graph.eager_chunks");
   return body(in);
+}
+
+// The chunk runner, and the context kept in place: the copy goes into the slot's own tensor where it has
+// the shape already, so a chunk leaves the cache's memory where it found it (a graph replayed for the
+// next chunk reads it there).
+AUTOOPTIM_EXTENSIONS(vae_cuda_graph) {
+  const auto on = [](const RuntimeOptions& o) { return o.vae_cuda_graph; };
+  points.vae_chunk_runner.add({"vae_cuda_graph", 10, on, [](const VaeRun& run) -> std::unique_ptr<ext::VaeChunkRunner> {
+                                 return std::make_unique<VaeChunkGraphs>(&run);
+                               }});
+  points.vae_keep_context.add(
+      {"vae_cuda_graph", 10, on,
+       [](at::Tensor& frames, const at::Tensor& keep, const VaeRun&) -> std::optional<ext::Done> {
+         if (!(frames.defined() && frames.sizes() == keep.sizes() && frames.scalar_type() == keep.scalar_type() &&
+               frames.device() == keep.device()))
+           return std::nullopt;
+         frames.copy_(keep);
+         return ext::Done{};
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -13,15 +13,53 @@ AUTOOPTIM_TECHNIQUE(vae_cudnn_benchmark) {
   t.family = "kernel";
   t.lossless = false;  // the fastest algorithm may sum in another order
   t.summary = "VAE decode with cuDNN's autotuner (the fastest conv algorithm per shape, timed once)";
-  t.flags = {bool_flag("vae_cudnn_benchmark", [](RuntimeOptions& o) -> bool& { return o.vae_cudnn_benchmark; },
-                       "cuDNN autotuning of the VAE's convs")};
+  t.flags = {bool_flag(
+      "vae_cudnn_benchmark", [](RuntimeOptions& o) -> bool& { return o.vae_cudnn_benchmark; },
+      "cuDNN autotuning of the VAE's convs")};
   t.switch_flag = "vae_cudnn_benchmark";
   t.hooks = {"pipeline.decode"};
-  t.engagement = {{"kernel.vae_cudnn_benchmark.decodes", "vae_cudnn_benchmark is on but no decode ran on a CUDA device"}};
+  t.engagement = {
+      {"kernel.vae_cudnn_benchmark.decodes", "vae_cudnn_benchmark is on but no decode ran on a CUDA device"}};
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_cudnn_benchmark", {{"vae_cudnn_benchmark", true}}}} : std::vector<SearchPoint>{};
+    return c.gpu ? std::vector<SearchPoint>{{"vae_cudnn_benchmark", {{"vae_cudnn_benchmark", true}}}}
+                 : std::vector<SearchPoint>{};
   };
   return t;
 }
 
 }  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
+#include <ATen/Context.h>
+
+#include <memory>
+
+#include "runtime/extension_points.h"
+#include "runtime/wan_vae.h"
+
+namespace autooptim::runtime::techniques {
+namespace {
+
+// cuDNN's autotuner for the decode only, restored afterwards (also on an error).
+class CudnnBenchmark : public ext::DecodeStage {
+ public:
+  CudnnBenchmark() { at::globalContext().setBenchmarkCuDNN(true); }
+  ~CudnnBenchmark() override { at::globalContext().setBenchmarkCuDNN(was_); }
+  void decoded(const VaeRun& run) override { run.count("kernel.vae_cudnn_benchmark.decodes"); }
+
+ private:
+  bool was_ = at::globalContext().benchmarkCuDNN();
+};
+
+}  // namespace
+
+AUTOOPTIM_EXTENSIONS(vae_cudnn_benchmark) {
+  points.decode_stage.add({"vae_cudnn_benchmark", 10, [](const RuntimeOptions& o) { return o.vae_cudnn_benchmark; },
+                           [](const at::Tensor& z, const VaeRun&) -> std::unique_ptr<ext::DecodeStage> {
+                             if (!z.is_cuda()) return nullptr;  // cuDNN decodes only
+                             return std::make_unique<CudnnBenchmark>();
+                           }});
+}
+
+}  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

@@ -14,16 +14,19 @@ AUTOOPTIM_TECHNIQUE(vae_frame_convs) {
   t.family = "kernel";
   t.lossless = false;  // another conv kernel: not bit-identical
   t.summary = "the VAE's one-frame convs (upsampling, shortcuts) as 2D convs over the frames, a view in channels-last";
-  t.flags = {bool_flag("vae_frame_convs", [](RuntimeOptions& o) -> bool& { return o.vae_frame_convs; },
-                       "one-frame VAE convs as 2D convs over frames")};
+  t.flags = {bool_flag(
+      "vae_frame_convs", [](RuntimeOptions& o) -> bool& { return o.vae_frame_convs; },
+      "one-frame VAE convs as 2D convs over frames")};
   t.switch_flag = "vae_frame_convs";
   t.hooks = {"vae.conv"};
-  t.engagement = {{"kernel.vae_frame_convs.convs", "vae_frame_convs is on but no conv ran as 2D (it needs vae_channels_last)"}};
+  t.engagement = {
+      {"kernel.vae_frame_convs.convs", "vae_frame_convs is on but no conv ran as 2D (it needs vae_channels_last)"}};
   // GPU only: libtorch's CPU convs return channels-first, so on the CPU no one-frame conv sees a
   // channels-last input and the switch never engages.
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_frame_convs", {{"vae_frame_convs", true}, {"vae_channels_last", true}}}}
-                 : std::vector<SearchPoint>{};
+    return c.gpu
+               ? std::vector<SearchPoint>{{"vae_frame_convs", {{"vae_frame_convs", true}, {"vae_channels_last", true}}}}
+               : std::vector<SearchPoint>{};
   };
   return t;
 }
@@ -31,6 +34,7 @@ AUTOOPTIM_TECHNIQUE(vae_frame_convs) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
@@ -38,8 +42,8 @@ namespace autooptim::runtime::techniques {
 
 bool vae_frame_conv_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                             at::IntArrayRef padding) {
-  return run && run->options && run->options->vae_frame_convs && x.dim() == 5 && weight.dim() == 5 && weight.size(2) == 1 &&
-         stride.size() == 3 && stride[0] == 1 && padding.size() == 3 && padding[0] == 0 &&
+  return run && run->options && run->options->vae_frame_convs && x.dim() == 5 && weight.dim() == 5 &&
+         weight.size(2) == 1 && stride.size() == 3 && stride[0] == 1 && padding.size() == 3 && padding[0] == 0 &&
          x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
 }
 
@@ -54,6 +58,16 @@ at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tens
   }
   run.count("kernel.vae_frame_convs.convs");
   return images_as_frames(y4, x.size(0), x.size(2));
+}
+
+// The per-frame 2D conv at the decoder's conv point, for the convs without temporal taps or context.
+AUTOOPTIM_EXTENSIONS(vae_frame_convs) {
+  points.vae_conv.add({"vae_frame_convs", 10, [](const RuntimeOptions& o) { return o.vae_frame_convs; },
+                       [](const at::Tensor& in, const ext::VaeConv& c, const VaeRun& run) -> std::optional<at::Tensor> {
+                         if (c.causal || !vae_frame_conv_applies(&run, in, c.weight, c.stride, c.padding))
+                           return std::nullopt;
+                         return vae_frame_conv(run, in, c.weight, c.bias, c.stride, c.padding);
+                       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -12,15 +12,18 @@ AUTOOPTIM_TECHNIQUE(vae_fused_norm_silu) {
   t.family = "kernel";
   t.lossless = false;  // another reduction order and a fast exp: not bit-identical
   t.summary = "VAE RMS norm + SiLU in one CUDA pass (vae_norm_silu.cu), bf16 on the GPU";
-  t.flags = {bool_flag("vae_fused_norm_silu", [](RuntimeOptions& o) -> bool& { return o.vae_fused_norm_silu; },
-                       "VAE RMS norm + SiLU in one CUDA pass")};
+  t.flags = {bool_flag(
+      "vae_fused_norm_silu", [](RuntimeOptions& o) -> bool& { return o.vae_fused_norm_silu; },
+      "VAE RMS norm + SiLU in one CUDA pass")};
   t.switch_flag = "vae_fused_norm_silu";
   t.hooks = {"vae.residual_block", "vae.decoder_out"};
-  t.engagement = {{"kernel.vae_fused_norm_silu.launches",
-                   "vae_fused_norm_silu is on but no fused kernel ran (needs a CUDA build and the VAE in bf16: vae_bf16)"}};
+  t.engagement = {
+      {"kernel.vae_fused_norm_silu.launches",
+       "vae_fused_norm_silu is on but no fused kernel ran (needs a CUDA build and the VAE in bf16: vae_bf16)"}};
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_fused_norm_silu", {{"vae_bf16", true}, {"vae_fused_norm_silu", true}}}}
-                 : std::vector<SearchPoint>{};
+    return c.gpu
+               ? std::vector<SearchPoint>{{"vae_fused_norm_silu", {{"vae_bf16", true}, {"vae_fused_norm_silu", true}}}}
+               : std::vector<SearchPoint>{};
   };
   return t;
 }
@@ -28,6 +31,7 @@ AUTOOPTIM_TECHNIQUE(vae_fused_norm_silu) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_common.h"
 #include "runtime/techniques/vae/vae_ops.h"
@@ -44,7 +48,8 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
   const int64_t C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4);
   // [B, C, T, H*W] strides: H and W must flatten (H's stride = W * W's stride) in both tensors.
   auto strides = [&](const at::Tensor& t) {
-    if (H > 1 && t.stride(3) != W * t.stride(4)) throw Error("vae_fused_norm_silu: a frame's pixels are not one run of memory");
+    if (H > 1 && t.stride(3) != W * t.stride(4))
+      throw Error("vae_fused_norm_silu: a frame's pixels are not one run of memory");
     return cuda::VaeStrides{t.size(0), t.stride(0), t.stride(1), t.stride(2), t.stride(4)};
   };
   // Its own category: it was in no scope, so its time showed as "other" in the decode's profile.
@@ -55,8 +60,8 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
   });
   const at::Tensor g = gamma.to(at::kFloat).reshape({-1}).contiguous();
 #ifdef AUTOOPTIM_WITH_CUDA
-  fused::check(cuda::launch_vae_norm_silu(x.data_ptr(), dst.data_ptr(), g.data_ptr<float>(), strides(x), strides(dst), C, T,
-                                          H * W, fused::stream()),
+  fused::check(cuda::launch_vae_norm_silu(x.data_ptr(), dst.data_ptr(), g.data_ptr<float>(), strides(x), strides(dst),
+                                          C, T, H * W, fused::stream()),
                "vae_fused_norm_silu");
 #else
   (void)strides;
@@ -65,6 +70,17 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
   throw Error("vae_fused_norm_silu: this build has no CUDA kernels");
 #endif
   run.count("kernel.vae_fused_norm_silu.launches");
+}
+
+AUTOOPTIM_EXTENSIONS(vae_fused_norm_silu) {
+  points.vae_norm_silu.add({"vae_fused_norm_silu", 10, [](const RuntimeOptions& o) { return o.vae_fused_norm_silu; },
+                            [](const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& dst,
+                               const VaeRun& run) -> std::optional<at::Tensor> {
+                              if (!vae_norm_silu_applies(&run, x)) return std::nullopt;
+                              at::Tensor y = dst.defined() ? dst : at::empty_like(x);
+                              vae_norm_silu_into(run, x, gamma, y);
+                              return y;
+                            }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -12,9 +12,11 @@ AUTOOPTIM_TECHNIQUE(vae_fused_shortcut) {
   t.name = "vae_fused_shortcut";
   t.family = "kernel";
   t.lossless = true;  // the same bf16 sum, element for element
-  t.summary = "VAE up blocks: the DupUp3D shortcut added in place in one CUDA pass (vae_dup_up_add.cu), bf16 on the GPU";
-  t.flags = {bool_flag("vae_fused_shortcut", [](RuntimeOptions& o) -> bool& { return o.vae_fused_shortcut; },
-                       "VAE DupUp3D shortcut + residual add in one CUDA pass")};
+  t.summary =
+      "VAE up blocks: the DupUp3D shortcut added in place in one CUDA pass (vae_dup_up_add.cu), bf16 on the GPU";
+  t.flags = {bool_flag(
+      "vae_fused_shortcut", [](RuntimeOptions& o) -> bool& { return o.vae_fused_shortcut; },
+      "VAE DupUp3D shortcut + residual add in one CUDA pass")};
   t.switch_flag = "vae_fused_shortcut";
   t.hooks = {"vae.up_block"};
   t.engagement = {{"kernel.vae_fused_shortcut.launches",
@@ -29,6 +31,7 @@ AUTOOPTIM_TECHNIQUE(vae_fused_shortcut) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/kernel/fused_common.h"
 #include "runtime/techniques/vae/vae_ops.h"
@@ -66,6 +69,16 @@ void vae_dup_up_add_(const VaeRun& run, at::Tensor& h, const at::Tensor& x, int6
   throw Error("vae_fused_shortcut: this build has no CUDA kernels");
 #endif
   run.count("kernel.vae_fused_shortcut.launches");
+}
+
+AUTOOPTIM_EXTENSIONS(vae_fused_shortcut) {
+  points.vae_shortcut.add({"vae_fused_shortcut", 10, [](const RuntimeOptions& o) { return o.vae_fused_shortcut; },
+                           [](at::Tensor& h, const at::Tensor& x, int64_t ft, bool first_chunk,
+                              const VaeRun& run) -> std::optional<ext::Done> {
+                             if (!vae_dup_up_add_applies(&run, h, x)) return std::nullopt;
+                             vae_dup_up_add_(run, h, x, ft, first_chunk);
+                             return ext::Done{};
+                           }});
 }
 
 }  // namespace autooptim::runtime::techniques

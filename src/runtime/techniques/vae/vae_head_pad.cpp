@@ -15,18 +15,22 @@ AUTOOPTIM_TECHNIQUE(vae_head_pad) {
   t.family = "kernel";
   t.lossless = false;  // the same sums, but the padded shape may get another conv kernel on the GPU
   t.summary = "VAE decoder's output conv with its output channels padded by zero filters (0: off; 16, 32, ...)";
-  t.flags = {int_flag("vae_head_pad", [](RuntimeOptions& o) -> int64_t& { return o.vae_head_pad; }, 0, 256,
-                      "output channels the VAE decoder's last conv is padded to (a multiple of 8; 0: off)")};
+  t.flags = {int_flag(
+      "vae_head_pad", [](RuntimeOptions& o) -> int64_t& { return o.vae_head_pad; }, 0, 256,
+      "output channels the VAE decoder's last conv is padded to (a multiple of 8; 0: off)")};
   t.switch_flag = "vae_head_pad";
   t.hooks = {"vae.conv_out"};
-  t.engagement = {{"kernel.vae_head_pad.convs",
-                   "vae_head_pad is on but the output conv was not padded (its channels are already at least vae_head_pad)"}};
+  t.engagement = {
+      {"kernel.vae_head_pad.convs",
+       "vae_head_pad is on but the output conv was not padded (its channels are already at least vae_head_pad)"}};
   t.check_flags = [](const RuntimeOptions& o) -> std::optional<FlagProblem> {
-    if (o.vae_head_pad % 8 != 0) return FlagProblem{"", "must be 0 (off) or a multiple of 8, got " + std::to_string(o.vae_head_pad)};
+    if (o.vae_head_pad % 8 != 0)
+      return FlagProblem{"", "must be 0 (off) or a multiple of 8, got " + std::to_string(o.vae_head_pad)};
     return std::nullopt;
   };
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_head_pad-16", {{"vae_head_pad", 16}}}, {"vae_head_pad-32", {{"vae_head_pad", 32}}}}
+    return c.gpu ? std::vector<SearchPoint>{{"vae_head_pad-16", {{"vae_head_pad", 16}}},
+                                            {"vae_head_pad-32", {{"vae_head_pad", 32}}}}
                  : std::vector<SearchPoint>{};
   };
   return t;
@@ -35,6 +39,8 @@ AUTOOPTIM_TECHNIQUE(vae_head_pad) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
+#include "runtime/wan_vae.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
@@ -66,6 +72,17 @@ at::Tensor vae_head_pad_conv(const VaeRun& run, const at::Tensor& in, const at::
   }
   run.count("kernel.vae_head_pad.convs");
   return out.narrow(1, 0, co);  // a view: the unpatchify after it copies anyway
+}
+
+// The padded output head at the decoder's conv point (only the decoder's conv_out), first of its overrides.
+AUTOOPTIM_EXTENSIONS(vae_head_pad) {
+  points.vae_conv.add({"vae_head_pad", 30, [](const RuntimeOptions& o) { return o.vae_head_pad > 0; },
+                       [](const at::Tensor& in, const ext::VaeConv& c, const VaeRun& run) -> std::optional<at::Tensor> {
+                         if (!c.module || !c.module->output_head || !vae_head_pad_applies(&run, c.weight))
+                           return std::nullopt;
+                         return vae_head_pad_conv(run, in, c.weight, c.bias, c.stride, c.padding,
+                                                  c.module->padded_weight, c.module->padded_bias);
+                       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -1,6 +1,7 @@
 #pragma once
-// The VAE decoder's kernel switches (runtime compilation only: libtorch). The decoder (wan_vae.cpp) calls
-// these where a switch is on; each is defined in its technique's file in this folder.
+// The VAE decoder's kernel switches (runtime compilation only: libtorch). Each is defined in its
+// technique's file in this folder, which registers it at the decoder's extension points
+// (runtime/extension_points.h); the decoder (wan_vae.cpp) calls the points, never these.
 #include <ATen/ATen.h>
 
 #include <functional>
@@ -8,21 +9,12 @@
 
 #include "runtime/options.h"
 #include "runtime/trace.h"
-
-namespace autooptim::runtime {
-struct WanCausalCache;
-}
+#include "runtime/wan_vae.h"  // VaeRun, WanCausalCache
 
 namespace autooptim::runtime::techniques {
 
-// What one decode runs with: the switches and where their engagement is counted.
-struct VaeRun {
-  const RuntimeOptions* options = nullptr;
-  Trace* trace = nullptr;
-  void count(const char* key, double v = 1.0) const {
-    if (trace) trace->add(key, v);
-  }
-};
+// What one decode runs with (the model's type): the switches and where their engagement is counted.
+using VaeRun = runtime::VaeRun;
 
 // Whether this decode runs channels-last (vae_channels_last). Where a tensor is made or reshaped, the
 // decoder says so explicitly: a one-frame tensor is both layouts at once, and libtorch then falls back to
@@ -87,23 +79,23 @@ at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tens
 // vae_pointwise_gemm.cpp: whether a conv of x by a 1x1x1 weight [Co, C, 1, 1, 1] (no stride, no padding)
 // can run as one GEMM over the voxels (the switch on, x in channels_last_3d), and that GEMM: the result
 // is [B, Co, T, H, W] in channels_last_3d.
-bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
-                                at::IntArrayRef padding);
+bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight,
+                                at::IntArrayRef stride, at::IntArrayRef padding);
 at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // vae_cuda_graph.cpp: the decoder's chunks through CUDA graphs. One per decode; chunk(k, in, cache, body)
 // returns body(in) for the k-th chunk (in: its latent frames), run eagerly or replayed from the graph of
 // its length (and ring position), captured at the first steady chunk of that length. A replayed chunk's
 // result is the graph's output tensor: valid until the next chunk.
-class VaeChunkGraphs {
+class VaeChunkGraphs : public ext::VaeChunkRunner {
  public:
   using Body = std::function<at::Tensor(const at::Tensor& in)>;
   explicit VaeChunkGraphs(const VaeRun* run);
-  ~VaeChunkGraphs();
+  ~VaeChunkGraphs() override;
   VaeChunkGraphs(const VaeChunkGraphs&) = delete;
   VaeChunkGraphs& operator=(const VaeChunkGraphs&) = delete;
   bool engaged() const;  // the switch is on (whether a chunk can replay is decided per chunk)
-  at::Tensor chunk(int64_t k, const at::Tensor& in, WanCausalCache& cache, const Body& body);
+  at::Tensor chunk(int64_t k, const at::Tensor& in, WanCausalCache& cache, const Body& body) override;
 
  private:
   struct Impl;

@@ -15,8 +15,9 @@ AUTOOPTIM_TECHNIQUE(vae_pointwise_gemm) {
   t.family = "kernel";
   t.lossless = false;  // a GEMM kernel instead of a conv kernel: not bit-identical
   t.summary = "the VAE's 1x1x1 convs (the shortcuts) as one GEMM over the voxels, a view in channels-last";
-  t.flags = {bool_flag("vae_pointwise_gemm", [](RuntimeOptions& o) -> bool& { return o.vae_pointwise_gemm; },
-                       "1x1x1 VAE convs as GEMMs over the voxels")};
+  t.flags = {bool_flag(
+      "vae_pointwise_gemm", [](RuntimeOptions& o) -> bool& { return o.vae_pointwise_gemm; },
+      "1x1x1 VAE convs as GEMMs over the voxels")};
   t.switch_flag = "vae_pointwise_gemm";
   t.hooks = {"vae.conv"};
   t.engagement = {{"kernel.vae_pointwise_gemm.convs",
@@ -24,7 +25,8 @@ AUTOOPTIM_TECHNIQUE(vae_pointwise_gemm) {
   // GPU only: libtorch's CPU convs return channels-first, so on the CPU the shortcuts' inputs are not
   // channels-last and the switch never engages.
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_pointwise_gemm", {{"vae_pointwise_gemm", true}, {"vae_channels_last", true}}}}
+    return c.gpu ? std::vector<SearchPoint>{{"vae_pointwise_gemm",
+                                             {{"vae_pointwise_gemm", true}, {"vae_channels_last", true}}}}
                  : std::vector<SearchPoint>{};
   };
   return t;
@@ -33,13 +35,14 @@ AUTOOPTIM_TECHNIQUE(vae_pointwise_gemm) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
 namespace autooptim::runtime::techniques {
 
-bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
-                                at::IntArrayRef padding) {
+bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight,
+                                at::IntArrayRef stride, at::IntArrayRef padding) {
   if (!run || !run->options || !run->options->vae_pointwise_gemm || x.dim() != 5 || weight.dim() != 5) return false;
   for (int64_t i = 2; i < 5; ++i)
     if (weight.size(i) != 1) return false;
@@ -50,10 +53,11 @@ bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at
   return x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
 }
 
-at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::Tensor& weight,
+                              const at::Tensor& bias) {
   const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4), Co = weight.size(0);
   const at::Tensor rows = x.permute({0, 2, 3, 4, 1}).view({-1, C});  // the channels-last memory as [voxels, C]
-  const at::Tensor w = weight.reshape({Co, C});                       // a 1x1x1 kernel: either layout is [Co, C]
+  const at::Tensor w = weight.reshape({Co, C});                      // a 1x1x1 kernel: either layout is [Co, C]
   at::Tensor y;
   {
     ProfileScope ps("conv", [&] {
@@ -65,6 +69,16 @@ at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::
   }
   run.count("kernel.vae_pointwise_gemm.convs");
   return y.view({B, T, H, W, Co}).permute({0, 4, 1, 2, 3});  // [B, Co, T, H, W] in channels_last_3d
+}
+
+// The GEMM at the decoder's conv point, for the 1x1x1 convs without temporal context.
+AUTOOPTIM_EXTENSIONS(vae_pointwise_gemm) {
+  points.vae_conv.add({"vae_pointwise_gemm", 20, [](const RuntimeOptions& o) { return o.vae_pointwise_gemm; },
+                       [](const at::Tensor& in, const ext::VaeConv& c, const VaeRun& run) -> std::optional<at::Tensor> {
+                         if (c.causal || !vae_pointwise_gemm_applies(&run, in, c.weight, c.stride, c.padding))
+                           return std::nullopt;
+                         return vae_pointwise_gemm(run, in, c.weight, c.bias);
+                       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -13,15 +13,19 @@ AUTOOPTIM_TECHNIQUE(vae_subpixel_upsample) {
   t.name = "vae_subpixel_upsample";
   t.family = "kernel";
   t.lossless = false;  // the same sum in another order (taps pre-summed): not bit-identical
-  t.summary = "VAE upsamplers: nearest 2x + 3x3 conv as one 2x2 conv of four phases on the small frame (4/9 of the work)";
-  t.flags = {bool_flag("vae_subpixel_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_subpixel_upsample; },
-                       "upsample + conv as a sub-pixel 2x2 conv")};
+  t.summary =
+      "VAE upsamplers: nearest 2x + 3x3 conv as one 2x2 conv of four phases on the small frame (4/9 of the work)";
+  t.flags = {bool_flag(
+      "vae_subpixel_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_subpixel_upsample; },
+      "upsample + conv as a sub-pixel 2x2 conv")};
   t.switch_flag = "vae_subpixel_upsample";
   t.exclusive_group = "vae_upsample";  // one way of computing the upsamplers at a time
   t.hooks = {"vae.upsample"};
-  t.engagement = {{"kernel.vae_subpixel_upsample.convs", "vae_subpixel_upsample is on but no upsampler ran (the decoder has none?)"}};
+  t.engagement = {{"kernel.vae_subpixel_upsample.convs",
+                   "vae_subpixel_upsample is on but no upsampler ran (the decoder has none?)"}};
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_subpixel_upsample", {{"vae_subpixel_upsample", true}}}} : std::vector<SearchPoint>{};
+    return c.gpu ? std::vector<SearchPoint>{{"vae_subpixel_upsample", {{"vae_subpixel_upsample", true}}}}
+                 : std::vector<SearchPoint>{};
   };
   return t;
 }
@@ -29,6 +33,7 @@ AUTOOPTIM_TECHNIQUE(vae_subpixel_upsample) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
@@ -53,7 +58,7 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
     std::vector<at::Tensor> phases;
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) phases.push_back(fold_taps(fold_taps(wf, 2, a), 3, b));  // [Co, C, 2, 2]
-    folded = at::cat(phases, 0).unsqueeze(2).to(weight.scalar_type()).contiguous(fmt);  // [4 Co, C, 1, 2, 2]
+    folded = at::cat(phases, 0).unsqueeze(2).to(weight.scalar_type()).contiguous(fmt);     // [4 Co, C, 1, 2, 2]
   }
   at::Tensor out;
   {
@@ -72,17 +77,27 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
     }
   }
   ProfileScope ps("layout", [&] {
-    return ProfileDetail{"sub-pixel phase interleave", 0, 2.0 * static_cast<double>(B * Co * T * 4 * H * W) * out.element_size()};
+    return ProfileDetail{"sub-pixel phase interleave", 0,
+                         2.0 * static_cast<double>(B * Co * T * 4 * H * W) * out.element_size()};
   });
   at::Tensor y = at::empty({B, Co, T, 2 * H, 2 * W}, out.options().memory_format(fmt));
   // y as [B, Co, T, H, 2, W, 2]: phase (a, b) of pixel (i, j) is y[..., i, a, j, b].
-  const at::Tensor y7 = y.as_strided({B, Co, T, H, 2, W, 2},
-                                     {y.stride(0), y.stride(1), y.stride(2), 2 * y.stride(3), y.stride(3), 2 * y.stride(4), y.stride(4)});
+  const at::Tensor y7 = y.as_strided({B, Co, T, H, 2, W, 2}, {y.stride(0), y.stride(1), y.stride(2), 2 * y.stride(3),
+                                                              y.stride(3), 2 * y.stride(4), y.stride(4)});
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 2; ++b)
       y7.select(6, b).select(4, a).copy_(out.narrow(1, (a * 2 + b) * Co, Co).narrow(3, a, H).narrow(4, b, W));
   run.count("kernel.vae_subpixel_upsample.convs");
   return y;
+}
+
+AUTOOPTIM_EXTENSIONS(vae_subpixel_upsample) {
+  points.vae_upsample.add({"vae_subpixel_upsample", 10, [](const RuntimeOptions& o) { return o.vae_subpixel_upsample; },
+                           [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                              TechniqueState& state, const VaeRun& run) -> std::optional<at::Tensor> {
+                             return vae_subpixel_upsample_conv(run, x, weight, bias,
+                                                               state.get<at::Tensor>("vae_subpixel_upsample"));
+                           }});
 }
 
 }  // namespace autooptim::runtime::techniques

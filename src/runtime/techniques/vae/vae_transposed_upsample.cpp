@@ -15,13 +15,16 @@ AUTOOPTIM_TECHNIQUE(vae_transposed_upsample) {
   t.name = "vae_transposed_upsample";
   t.family = "kernel";
   t.lossless = false;  // the taps pre-summed, another kernel: not bit-identical
-  t.summary = "VAE upsamplers: nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv per frame (no interleave copy)";
-  t.flags = {bool_flag("vae_transposed_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_transposed_upsample; },
-                       "upsample + conv as a stride-2 transposed conv")};
+  t.summary =
+      "VAE upsamplers: nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv per frame (no interleave copy)";
+  t.flags = {bool_flag(
+      "vae_transposed_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_transposed_upsample; },
+      "upsample + conv as a stride-2 transposed conv")};
   t.switch_flag = "vae_transposed_upsample";
   t.exclusive_group = "vae_upsample";  // one way of computing the upsamplers at a time
   t.hooks = {"vae.upsample"};
-  t.engagement = {{"kernel.vae_transposed_upsample.convs", "vae_transposed_upsample is on but no upsampler ran (the decoder has none?)"}};
+  t.engagement = {{"kernel.vae_transposed_upsample.convs",
+                   "vae_transposed_upsample is on but no upsampler ran (the decoder has none?)"}};
   // GPU only: what it saves is a copy that cuDNN's strided kernel avoids; on the CPU libtorch's transposed
   // conv is a slow im2col path.
   t.search = [](const SearchContext& c) {
@@ -34,6 +37,7 @@ AUTOOPTIM_TECHNIQUE(vae_transposed_upsample) {
 }  // namespace autooptim::runtime::techniques
 
 #if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/vae/vae_ops.h"
 
@@ -49,7 +53,7 @@ at::Tensor spread_taps(const at::Tensor& w, int64_t dim) {
 }  // namespace
 
 at::Tensor vae_transposed_upsample_weight(const at::Tensor& weight) {
-  const at::Tensor wf = weight.to(at::kFloat);                                     // [Co, C, 3, 3]
+  const at::Tensor wf = weight.to(at::kFloat);                                         // [Co, C, 3, 3]
   return spread_taps(spread_taps(wf, 2), 3).transpose(0, 1).to(weight.scalar_type());  // [C, Co, 4, 4]
 }
 
@@ -58,15 +62,16 @@ at::Tensor vae_transposed_upsample_conv(const VaeRun& run, const at::Tensor& x_i
   const at::Tensor x = x_in.to(weight.scalar_type());
   const int64_t B = x.size(0), C = x.size(1), T = x.size(2), H = x.size(3), W = x.size(4), Co = weight.size(0);
   // A one-frame x is both layouts at once: a channels-last decode says which it is.
-  const bool cl = vae_channels_last(&run) || (T > 1 && x.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !x.is_contiguous());
+  const bool cl =
+      vae_channels_last(&run) || (T > 1 && x.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !x.is_contiguous());
   if (!folded.defined() || folded.scalar_type() != weight.scalar_type() || folded.device() != weight.device()) {
     const at::Tensor w = vae_transposed_upsample_weight(weight);  // [C, Co, 4, 4]
     folded = cl ? w.contiguous(at::MemoryFormat::ChannelsLast) : w.contiguous();
   }
   ProfileScope ps("conv", [&] {
-    const std::string shape = std::to_string(C) + "->" + std::to_string(Co) + " transposed k4x4 s2 out " + std::to_string(B * T) +
-                              "x" + std::to_string(2 * H) + "x" + std::to_string(2 * W) + (cl ? " cl " : " ") +
-                              std::string(c10::toString(x.scalar_type()));
+    const std::string shape = std::to_string(C) + "->" + std::to_string(Co) + " transposed k4x4 s2 out " +
+                              std::to_string(B * T) + "x" + std::to_string(2 * H) + "x" + std::to_string(2 * W) +
+                              (cl ? " cl " : " ") + std::string(c10::toString(x.scalar_type()));
     // The useful work: each output pixel sums 2x2 taps of C channels.
     return ProfileDetail{shape, 2.0 * static_cast<double>(B * T) * Co * (2 * H) * (2 * W) * C * 4};
   });
@@ -77,6 +82,16 @@ at::Tensor vae_transposed_upsample_conv(const VaeRun& run, const at::Tensor& x_i
     return images_as_frames(at::conv_transpose2d(x4, folded, bias, {2, 2}, {1, 1}), B, T);  // [B, Co, T, 2H, 2W]
   }
   return at::conv_transpose3d(x, folded.unsqueeze(2), bias, {1, 2, 2}, {0, 1, 1});  // [B, Co, T, 2H, 2W]
+}
+
+// The transposed conv at the decoder's upsample point, before the sub-pixel form.
+AUTOOPTIM_EXTENSIONS(vae_transposed_upsample) {
+  points.vae_upsample.add(
+      {"vae_transposed_upsample", 20, [](const RuntimeOptions& o) { return o.vae_transposed_upsample; },
+       [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, TechniqueState& state,
+          const VaeRun& run) -> std::optional<at::Tensor> {
+         return vae_transposed_upsample_conv(run, x, weight, bias, state.get<at::Tensor>("vae_transposed_upsample"));
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -1,0 +1,194 @@
+// The extension points: a technique that exists only in this test binary plugs into the transformer
+// through a point and engages in a real forward of a small synthetic model, with no file of the runtime
+// knowing it; the registry resolves overrides by predicate and priority, and an override may decline.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "runtime/extension_points.h"
+#include "runtime/forward_context.h"
+#include "runtime/options.h"
+#include "runtime/trace.h"
+#include "runtime/wan_transformer.h"
+
+using namespace autooptim::runtime;
+
+namespace {
+
+// 3 heads x 24 (rope split 8/8/8), patches (1, 2, 2), as tests/test_transformer.cpp's small config.
+WanTransformerConfig small_config(int64_t layers) {
+  return WanTransformerConfig::from_json({{"num_attention_heads", 3},
+                                          {"attention_head_dim", 24},
+                                          {"in_channels", 4},
+                                          {"out_channels", 6},
+                                          {"text_dim", 8},
+                                          {"freq_dim", 32},
+                                          {"ffn_dim", 40},
+                                          {"num_layers", layers},
+                                          {"patch_size", {1, 2, 2}}});
+}
+
+WanTransformer3DModel small_model(int64_t layers) {
+  WanTransformer3DModel m(small_config(layers));
+  auto gen = at::detail::createCPUGenerator(11);
+  at::NoGradGuard g;
+  for (auto& p : m->parameters()) p.normal_(0.0, 0.05, gen);
+  return m;
+}
+
+// The test technique's switch: not a RuntimeOptions field, which this binary cannot add.
+bool g_probe_on = false;
+const ext::Predicate kProbeOn = [](const RuntimeOptions&) { return g_probe_on; };
+
+// Adds an override for the scope of a test; removes it after.
+template <typename Fn>
+struct Scoped {
+  ext::Point<Fn>& point;
+  std::string technique;
+  Scoped(ext::Point<Fn>& p, typename ext::Point<Fn>::Override o) : point(p), technique(o.technique) {
+    p.add(std::move(o));
+  }
+  ~Scoped() { point.remove(technique); }
+};
+
+struct Inputs {
+  at::Tensor x = at::randn({1, 4, 3, 4, 4});  // [B, Cin, F, H, W] -> 3 * 2 * 2 = 12 tokens
+  at::Tensor t = at::tensor({600.0f});
+  at::Tensor ctx = at::randn({1, 5, 8});
+};
+
+at::Tensor forward(WanTransformer3DModel& m, const Inputs& in, Trace* trace, WorkCount* work = nullptr) {
+  static const RuntimeOptions options;  // every built-in technique off
+  ForwardContext fc;
+  fc.options = &options;
+  fc.trace = trace;
+  fc.work = work;
+  return m->forward(in.x, in.t, in.ctx, nullptr, &fc);
+}
+
+template <typename Fn>
+std::vector<std::string> registered(const ext::Point<Fn>& p) {
+  std::vector<std::string> out;
+  for (const auto& o : p.overrides()) out.push_back(o.technique);
+  return out;
+}
+
+}  // namespace
+
+TEST(ExtensionPoints, TestOnlyLinearEngagesInAForwardAndKeepsTheResult) {
+  auto m = small_model(2);
+  at::InferenceMode guard;
+  const Inputs in;
+  const at::Tensor reference = m->forward(in.x, in.t, in.ctx);
+  Scoped<ext::LinearFn> probe(
+      ext::points().linear,
+      {"test_probe_linear", 1000, kProbeOn,
+       [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
+         fc->count("test.probe_linear.calls");
+         return lin->forward(x);  // the reference's own op: the output must not move
+       }});
+  g_probe_on = true;
+  Trace trace;
+  WorkCount work;
+  const at::Tensor out = forward(m, in, &trace, &work);
+  g_probe_on = false;
+  // Per block: self-attention q, k, v, out; cross-attention q, k, v, out; the FFN's two projections.
+  EXPECT_EQ(trace.get("test.probe_linear.calls"), 2 * 10);
+  EXPECT_EQ(work.blocks, 2);
+  EXPECT_TRUE(at::equal(out, reference));
+
+  Trace off;
+  forward(m, in, &off);  // its predicate off: resolved out of the forward
+  EXPECT_EQ(off.get("test.probe_linear.calls"), 0);
+}
+
+TEST(ExtensionPoints, TestOnlyNormModulateChangesTheOutput) {
+  auto m = small_model(2);
+  at::InferenceMode guard;
+  const Inputs in;
+  const at::Tensor reference = m->forward(in.x, in.t, in.ctx);
+  Scoped<ext::NormModulateFn> probe(ext::points().norm_modulate,
+                                    {"test_probe_norm_modulate", 1000, kProbeOn,
+                                     [](const at::Tensor& x, const at::Tensor&, const at::Tensor&, int, int, double,
+                                        const ForwardContext* fc) -> std::optional<at::Tensor> {
+                                       fc->count("test.probe_norm_modulate.calls");
+                                       return at::zeros_like(x);  // no modulated input at all: the blocks see zeros
+                                     }});
+  g_probe_on = true;
+  Trace trace;
+  const at::Tensor out = forward(m, in, &trace);
+  g_probe_on = false;
+  EXPECT_EQ(trace.get("test.probe_norm_modulate.calls"), 2 * 2);  // norm1 and the FFN's norm, per block
+  EXPECT_FALSE(at::allclose(out, reference));
+  EXPECT_TRUE(at::equal(forward(m, in, nullptr), reference));  // its predicate off: the reference again
+}
+
+TEST(ExtensionPoints, AnOverrideThatDeclinesHandsTheCallOn) {
+  auto m = small_model(1);
+  at::InferenceMode guard;
+  const Inputs in;
+  const at::Tensor reference = m->forward(in.x, in.t, in.ctx);
+  Scoped<ext::GateResidualFn> first(ext::points().gate_residual,
+                                    {"test_declines", 2000, kProbeOn,
+                                     [](const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int,
+                                        const ForwardContext* fc) -> std::optional<at::Tensor> {
+                                       fc->count("test.declined");
+                                       return std::nullopt;
+                                     }});
+  Scoped<ext::GateResidualFn> second(ext::points().gate_residual,
+                                     {"test_takes", 1000, kProbeOn,
+                                      [](const at::Tensor& res, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         int, const ForwardContext* fc) -> std::optional<at::Tensor> {
+                                        fc->count("test.taken");
+                                        return res;  // the branch dropped
+                                      }});
+  g_probe_on = true;
+  Trace trace;
+  const at::Tensor out = forward(m, in, &trace);
+  g_probe_on = false;
+  EXPECT_EQ(trace.get("test.declined"), 2);  // the attention's and the FFN's residual
+  EXPECT_EQ(trace.get("test.taken"), 2);
+  EXPECT_FALSE(at::allclose(out, reference));
+}
+
+TEST(ExtensionPoints, ResolutionFollowsPredicateAndPriority) {
+  ext::Point<int> p("test.point");
+  p.add({"low", 1, [](const RuntimeOptions&) { return true; }, 1});
+  p.add({"high", 5, [](const RuntimeOptions& o) { return o.fused_qkv; }, 5});
+  p.add({"mid", 3, [](const RuntimeOptions&) { return true; }, 3});
+  RuntimeOptions o;
+  auto on = p.resolve(&o);
+  ASSERT_EQ(on.size(), 2u);
+  EXPECT_EQ(*on[0], 3);
+  EXPECT_EQ(*on[1], 1);
+  o.fused_qkv = true;
+  on = p.resolve(&o);
+  ASSERT_EQ(on.size(), 3u);
+  EXPECT_EQ(*on[0], 5);
+  EXPECT_TRUE(p.resolve(nullptr).empty());                           // no options: the reference
+  p.add({"mid", 9, [](const RuntimeOptions&) { return true; }, 9});  // a technique's second add replaces its first
+  on = p.resolve(&o);
+  ASSERT_EQ(on.size(), 3u);
+  EXPECT_EQ(*on[0], 9);
+}
+
+TEST(ExtensionPoints, BuiltInTechniquesRegisterFromTheirOwnFiles) {
+  const auto& pts = ext::points();
+  auto has = [](const std::vector<std::string>& v, const char* name) {
+    return std::count(v.begin(), v.end(), name) == 1;
+  };
+  EXPECT_TRUE(has(registered(pts.linear), "fp8"));
+  EXPECT_TRUE(has(registered(pts.linear), "gemm_autotune"));
+  EXPECT_TRUE(has(registered(pts.qkv), "fused_qkv"));
+  EXPECT_TRUE(has(registered(pts.norm_modulate), "fused_norm_modulate"));
+  EXPECT_TRUE(has(registered(pts.gate_residual), "fused_gate_residual"));
+  EXPECT_TRUE(has(registered(pts.qk_norm_rope), "fused_qk_norm_rope"));
+  EXPECT_TRUE(has(registered(pts.attention), "attention_backend"));
+  EXPECT_TRUE(has(registered(pts.sparse_attention), "sparse"));
+  EXPECT_TRUE(has(registered(pts.time_embedding), "timestep_dedup"));
+  EXPECT_TRUE(has(registered(pts.rope_tables), "rope_cache"));
+  // fused_qkv's merged GEMM runs before fp8's three at the q/k/v point.
+  EXPECT_EQ(registered(pts.qkv).front(), "fused_qkv");
+}
