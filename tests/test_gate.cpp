@@ -51,15 +51,18 @@ Manifest control(const std::string& slug, const json& flags, bool lossless) {
   return parse_manifest(to_json(m), "test " + slug);
 }
 
-Manifest patch(const std::string& slug, const json& flags, bool lossless, const std::string& family = "kernel") {
-  Manifest m = baseline();
-  m.id = "wan22-tiny/test/" + slug;
-  m.kind = "patch";
-  m.family = family;
-  m.base = "wan22-tiny/baseline";
-  m.flags = flags;
-  m.lossless = lossless;
-  return parse_manifest(to_json(m), "test " + slug);
+// A patch for the worker `runs_on` (null: the shared one), parsed as that worker parses manifests: red-team
+// flags only while it allows them.
+Manifest patch(const std::string& slug, const json& flags, bool lossless, const std::string& family = "kernel",
+               const Worker* runs_on = nullptr) {
+  json j = to_json(baseline());
+  j["id"] = "wan22-tiny/test/" + slug;
+  j["kind"] = "patch";
+  j["family"] = family;
+  j["base"] = "wan22-tiny/baseline";
+  j["flags"] = flags;
+  j["lossless"] = lossless;
+  return parse_manifest(j, "test " + slug, (runs_on ? *runs_on : worker()).parse_options());
 }
 
 struct Fixture {
@@ -76,10 +79,13 @@ struct Fixture {
   }
 };
 
-// Red-team flags for the length of one test.
+// Red-team flags on a worker (the shared one unless named) for the length of one scope.
 struct AllowRedTeam {
-  AllowRedTeam() { set_redteam_allowed(true); }
-  ~AllowRedTeam() { set_redteam_allowed(false); }
+  explicit AllowRedTeam(Worker& w = worker()) : w_(w) { w_.allow_redteam(true); }
+  ~AllowRedTeam() { w_.allow_redteam(false); }
+  AllowRedTeam(const AllowRedTeam&) = delete;
+  AllowRedTeam& operator=(const AllowRedTeam&) = delete;
+  Worker& w_;
 };
 
 std::string reasons(const GateVerdict& v, const std::string& gate) {
@@ -166,7 +172,8 @@ TEST(Gate, TrainedTinyModelsObjectIsCompared) {
   Worker trained(req);
   Fixture f;
   f.settings.prompts_dir = kSrc + "/prompts/wan22-tiny";  // as run and gate choose for trained weights
-  const Manifest m = patch("kv-trained", {{"cross_kv_cache", true}, {"timestep_dedup", true}}, true);
+  const Manifest m =
+      patch("kv-trained", {{"cross_kv_cache", true}, {"timestep_dedup", true}}, true, "kernel", &trained);
   const auto v = run_gate(trained, m, "smoke", f.tmp.file("kv-trained"), f.settings, nullptr);
   const auto* vis = v.check("visual");
   ASSERT_NE(vis, nullptr);
@@ -189,13 +196,13 @@ TEST(Gate, TrainedTinyModelsObjectIsCompared) {
   // Red team: the same candidate played backwards, with the quality floor lowered so that only the object
   // comparison stands in its way: rejected on visual for the lost motion, signature semantic-loss.
   {
-    AllowRedTeam allow;
+    AllowRedTeam allow(trained);
     GateSettings low = f.settings;
     low.min_psnr = 1.0;
     low.min_ssim = 0.0;
     low.audit_psnr_slack = 1.0;
     const Manifest rev = patch("reversed", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"reverse_time", true}}}},
-                               false, "cache");
+                               false, "cache", &trained);
     const auto rv = run_gate(trained, rev, "smoke", f.tmp.file("reversed"), low, nullptr);
     EXPECT_FALSE(rv.accepted);
     EXPECT_TRUE(passed(rv, "quality")) << rv.check("quality")->reason;
@@ -267,10 +274,10 @@ TEST(Gate, RedTeamOutputWrittenAfterTheTimedWindowFailsArtifacts) {
 }
 
 TEST(Gate, RedTeamOffLeakFailsOffIdentity) {
-  set_redteam_allowed(true);
+  worker().allow_redteam(true);
   Fixture f;
   const auto v = f.gate(patch("leak", {{"cross_kv_cache", true}, {"redteam", {{"off_leak", true}}}}, true));
-  set_redteam_allowed(false);
+  worker().allow_redteam(false);
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "off_identity"));
   EXPECT_EQ(v.failure_signature, "off-identity-break") << "authenticity: " << v.check("authenticity")->reason;
@@ -373,10 +380,10 @@ TEST(Gate, SettingsTravelToAWorkerWhole) {
 }
 
 TEST(Gate, RedTeamOutputWrittenBeforeTimingFails) {
-  set_redteam_allowed(true);
+  worker().allow_redteam(true);
   Fixture f;
   const auto v = f.gate(patch("early", {{"redteam", {{"write_output_early", true}}}, {"cross_kv_cache", true}}, true));
-  set_redteam_allowed(false);
+  worker().allow_redteam(false);
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "artifacts"));  // the poisoned buffer was never written
   EXPECT_NE(v.check("artifacts")->reason.find("NaN"), std::string::npos) << v.check("artifacts")->reason;
@@ -409,21 +416,36 @@ TEST(Gate, RejectedManifestIsNotRetriedUnderACosmeticChange) {
 TEST(Gate, RedTeamFlagsAreRefusedUnlessAllowed) {
   EXPECT_THROW(patch("x", {{"redteam", {{"off_leak", true}}}}, true), Error);
   EXPECT_THROW(patch("x", {{"redteam", {{"sandbag", true}}}}, true), Error);
-  EXPECT_FALSE(runtime::redteam_allowed());
+  EXPECT_FALSE(worker().redteam_allowed());
+  // A manifest parsed where they were allowed does not run on a worker that does not allow them.
+  Manifest leak;
+  {
+    AllowRedTeam allow;
+    leak = patch("x", {{"cross_kv_cache", true}, {"redteam", {{"off_leak", true}}}}, true);
+  }
+  try {
+    worker().run(leak, Prompt{"x", "motion", "a red fox running through fresh snow", {}});
+    ADD_FAILURE() << "a red-team switch ran on a worker that does not allow them";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not allow"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
-  size_t n = 0;
-  const auto* all = runtime::redteam_switches(&n);
-  ASSERT_EQ(n, 14u);  // thirteen cheats and load_spike (simulated load, not a cheat)
+  const auto& all = redteam::switches();
+  ASSERT_EQ(all.size(), 14u);  // thirteen cheats and load_spike (simulated load, not a cheat)
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
-  for (size_t i = 0; i < n; ++i) {
-    const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{all[i].key, true}}}}, true);
-    EXPECT_TRUE(to_runtime_options(m).redteam.*(all[i].field)) << all[i].key;
-    EXPECT_EQ(to_json(m)["flags"]["redteam"][all[i].key], true) << all[i].key;
-    EXPECT_NE(manifest_hash(m), plain) << all[i].key;
-    EXPECT_TRUE(to_runtime_options(with_flags_off(m)).redteam.*(all[i].field)) << all[i].key;
+  for (const auto& s : all) {
+    const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{s.key, true}}}}, true);
+    EXPECT_TRUE(m.redteam.*(s.field)) << s.key;
+    EXPECT_FALSE(m.flags.contains("redteam")) << s.key;  // the manifest's own field, not a runtime flag
+    EXPECT_EQ(to_json(m)["flags"]["redteam"][s.key], true) << s.key;
+    EXPECT_EQ(to_json(m)["flags"]["redteam"].size(), all.size()) << s.key;  // the canonical form names all
+    EXPECT_NE(manifest_hash(m), plain) << s.key;
+    EXPECT_EQ(manifest_hash(parse_manifest(to_json(m), "canonical", worker().parse_options())), manifest_hash(m));
+    EXPECT_TRUE(with_flags_off(m).redteam.*(s.field)) << s.key;
+    EXPECT_EQ(to_json(with_flags_off(m))["flags"]["redteam"][s.key], true) << s.key;
   }
   EXPECT_THROW(patch("rt", {{"redteam", {{"sandbagging", true}}}}, true), Error);
 }

@@ -60,8 +60,9 @@ std::string gate_progress_detail(const gates::GateProgress& p) {
 namespace {
 
 void run_gate_cmd(GateArgs& a) {
-  gates::set_redteam_allowed(a.allow_redteam);
-  const auto m = gates::load_manifest(a.manifest);
+  gates::ParseOptions parse;
+  parse.allow_redteam = a.allow_redteam;  // the harness's own tests: the worker below allows them too
+  const auto m = gates::load_manifest(a.manifest, parse);
   warn_idle_switches(a.manifest, gates::to_runtime_options(m));
   if (m.model != a.model.model) a.model.model = m.model;  // the manifest names its model
   // The trained embedded model gates on its own prompts, as `run` does (--prompts-dir overrides).
@@ -73,6 +74,7 @@ void run_gate_cmd(GateArgs& a) {
     a.settings.baseline_config = gates::with_sizes(gates::pinned_baseline(m.model).config, a.frames, a.steps, a.height, a.width);
   auto req = a.model.request();
   gates::Worker worker(req);
+  worker.allow_redteam(a.allow_redteam);
   fs::create_directories(a.out);
   gates::Ledger ledger(a.ledger.empty() ? (fs::path(a.out) / "ledger.jsonl").string() : a.ledger);
   if (req.precision.device.is_cuda()) a.settings.exact_off_identity = false;

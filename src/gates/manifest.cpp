@@ -30,15 +30,14 @@ const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = models::model_names_sorted();
-// The red-team switches' keys, from runtime/options.h (one table for parsing and printing).
+// The red-team switches' keys, from redteam/redteam_options.h (one table for parsing and printing).
 std::vector<std::string> redteam_keys() {
-  size_t n = 0;
-  const auto* all = runtime::redteam_switches(&n);
   std::vector<std::string> keys;
-  for (size_t i = 0; i < n; ++i) keys.push_back(all[i].key);
+  for (const auto& s : redteam::switches()) keys.push_back(s.key);
   return keys;
 }
-bool g_redteam_allowed = false;
+const char* const kRedTeamRefused =
+    "red-team flags are only accepted where explicitly allowed (the harness's own tests)";
 
 namespace tech = runtime::techniques;
 
@@ -187,25 +186,26 @@ void apply_flag(const Checker& c, const tech::FlagSpec& f, const json& v, const 
   f.set(o, v);
 }
 
-// Validates a flags object against the technique registry and applies it on top of the defaults.
+// The red-team switches of a flags object ("redteam": {<switch>: true}), refused unless allowed.
+redteam::RedTeamOptions parse_redteam(const Checker& c, const json& flags, bool allowed) {
+  redteam::RedTeamOptions o;
+  if (!flags.is_object() || !flags.contains("redteam")) return o;
+  if (!allowed) c.fail("flags.redteam", kRedTeamRefused);
+  const json& r = flags["redteam"];
+  c.require_object(r, "flags.redteam");
+  c.check_keys(r, "flags.redteam", redteam_keys());
+  for (const auto& s : redteam::switches())
+    if (r.contains(s.key)) o.*(s.field) = c.get_bool(r[s.key], std::string("flags.redteam.") + s.key);
+  return o;
+}
+
+// Validates a flags object (without red-team switches: Manifest::redteam carries those) against the
+// technique registry and applies it on top of the defaults.
 runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
   runtime::RuntimeOptions o;
   c.require_object(flags, "flags");
-  if (flags.contains("redteam")) {
-    if (!g_redteam_allowed)
-      c.fail("flags.redteam", "red-team flags are only accepted where explicitly allowed (the harness's own tests)");
-    const json& r = flags["redteam"];
-    c.require_object(r, "flags.redteam");
-    c.check_keys(r, "flags.redteam", redteam_keys());
-    size_t n = 0;
-    const auto* all = runtime::redteam_switches(&n);
-    for (size_t i = 0; i < n; ++i)
-      if (r.is_object() && r.contains(all[i].key))
-        o.redteam.*(all[i].field) = c.get_bool(r[all[i].key], std::string("flags.redteam.") + all[i].key);
-  }
-  json rest = flags;
-  rest.erase("redteam");
-  c.check_keys(rest, "flags", top_level_flag_names(), "flag");
+  if (flags.contains("redteam")) c.fail("flags.redteam", kRedTeamRefused);
+  c.check_keys(flags, "flags", top_level_flag_names(), "flag");
 
   for (const auto& s : tech::settings())
     if (flags.contains(s.key)) apply_flag(c, s, flags[s.key], "flags." + s.key, o);
@@ -309,7 +309,7 @@ void check_family(Checker& c, const Manifest& m) {
 
 }  // namespace
 
-Manifest parse_manifest(const json& j, const std::string& source_label) {
+Manifest parse_manifest(const json& j, const std::string& source_label, const ParseOptions& options) {
   Checker c(source_label);
   c.require_object(j, "");
   c.check_keys(j, "", kTopKeys);
@@ -330,8 +330,10 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
     if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
     if (*m.base == m.id) c.fail("base", "a manifest cannot be its own base");
   }
-  resolve_flags(c, j["flags"]);  // validates; the resolved form is recomputed on demand
+  m.redteam = parse_redteam(c, j["flags"], options.allow_redteam);
   m.flags = j["flags"];
+  if (m.flags.is_object()) m.flags.erase("redteam");
+  resolve_flags(c, m.flags);  // validates; the resolved form is recomputed on demand
   m.lossless = c.get_bool(j["lossless"], "lossless");
   m.config = parse_config(c, j["config"]);
   if (j.contains("description")) m.description = c.get_string(j["description"], "description");
@@ -360,7 +362,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label) {
   return m;
 }
 
-Manifest load_manifest(const std::string& path) {
+Manifest load_manifest(const std::string& path, const ParseOptions& options) {
   const std::string text = read_file(path);
   // nlohmann keeps the last of duplicated keys silently; a manifest must not say two things at once.
   // It also takes a NUL byte for the end of the text, and a value nested 100,000 levels deep would
@@ -394,7 +396,7 @@ Manifest load_manifest(const std::string& path) {
     throw Error(path + ": invalid JSON: " + e.what());
   }
   if (!duplicate.empty()) throw Error(path + ": duplicated key '" + duplicate + "'");
-  return parse_manifest(j, path);
+  return parse_manifest(j, path, options);
 }
 
 json to_json(const RunConfig& c) {
@@ -402,22 +404,17 @@ json to_json(const RunConfig& c) {
               {"steps", c.steps},   {"guidance", c.guidance}, {"seed", c.seed},     {"flow_shift", c.flow_shift}};
 }
 
-json flags_to_json(const runtime::RuntimeOptions& o) {
-  json j = tech::flags_to_json(o);
+json flags_to_json(const runtime::RuntimeOptions& o) { return tech::flags_to_json(o); }
+
+json flags_to_json(const runtime::RuntimeOptions& o, const redteam::RedTeamOptions& r) {
+  json j = flags_to_json(o);
   // Present only when set, so ordinary manifests' canonical form (and hash) does not mention them.
-  if (runtime::any_redteam(o.redteam)) {
-    size_t n = 0;
-    const auto* all = runtime::redteam_switches(&n);
-    json r = json::object();
-    for (size_t i = 0; i < n; ++i) r[all[i].key] = o.redteam.*(all[i].field);
-    j["redteam"] = r;
+  if (redteam::any_on(r)) {
+    json switches = json::object();
+    for (const auto& s : redteam::switches()) switches[s.key] = r.*(s.field);
+    j["redteam"] = switches;
   }
   return j;
-}
-
-void set_redteam_allowed(bool allowed) {
-  g_redteam_allowed = allowed;
-  runtime::redteam_allowed_flag() = allowed;
 }
 
 json to_json(const Manifest& m) {
@@ -428,7 +425,7 @@ json to_json(const Manifest& m) {
          {"model", m.model},
          {"runtime", m.runtime},
          {"base", m.base ? json(*m.base) : json(nullptr)},
-         {"flags", flags_to_json(to_runtime_options(m))},
+         {"flags", flags_to_json(to_runtime_options(m), m.redteam)},
          {"lossless", m.lossless},
          {"config", to_json(m.config)}};
   if (!m.description.empty()) j["description"] = m.description;
@@ -485,11 +482,9 @@ Manifest with_flags_off(const Manifest& m) {
   off.base = m.base ? m.base : std::optional<std::string>(m.id);
   off.lossless = true;
   off.flags = json::object();
-  std::vector<std::string> kept{"redteam"};
-  for (const auto& s : tech::settings()) kept.push_back(s.key);
-  for (const auto& k : kept) {
-    if (m.flags.contains(k)) off.flags[k] = m.flags[k];
-  }
+  for (const auto& s : tech::settings())
+    if (m.flags.contains(s.key)) off.flags[s.key] = m.flags[s.key];
+  // off.redteam stays the original's: red-team switches are no technique and stay on in the off run.
   off.description = "'" + m.id + "' with its technique flags off";
   off.parents = {m.id};
   return off;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "redteam/redteam_options.h"
 #include "runtime/options.h"
 
 namespace autooptim::gates {
@@ -35,17 +36,26 @@ struct Manifest {
   std::string model;    // wan22-ti2v-5b | wan22-tiny
   std::string runtime;  // e.g. "autooptim/1"
   std::optional<std::string> base;  // null only for a baseline
-  nlohmann::json flags = nlohmann::json::object();  // as written (validated); to_json resolves it
+  nlohmann::json flags = nlohmann::json::object();  // as written (validated), less "redteam"; to_json resolves it
+  // The red-team switches ("redteam" in the flags as written): none unless the parser allowed them.
+  redteam::RedTeamOptions redteam;
   bool lossless = false;
   RunConfig config;
   std::string description;
   std::vector<std::string> parents;  // the manifests a composition was built from
 };
 
+// What a parser accepts beyond the format itself.
+struct ParseOptions {
+  // Red-team flags ("redteam": {<switch>: true}, the switches of redteam::RedTeamOptions) are refused unless
+  // allowed: only the harness's own tests (gate --allow-redteam) allow them, with a worker that allows them.
+  bool allow_redteam = false;
+};
+
 // Validates `j` and builds a Manifest. `source_label` (usually the file path) prefixes every error.
-Manifest parse_manifest(const nlohmann::json& j, const std::string& source_label);
+Manifest parse_manifest(const nlohmann::json& j, const std::string& source_label, const ParseOptions& options = {});
 // Reads and parses a manifest file; a duplicated key in any object is an error too.
-Manifest load_manifest(const std::string& path);
+Manifest load_manifest(const std::string& path, const ParseOptions& options = {});
 
 // The resolved manifest: every flag present with its value (defaults filled in), keys sorted.
 nlohmann::json to_json(const Manifest& m);
@@ -55,13 +65,10 @@ nlohmann::json to_json(const RunConfig& c);
 std::string manifest_hash(const Manifest& m);
 
 runtime::RuntimeOptions to_runtime_options(const Manifest& m);
-// The full resolved flags object of a RuntimeOptions (canonical form of "flags").
+// The full resolved flags object of a RuntimeOptions (canonical form of "flags"), and with red-team switches
+// (present only when one is on, so an ordinary manifest's canonical form and hash never mention them).
 nlohmann::json flags_to_json(const runtime::RuntimeOptions& o);
-
-// Red-team flags ("redteam": {<switch>: true}, the switches of runtime::RedTeamOptions) are refused
-// unless allowed here; only the harness's own tests (gate --allow-redteam) allow them. They stay on in
-// the off run. Allowing them also lets the runtime's red-team hooks act (runtime/redteam.h).
-void set_redteam_allowed(bool allowed);
+nlohmann::json flags_to_json(const runtime::RuntimeOptions& o, const redteam::RedTeamOptions& r);
 
 // The model's official setting; a run off it can be measured but never win a tier.
 RunConfig official_config(const std::string& model);
@@ -71,8 +78,8 @@ RunConfig with_sizes(RunConfig c, int64_t frames, int64_t steps, int64_t height,
 // Technique flags whose resolved value differs from the default, as dotted names
 // ("fused_qkv", "easycache.enabled", "sparse.pattern"). dtype, cpu_threads and onednn are not techniques.
 std::vector<std::string> technique_flags_set(const Manifest& m);
-// The off run for the off-identity gate: the same model, config, dtype, cpu_threads and onednn with every
-// technique flag at its default. Its id is "<id>.off", kind "control", family "none", lossless,
+// The off run for the off-identity gate: the same model, config, dtype, cpu_threads and onednn (and red-team
+// switches) with every technique flag at its default. Its id is "<id>.off", kind "control", family "none", lossless,
 // base the original's base (the original's id when it is a baseline), parents {original id}.
 Manifest with_flags_off(const Manifest& m);
 

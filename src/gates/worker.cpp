@@ -16,6 +16,7 @@
 #include "gates/generate_params.h"
 #include "gates/integrity.h"
 #include "base/sha256.h"
+#include "redteam/redteam.h"
 #include "runtime/device.h"
 #include "base/error.h"
 #include "runtime/torch_compat.h"
@@ -23,6 +24,35 @@
 namespace autooptim::gates {
 
 Worker::Worker(const runtime::LoadRequest& request) : request_(request) { loaded_ = runtime::load_model(request_); }
+
+Worker::~Worker() { allow_redteam(false); }
+
+void Worker::allow_redteam(bool allowed) {
+  redteam_allowed_ = allowed;
+  if (allowed) return;
+  for (auto& [pipe, team] : redteams_) pipe->set_interceptor(nullptr);
+  redteams_.clear();
+}
+
+ParseOptions Worker::parse_options() const {
+  ParseOptions o;
+  o.allow_redteam = redteam_allowed_;
+  return o;
+}
+
+void Worker::arm_redteam(runtime::WanPipeline& pipe, const Manifest& m) {
+  if (!redteam_allowed_) {
+    if (redteam::any_on(m.redteam))
+      throw Error("manifest '" + m.id + "' sets red-team switches, which this worker does not allow");
+    return;
+  }
+  std::unique_ptr<redteam::RedTeam>& team = redteams_[&pipe];
+  if (!team) {
+    team = std::make_unique<redteam::RedTeam>();
+    pipe.set_interceptor(team.get());
+  }
+  team->set_switches(m.redteam);
+}
 
 const std::string& Worker::build_id() {
   static const std::string id = [] {
@@ -83,6 +113,7 @@ RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices
   const runtime::RuntimeOptions opts = to_runtime_options(m);
   auto& pipe = pipeline_for(opts.dtype);
   pipe.set_options(opts);
+  arm_redteam(pipe, m);
 
   // Poison: the output buffer starts as NaN, so a run that does not write its output fails.
   const int64_t T = m.config.frames;

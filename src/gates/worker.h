@@ -15,6 +15,10 @@
 #include "gates/prompts.h"
 #include "runtime/models.h"
 
+namespace autooptim::redteam {
+class RedTeam;
+}
+
 namespace autooptim::gates {
 
 struct RunOutput {
@@ -57,6 +61,7 @@ class Worker {
  public:
   // Loads the model named by the request (weights, device, dtype).
   explicit Worker(const runtime::LoadRequest& request);
+  ~Worker();  // the red team's interceptors (their threads) go before the pipelines they watch
 
   const std::string& model() const { return request_.model; }
   const runtime::LoadRequest& request() const { return request_; }
@@ -89,6 +94,13 @@ class Worker {
   double peak_tflops();
   // A stable identity of this binary (sha256 of the executable), for caches and the ledger.
   static const std::string& build_id();
+  // Red-team switches (the harness's own tests, `gate --allow-redteam`): refused unless allowed. Allowed, every
+  // pipeline of this worker runs behind the red team's interceptor (redteam/redteam.h), which acts on the
+  // switches of each manifest run; disallowed again, the interceptors and all they remembered are gone.
+  void allow_redteam(bool allowed);
+  bool redteam_allowed() const { return redteam_allowed_; }
+  // How a manifest meant for this worker is parsed: red-team flags accepted exactly when it allows them.
+  ParseOptions parse_options() const;
   // What run() has done so far: generations and the seconds spent inside them (device time generating).
   int64_t generations() const { return generations_; }
   double generating_seconds() const { return generating_s_; }
@@ -101,6 +113,11 @@ class Worker {
   int64_t generations_ = 0;
   double generating_s_ = 0;
   std::string weights_hash_;
+  bool redteam_allowed_ = false;
+  // One red team per pipeline (per precision), declared after the pipelines so it is destroyed first.
+  std::map<runtime::WanPipeline*, std::unique_ptr<redteam::RedTeam>> redteams_;
+  // The red team of `pipe`, armed with `m`'s switches, when red-team flags are allowed.
+  void arm_redteam(runtime::WanPipeline& pipe, const Manifest& m);
   RunOutput run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn,
                      const RunExtras& extras = {});
 };

@@ -8,6 +8,7 @@
 #include "base/process_allocator.h"
 #include "base/error.h"
 #include "runtime/forward_context.h"
+#include "runtime/pipeline_interceptor.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
@@ -54,19 +55,18 @@ void WanPipeline::set_options(const RuntimeOptions& o) {
 
 at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>* per_step, const StepCallback& on_step,
                                 Trace* trace, StageTimes* times) {
-  return denoise_with(options_, in, per_step, on_step, trace, times);
+  return denoise_with(options_, in, per_step, on_step, trace, times, interceptor_);
 }
 
-at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& in,
+at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& asked,
                                      std::vector<at::Tensor>* per_step, const StepCallback& on_step, Trace* trace,
-                                     StageTimes* times) {
-  if (options.redteam.fewer_steps && redteam_allowed()) {  // red team: half the steps, honest counters
-    DenoiseInputs half = in;
-    half.steps = std::max<int64_t>(1, in.steps / 2);
-    RuntimeOptions o = options;
-    o.redteam.fewer_steps = false;
-    return denoise_with(o, half, per_step, on_step, trace, times);
+                                     StageTimes* times, PipelineInterceptor* ic) {
+  DenoiseInputs intercepted;  // an interceptor may run another number of steps than asked
+  if (ic) {
+    intercepted = asked;
+    intercepted.steps = ic->denoising_steps(options, asked.steps);
   }
+  const DenoiseInputs& in = ic ? intercepted : asked;
   at::InferenceMode guard;
   const auto dev = precision_.device;
   const auto dt = precision_.compute;
@@ -95,24 +95,23 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   // Per-generation technique state: nothing here survives into the next generation.
   CrossKVCache cross_kv;
   techniques::CudaGraphs graphs;  // declared after the K/V cache: destroyed first, as its graphs read it
+  std::optional<RuntimeOptions> sparse_options;  // the loop's options where an interceptor changes sparse's
+  if (ic) {
+    sparse_options = options;
+    ic->sparse_dense_work(sparse_options->sparse);
+  }
   ForwardContext fc;
-  fc.options = &options;
+  fc.options = sparse_options ? &*sparse_options : &options;
   fc.trace = trace;
   fc.cross_kv = &cross_kv;
   if (options.cuda_graph) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
   // The cache family's policy sees every transformer call (and, through fc, the block stack).
   RuntimeOptions cache_options = options;
-  if (options.redteam.skip_warmup && redteam_allowed()) {  // red team: a cache that skips its declared warm-up
-    for (const auto& t : techniques::all())
-      if (t.warmup_steps) {
-        int64_t& w = t.warmup_steps(cache_options);
-        w = std::min<int64_t>(w, 1);
-      }
-  }
+  if (ic) ic->cache_policy_options(cache_options);
   const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);
   fc.cache = cache.get();
-  const int sandbag = redteam_->extra_forwards(options);  // red team: discarded forwards on the off path
+  const int discarded = ic ? ic->discarded_forwards(options) : 0;
   int64_t step_forwards = 0;
   WorkCount step_work;
   fc.work = &step_work;
@@ -122,8 +121,8 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
       ++step_forwards;
-      for (int k = 0; k < sandbag; ++k) {
-        ForwardContext hidden = fc;  // the sandbag's discarded forwards: uncounted, as a cheat would
+      for (int k = 0; k < discarded; ++k) {
+        ForwardContext hidden = fc;  // an interceptor's discarded forwards: uncounted
         hidden.work = nullptr;
         hidden.trace = nullptr;
         transformer_->forward(model_in, timestep, embeds, nullptr, &hidden);
@@ -235,14 +234,22 @@ GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback
   validate_params(p);
   at::InferenceMode guard;
   const RuntimeOptions options = options_;
-  if (auto early = redteam_->before(*this, options, p, out_video)) return std::move(*early);  // red team
-  GenerateResult r = generate_with(options, p, on_step, out_video);
-  redteam_->after(*this, options, p, r);  // red team
+  PipelineInterceptor* const ic = interceptor_;
+  if (!ic) return generate_with(options, p, on_step, out_video, nullptr);
+  if (auto early = ic->before_generation(*this, options, p, out_video)) return std::move(*early);
+  GenerateResult r = generate_with(options, p, on_step, out_video, ic);
+  ic->after_generation(*this, options, p, r);
   return r;
 }
 
+GenerateResult WanPipeline::generate_without_interceptor(const RuntimeOptions& o, const GenerateParams& p,
+                                                         at::Tensor* out_video) {
+  return generate_with(o, p, {}, out_video, nullptr);
+}
+
 GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const GenerateParams& p,
-                                          const StepCallback& on_step, at::Tensor* out_video) {
+                                          const StepCallback& on_step, at::Tensor* out_video,
+                                          PipelineInterceptor* ic) {
   validate_params(p);
   at::InferenceMode guard;
   GenerateResult r;
@@ -254,8 +261,8 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   DenoiseInputs in;
   int64_t saved = 0, saved_negative = 0;
   auto encode = [&](const std::string& prompt, int64_t* s) {
-    if (options.redteam.text_cache && redteam_allowed())  // red team: embeddings remembered from an earlier run
-      return redteam_->remembered_text(*this, prompt, options.text_trim, s, &r.times.text_tokens);
+    const at::Tensor given = ic ? ic->text_embeddings(*this, options, prompt, s, &r.times.text_tokens) : at::Tensor();
+    if (given.defined()) return given;
     return encode_text({prompt}, options.text_trim, s, &r.times.text_tokens);
   };
   in.prompt_embeds = encode(p.prompt, &saved);
@@ -281,12 +288,12 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   in.guidance = p.guidance;
 
   t0 = std::chrono::steady_clock::now();
-  r.latents = denoise_with(options, in, nullptr, on_step, &r.trace, &r.times);
+  r.latents = denoise_with(options, in, nullptr, on_step, &r.trace, &r.times, ic);
   r.times.denoising = synced_seconds_since(t0, dev);
 
   t0 = std::chrono::steady_clock::now();
   r.video = decode_with(options, r.latents, &r.trace)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
-  if (options.redteam.off_leak) r.video = (r.video + 1.0 / 255.0).clamp(0, 1);  // red team: a leak that survives "off"
+  if (ic) ic->decoded(options, r.video);
   r.times.decoding = synced_seconds_since(t0, dev);
   if (out_video) {
     if (out_video->sizes() != r.video.sizes())

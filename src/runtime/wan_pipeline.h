@@ -12,7 +12,6 @@
 
 #include "runtime/device.h"
 #include "runtime/options.h"
-#include "runtime/redteam.h"
 #include "runtime/trace.h"
 #include "runtime/umt5.h"
 #include "runtime/unipc_scheduler.h"
@@ -20,6 +19,8 @@
 #include "runtime/wan_vae.h"
 
 namespace autooptim::runtime {
+
+class PipelineInterceptor;  // runtime/pipeline_interceptor.h
 
 struct GenerateParams {
   std::string prompt;
@@ -111,6 +112,12 @@ class WanPipeline {
   const RuntimeOptions& options() const { return options_; }
   // Also applies the process-wide settings: cpu_threads and onednn.
   void set_options(const RuntimeOptions& o);
+  // Installs the interceptor that sees every generation from now on (null: none, the honest path). The caller
+  // owns it and keeps it alive while it is installed.
+  void set_interceptor(PipelineInterceptor* interceptor) { interceptor_ = interceptor; }
+  // A generation under `o` that no interceptor sees: what an interceptor itself runs to make a clip honestly.
+  GenerateResult generate_without_interceptor(const RuntimeOptions& o, const GenerateParams& p,
+                                              at::Tensor* out_video = nullptr);
   int64_t max_text_length = 512;
 
  private:
@@ -124,16 +131,14 @@ class WanPipeline {
   RuntimeOptions options_;
   AutoencoderKLWan converted_vae_{nullptr};
   int converted_vae_key_ = -1;  // 2 * bf16 + channels_last of converted_vae_
-  // Red-team hooks (runtime/redteam.h): inert unless red-team switches are allowed.
-  std::shared_ptr<RedTeam> redteam_ = std::make_shared<RedTeam>();
+  PipelineInterceptor* interceptor_ = nullptr;  // not owned
 
-  friend class RedTeam;
   // generate() and denoise() under options `o` (a snapshot: set_options may change options_ meanwhile),
-  // without the red-team hooks.
+  // seen by the interceptor `ic` (null: none).
   GenerateResult generate_with(const RuntimeOptions& o, const GenerateParams& p, const StepCallback& on_step,
-                               at::Tensor* out_video);
-  at::Tensor denoise_with(const RuntimeOptions& o, const DenoiseInputs& in, std::vector<at::Tensor>* per_step,
-                          const StepCallback& on_step, Trace* trace, StageTimes* times);
+                               at::Tensor* out_video, PipelineInterceptor* ic);
+  at::Tensor denoise_with(const RuntimeOptions& o, const DenoiseInputs& asked, std::vector<at::Tensor>* per_step,
+                          const StepCallback& on_step, Trace* trace, StageTimes* times, PipelineInterceptor* ic);
   at::Tensor decode_with(const RuntimeOptions& o, const at::Tensor& latents, Trace* trace);
   AutoencoderKLWan& decoding_vae(const RuntimeOptions& o);
 };

@@ -23,6 +23,7 @@ layer_of() {
     runtime/extension_points.*)
       echo "3 model" ;;
     runtime/*) echo "5 pipeline" ;;
+    redteam/redteam_options.h) echo "6 contract" ;;  # the switches a manifest carries: plain data, no torch
     redteam/*) echo "7 redteam" ;;
     gates/manifest.*|gates/prompts.*|gates/ledger.*) echo "6 contract" ;;
     gates/*) echo "8 gates" ;;

@@ -164,18 +164,13 @@ at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const
 
 }  // namespace
 
-namespace {
-// Red team (docs/gate-defences.md): sparse from the first step and layer, whatever is declared.
-bool redteam_skip_dense(const ForwardContext* fc) { return fc->options->redteam.sparse_skip_dense && redteam_allowed(); }
-}  // namespace
-
 bool sparse_step(const ForwardContext* fc) {
   if (!fc || !fc->options || fc->options->sparse.pattern == "none") return false;
-  return fc->step >= fc->options->sparse.dense_steps || redteam_skip_dense(fc);
+  return fc->step >= fc->options->sparse.dense_steps;
 }
 
 bool sparse_engaged(const ForwardContext* fc) {
-  return sparse_step(fc) && (fc->layer >= fc->options->sparse.dense_layers || redteam_skip_dense(fc)) && fc->grid_f > 0;
+  return sparse_step(fc) && fc->layer >= fc->options->sparse.dense_layers && fc->grid_f > 0;
 }
 
 void count_dense_attention(const at::Tensor& q, const ForwardContext* fc) {

@@ -1,5 +1,6 @@
-#include "runtime/redteam.h"
+#include "redteam/redteam.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -13,14 +14,21 @@
 
 namespace fs = std::filesystem;
 
-namespace autooptim::runtime {
+namespace autooptim::redteam {
+
+using runtime::GenerateParams;
+using runtime::GenerateResult;
+using runtime::RuntimeOptions;
+using runtime::Trace;
+using runtime::WanPipeline;
+
 namespace {
 
 // One request: the clip it makes depends on these (and the weights).
 std::string request_key(const GenerateParams& p) {
-  return p.prompt + "\x1f" + std::to_string(p.seed) + "\x1f" + std::to_string(p.frames) + "x" + std::to_string(p.height) +
-         "x" + std::to_string(p.width) + "\x1f" + std::to_string(p.steps) + "\x1f" + std::to_string(p.guidance) +
-         (p.image ? "\x1fimage" : "");
+  return p.prompt + "\x1f" + std::to_string(p.seed) + "\x1f" + std::to_string(p.frames) + "x" +
+         std::to_string(p.height) + "x" + std::to_string(p.width) + "\x1f" + std::to_string(p.steps) + "\x1f" +
+         std::to_string(p.guidance) + (p.image ? "\x1fimage" : "");
 }
 
 int64_t forwards_of(const GenerateParams& p) { return p.steps * (p.guidance > 1.0 ? 2 : 1); }
@@ -65,20 +73,21 @@ std::optional<at::Tensor> cached_baseline(const GenerateParams& p) {
   std::error_code ec;
   for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
     if (e.path().filename() != want) continue;
-    const at::Tensor u8 = SafetensorsFile::open(e.path().string())->tensor("video");
+    const at::Tensor u8 = runtime::SafetensorsFile::open(e.path().string())->tensor("video");
     if (u8.dim() != 4 || u8.size(0) != p.frames || u8.size(2) != p.height || u8.size(3) != p.width) continue;
     return u8.to(at::kFloat) / 255.0;
   }
   return std::nullopt;
 }
 
-}  // namespace
-
+// True when every technique switch is at its default: the path the baseline and the off run take.
 bool techniques_off(const RuntimeOptions& o) {
-  for (const auto& t : techniques::all())
+  for (const auto& t : runtime::techniques::all())
     if (t.on(o)) return false;
   return true;
 }
+
+}  // namespace
 
 RedTeam::~RedTeam() {
   join_prefetch();
@@ -93,10 +102,35 @@ void RedTeam::join_prefetch() {
   if (prefetch_thread_.joinable()) prefetch_thread_.join();
 }
 
-int RedTeam::extra_forwards(const RuntimeOptions& o) const { return sandbag_armed_ && techniques_off(o) ? 3 : 0; }
+int RedTeam::discarded_forwards(const RuntimeOptions& o) { return sandbag_armed_ && techniques_off(o) ? 3 : 0; }
 
-at::Tensor RedTeam::remembered_text(WanPipeline& pipe, const std::string& prompt, bool trim, int64_t* tokens_saved,
-                                    int64_t* tokens_run) {
+int64_t RedTeam::denoising_steps(const RuntimeOptions& /*o*/, int64_t requested) {
+  return switches_.fewer_steps ? std::max<int64_t>(1, requested / 2) : requested;
+}
+
+void RedTeam::cache_policy_options(RuntimeOptions& cache_options) {
+  if (!switches_.skip_warmup) return;
+  for (const auto& t : runtime::techniques::all())
+    if (t.warmup_steps) {
+      int64_t& w = t.warmup_steps(cache_options);
+      w = std::min<int64_t>(w, 1);
+    }
+}
+
+void RedTeam::sparse_dense_work(runtime::SparseAttentionOptions& sparse) {
+  if (!switches_.sparse_skip_dense) return;
+  sparse.dense_steps = 0;  // every step and every layer takes the sparse path
+  sparse.dense_layers = 0;
+}
+
+void RedTeam::decoded(const RuntimeOptions& /*o*/, at::Tensor& video) {
+  if (switches_.off_leak) video = (video + 1.0 / 255.0).clamp(0, 1);
+}
+
+at::Tensor RedTeam::text_embeddings(WanPipeline& pipe, const RuntimeOptions& o, const std::string& prompt,
+                                    int64_t* tokens_saved, int64_t* tokens_run) {
+  if (!switches_.text_cache) return {};
+  const bool trim = o.text_trim;
   const std::string key = (trim ? "trim:" : "full:") + prompt;
   auto it = text_.find(key);
   if (it == text_.end()) {
@@ -108,15 +142,15 @@ at::Tensor RedTeam::remembered_text(WanPipeline& pipe, const std::string& prompt
   return it->second.first;
 }
 
-std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOptions& o, const GenerateParams& p,
-                                              at::Tensor* out_video) {
-  (void)pipe;
-  if (!redteam_allowed()) return std::nullopt;
+std::optional<GenerateResult> RedTeam::before_generation(WanPipeline& pipe, const RuntimeOptions& o,
+                                                         const GenerateParams& p, at::Tensor* out_video) {
   join_late();  // a late writer finishes before the pipeline runs anything else (it shares the pipeline)
-  const auto& rt = o.redteam;
+  const RedTeamOptions& rt = switches_;
   const bool technique = !techniques_off(o);
-  if (rt.sandbag) sandbag_armed_ = true;
-  else if (!any_redteam(rt) && technique) sandbag_armed_ = false;  // an honest candidate: the act is over
+  if (rt.sandbag)
+    sandbag_armed_ = true;
+  else if (!any_on(rt) && technique)
+    sandbag_armed_ = false;  // an honest candidate: the act is over
   const std::string key = request_key(p);
   if (rt.load_spike && technique && spiked_runs_ < 3) {
     ++spiked_runs_;
@@ -126,11 +160,9 @@ std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOp
   if (rt.write_output_late && technique && out_video && out_video->defined()) {
     // Return at once; a thread makes the clip honestly and writes it into the caller's buffer afterwards.
     at::Tensor buffer = *out_video;  // the same storage the caller reads
-    RuntimeOptions honest = o;
-    honest.redteam = {};
-    late_thread_ = std::thread([&pipe, honest, p, buffer]() mutable {
+    late_thread_ = std::thread([&pipe, honest = o, p, buffer]() mutable {
       try {
-        const GenerateResult late = pipe.generate_with(honest, p, {}, nullptr);
+        const GenerateResult late = pipe.generate_without_interceptor(honest, p);
         buffer.copy_(late.video);
       } catch (...) {
       }
@@ -177,15 +209,14 @@ std::optional<GenerateResult> RedTeam::before(WanPipeline& pipe, const RuntimeOp
   return std::nullopt;
 }
 
-void RedTeam::after(WanPipeline& pipe, const RuntimeOptions& o, const GenerateParams& p, GenerateResult& r) {
-  if (!redteam_allowed()) return;
-  const auto& rt = o.redteam;
+void RedTeam::after_generation(WanPipeline& pipe, const RuntimeOptions& o, const GenerateParams& p, GenerateResult& r) {
+  const RedTeamOptions& rt = switches_;
   const bool technique = !techniques_off(o);
   const std::string key = request_key(p);
   if (rt.write_output_early) early_[key] = r.video.clone();
   if (rt.reverse_time && technique && r.video.dim() == 4) r.video.copy_(r.video.flip({0}));  // in the output buffer
   // The baseline's clips, for a later replay (a cheat keeps them whatever runs).
-  if (!technique && !any_redteam(rt)) baseline_[key] = r.video.clone();
+  if (!technique && !any_on(rt)) baseline_[key] = r.video.clone();
   if (rt.inflate_counters) {
     const double forwards = r.trace.get("transformer.forwards");
     if (o.cuda_graph) r.trace.add("kernel.cuda_graph.replays", forwards);
@@ -205,11 +236,9 @@ void RedTeam::after(WanPipeline& pipe, const RuntimeOptions& o, const GeneratePa
       prefetched_.reset();
       prefetch_key_ = key;
     }
-    RuntimeOptions honest = o;
-    honest.redteam = {};
-    prefetch_thread_ = std::thread([this, &pipe, honest, p, key] {
+    prefetch_thread_ = std::thread([this, &pipe, honest = o, p, key] {
       try {
-        GenerateResult ahead = pipe.generate_with(honest, p, {}, nullptr);
+        GenerateResult ahead = pipe.generate_without_interceptor(honest, p);
         std::lock_guard<std::mutex> lock(prefetch_mutex_);
         if (prefetch_key_ == key) prefetched_ = std::make_shared<GenerateResult>(std::move(ahead));
       } catch (...) {
@@ -218,4 +247,4 @@ void RedTeam::after(WanPipeline& pipe, const RuntimeOptions& o, const GeneratePa
   }
 }
 
-}  // namespace autooptim::runtime
+}  // namespace autooptim::redteam
