@@ -9,6 +9,7 @@
 #include "gates/manifest.h"
 #include "gates/prompts.h"
 #include "runtime/models.h"
+#include "workers/trial_result.h"
 
 namespace autooptim::executors {
 
@@ -28,22 +29,8 @@ struct ExecutorRequest {
   std::string device_lock;
 };
 
-// One measured trial: the candidate's flags, the prompts it ran on, its speedup and quality.
-struct Trial {
-  nlohmann::json flags;
-  std::string label;
-  int64_t prompts = 0;
-  double baseline_s = 0, candidate_s = 0, speedup = 0, psnr_min = 0;
-  // Measured on the candidate runs (mean over prompts), -1 where not counted: the cache family's
-  // forward-skip ratio (cache.skip_ratio) and the achieved attention density (sparse.attention.density).
-  double skip_ratio = -1, density = -1;
-  // What the harness's authenticity check would say of the candidate runs' engagement counters
-  // (a switch that did nothing): such a trial is logged but never proposed.
-  std::vector<std::string> not_engaged;
-  bool engaged() const { return not_engaged.empty(); }
-  nlohmann::json to_json() const;
-  static Trial from_json(const nlohmann::json& j);
-};
+// One measured trial (workers/trial_result.h: the worker measures it, the executor reads it).
+using Trial = workers::TrialResult;
 
 // The order in which the cache executor tries a policy's n search points (listed from conservative to
 // aggressive): the middle first, then outwards, the more aggressive neighbour first; e.g. n = 6 gives

@@ -18,37 +18,6 @@ namespace fs = std::filesystem;
 
 namespace autooptim::executors {
 
-nlohmann::json Trial::to_json() const {
-  return {{"label", label}, {"flags", flags}, {"prompts", prompts}, {"baseline_s", baseline_s},
-          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}, {"not_engaged", not_engaged},
-          {"skip_ratio", skip_ratio < 0 ? nlohmann::json(nullptr) : nlohmann::json(skip_ratio)},
-          {"density", density < 0 ? nlohmann::json(nullptr) : nlohmann::json(density)}};
-}
-
-Trial Trial::from_json(const nlohmann::json& j) {
-  const workers::MessageReader r(j, "trial result");
-  Trial t;
-  t.flags = r.object("flags");
-  t.label = r.string("label");
-  t.prompts = r.integer("prompts");
-  t.baseline_s = r.number("baseline_s");
-  t.candidate_s = r.number("candidate_s");
-  t.speedup = r.number("speedup");
-  t.psnr_min = r.number("psnr_min");
-  t.not_engaged = r.strings("not_engaged");
-  t.skip_ratio = r.number_or_null("skip_ratio").value_or(-1);
-  t.density = r.number_or_null("density").value_or(-1);
-  return t;
-}
-
-double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor qa = (a * 255.0).round(), qb = (b * 255.0).round();
-  const double mse = (qa - qb).pow(2).mean().item<double>();
-  if (!std::isfinite(mse)) return 0.0;
-  if (mse <= 0) return 100.0;
-  return std::min(100.0, 10.0 * std::log10(255.0 * 255.0 / mse));
-}
-
 namespace {
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the stop flag is set from a signal handler");

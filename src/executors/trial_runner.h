@@ -47,7 +47,4 @@ class TrialRunner {
   int64_t trials_ = 0;
 };
 
-// PSNR (dB, 8-bit peak) between two clips in [0, 1]; 100 for identical.
-double clip_psnr(const at::Tensor& a, const at::Tensor& b);
-
 }  // namespace autooptim::executors

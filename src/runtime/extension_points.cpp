@@ -72,6 +72,11 @@ DecodePoints DecodePoints::resolve(const RuntimeOptions& o) {
   return r;
 }
 
+TextEncoding resolve_text_encoding(const RuntimeOptions& o) {
+  const auto on = points().text_encoding.resolve(&o);
+  return on.empty() ? TextEncoding{} : *on.front();
+}
+
 }  // namespace ext
 
 at::Tensor run_blocks(const BlockStack& s, at::Tensor h, int64_t from, int64_t to) {

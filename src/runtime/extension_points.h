@@ -287,6 +287,15 @@ struct VaePoints {
   static VaePoints resolve(const RuntimeOptions* o);
 };
 
+// The pipeline's text encoding: the encoder runs over the prompt's own tokens instead of all 512 padded ones,
+// and the token rows it did not encode are counted under `tokens_saved_counter` (the technique's engagement).
+struct TextEncoding {
+  bool prompt_tokens_only = false;
+  std::string tokens_saved_counter;
+};
+// The text encoding's override that is on (the first), else the reference: every padded token.
+TextEncoding resolve_text_encoding(const RuntimeOptions& o);
+
 // The pipeline's decode: the weights' dtype and layout of the decoding copy of the VAE, and the stages
 // around the decode.
 struct DecodePoints {
@@ -329,6 +338,7 @@ struct Points {
   Point<at::MemoryFormat> vae_layout{"vae.layout"};  // an override's value: the decode's memory format
 
   Point<at::ScalarType> decode_dtype{"pipeline.decode_dtype"};  // an override's value: the decoding dtype
+  Point<TextEncoding> text_encoding{"pipeline.encode_text"};    // an override's value: how prompts are encoded
   Point<DecodeStageFn> decode_stage{"pipeline.decode"};
 };
 

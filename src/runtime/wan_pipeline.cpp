@@ -260,15 +260,17 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   auto t0 = std::chrono::steady_clock::now();
   DenoiseInputs in;
   int64_t saved = 0, saved_negative = 0;
+  const ext::TextEncoding text = ext::resolve_text_encoding(options);
   auto encode = [&](const std::string& prompt, int64_t* s) {
     const at::Tensor given = ic ? ic->text_embeddings(*this, options, prompt, s, &r.times.text_tokens) : at::Tensor();
     if (given.defined()) return given;
-    return encode_text({prompt}, options.text_trim, s, &r.times.text_tokens);
+    return encode_text({prompt}, text.prompt_tokens_only, s, &r.times.text_tokens);
   };
   in.prompt_embeds = encode(p.prompt, &saved);
   if (p.guidance > 1.0) in.negative_embeds = encode(p.negative_prompt, &saved_negative);
   r.times.text_encoding = synced_seconds_since(t0, dev);
-  if (options.text_trim) r.trace.add("kernel.text_trim.tokens_saved", static_cast<double>(saved + saved_negative));
+  if (!text.tokens_saved_counter.empty())
+    r.trace.add(text.tokens_saved_counter, static_cast<double>(saved + saved_negative));
 
   if (p.image) {
     t0 = std::chrono::steady_clock::now();

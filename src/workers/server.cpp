@@ -20,8 +20,7 @@
 #include <set>
 #include <thread>
 
-#include "executors/executor.h"
-#include "executors/trial_runner.h"
+#include "workers/trial_result.h"
 #include "base/atomic_file.h"
 #include "gates/gate.h"
 #include "gates/generate_params.h"
@@ -410,6 +409,15 @@ int64_t prompt_count(const TrialRequest& req) {
   return std::min<int64_t>(std::max<int64_t>(1, req.n), static_cast<int64_t>(req.prompts.size()));
 }
 
+// PSNR (dB, 8-bit peak) between two clips in [0, 1]; 100 for identical: a trial's quality.
+double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor qa = (a * 255.0).round(), qb = (b * 255.0).round();
+  const double mse = (qa - qb).pow(2).mean().item<double>();
+  if (!std::isfinite(mse)) return 0.0;
+  if (mse <= 0) return 100.0;
+  return std::min(100.0, 10.0 * std::log10(255.0 * 255.0 / mse));
+}
+
 // The trial's candidate: the base with these flags (as the executors' TrialRunner built it).
 gates::Manifest trial_manifest(const gates::Manifest& base, const json& flags, const std::string& label) {
   gates::Manifest m = base;
@@ -438,7 +446,7 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
   const gates::Manifest cand = trial_manifest(base, flags, label);
   const auto opts = gates::to_runtime_options(cand);
   warm(base, prompts[0]);
-  executors::Trial t;
+  TrialResult t;
   t.flags = flags;
   t.label = label;
   const int64_t n = prompt_count(req);
@@ -459,7 +467,7 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
     ct.push_back(c.seconds);
     for (const auto& problem : runtime::engagement_problems(opts, c.trace))
       if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
-    worst = std::min(worst, executors::clip_psnr(c.video, b.video));
+    worst = std::min(worst, clip_psnr(c.video, b.video));
     if (c.trace.has("cache.skip_ratio")) skip_sum += c.trace.get("cache.skip_ratio"), ++skip_runs;
     if (c.trace.has("sparse.attention.density")) density_sum += c.trace.get("sparse.attention.density"), ++density_runs;
   }

@@ -17,7 +17,7 @@ using namespace autooptim::runtime;
 
 namespace {
 
-// 3 heads x 24 (rope split 8/8/8), patches (1, 2, 2), as tests/test_transformer.cpp's small config.
+// 3 heads x 24 (rope split 8/8/8), patches (1, 2, 2), as tests/runtime/test_transformer.cpp's small config.
 WanTransformerConfig small_config(int64_t layers) {
   return WanTransformerConfig::from_json({{"num_attention_heads", 3},
                                           {"attention_head_dim", 24},

@@ -17,7 +17,7 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
   t.name = "hopper_attention";
   t.family = "kernel";
   // The same function with float32 softmax statistics and P rounded to bf16 before P V, as the flash and
-  // cuDNN kernels do; it differs from them by rounding only (tests/test_gpu_kernels.cpp bounds it).
+  // cuDNN kernels do; it differs from them by rounding only (tests/runtime/test_gpu_kernels.cpp bounds it).
   t.lossless = true;
   t.summary =
       "dense attention on our sm_90a kernel (TMA + wgmma, softmax overlapped with the P V GEMM) for head_dim 128";

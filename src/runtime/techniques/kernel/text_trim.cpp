@@ -4,7 +4,8 @@
 // (EOS included) and padding the output with the same zeros gives the same embedding up to the order of
 // floating-point sums. On the tiny model on the CPU it saves ~4% of a clip in the gates (0.06 s of 1.6 s
 // for the prompt and the negative prompt, 1.04x); on TI2V-5B's umt5-xxl on a GPU a small part of a clip.
-// The code is encode_prompts(trim) in runtime/umt5.cpp; WanPipeline::generate_with counts the rows saved.
+// The encoder's trimmed form is encode_prompts(trim) in runtime/umt5.cpp; this file switches the pipeline's
+// text-encoding point to it and names the counter of the rows saved.
 #include "runtime/techniques/registry.h"
 
 namespace autooptim::runtime::techniques {
@@ -25,3 +26,16 @@ AUTOOPTIM_TECHNIQUE(text_trim) {
 }
 
 }  // namespace autooptim::runtime::techniques
+
+#if AUTOOPTIM_TECHNIQUE_HOOKS
+#include "runtime/extension_points.h"
+
+namespace autooptim::runtime::techniques {
+
+AUTOOPTIM_EXTENSIONS(text_trim) {
+  points.text_encoding.add({"text_trim", 10, [](const RuntimeOptions& o) { return o.text_trim; },
+                            ext::TextEncoding{true, "kernel.text_trim.tokens_saved"}});
+}
+
+}  // namespace autooptim::runtime::techniques
+#endif  // AUTOOPTIM_TECHNIQUE_HOOKS

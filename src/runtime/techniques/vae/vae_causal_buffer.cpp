@@ -11,7 +11,7 @@ AUTOOPTIM_TECHNIQUE(vae_causal_buffer) {
   Technique t;
   t.name = "vae_causal_buffer";
   t.family = "kernel";
-  t.lossless = true;  // the same conv on the same values (tests/test_vae.cpp checks bit-identity on the CPU)
+  t.lossless = true;  // the same conv on the same values (tests/runtime/test_vae.cpp checks bit-identity on the CPU)
   t.summary = "VAE causal convs read [context, chunk] from one reused buffer instead of a concatenation";
   t.flags = {bool_flag(
       "vae_causal_buffer", [](RuntimeOptions& o) -> bool& { return o.vae_causal_buffer; },

@@ -15,7 +15,7 @@ AUTOOPTIM_TECHNIQUE(vae_causal_ring) {
   Technique t;
   t.name = "vae_causal_ring";
   t.family = "kernel";
-  t.lossless = true;  // the same conv on the same values (tests/test_vae.cpp checks bit-identity on the CPU)
+  t.lossless = true;  // the same conv on the same values (tests/runtime/test_vae.cpp checks bit-identity on the CPU)
   t.summary = "VAE causal buffers holding several chunks' windows: the context copied once per ring, not per chunk";
   t.flags = {int_flag("vae_causal_ring", [](RuntimeOptions& o) -> int64_t& { return o.vae_causal_ring; }, 0, 16,
                       "chunks each VAE causal buffer holds (0: off, one chunk, the context copied every chunk)")};

@@ -8,7 +8,7 @@
 // position. The context the causal convs keep is copied into the cache's own tensors (not into fresh
 // ones), and the capture checks that no cache tensor moved, so a replay reads and writes the memory the
 // next chunk reads. The replay runs the captured kernels on the same values: the output is the eager
-// decode's, bit for bit (tests/test_gpu_kernels.cpp checks it).
+// decode's, bit for bit (tests/runtime/test_gpu_kernels.cpp checks it).
 //
 // The gain is bounded by the launch overhead: the kernel-vae decode at TI2V-5B's shape is GPU-bound (host
 // enqueue 2.80 s of 3.23 s, and serialising every launch added 0.118 s). Measured on an H200: 3.216-3.219 s
@@ -24,7 +24,7 @@ AUTOOPTIM_TECHNIQUE(vae_cuda_graph) {
   Technique t;
   t.name = "vae_cuda_graph";
   t.family = "kernel";
-  t.lossless = true;  // the captured kernels on the same values (tests/test_gpu_kernels.cpp: bit-identical)
+  t.lossless = true;  // the captured kernels on the same values (tests/runtime/test_gpu_kernels.cpp: bit-identical)
   t.summary =
       "VAE decoder chunks of one shape captured once as a CUDA graph per chunk length, then replayed (GPU builds)";
   t.flags = {bool_flag(

@@ -2,7 +2,7 @@
 // unfolded into 2x frames and 2x2 pixels) added in place into the upsampler's output by one CUDA pass
 // (vae_dup_up_add.cu). Unfused, the shortcut is materialised by an expand copy and a permute copy of the
 // output's size and the sum is a third tensor. The sum is rounded once, as at::add rounds it: the output
-// is the unfused one (tests/test_gpu_kernels.cpp checks bit-identity).
+// is the unfused one (tests/runtime/test_gpu_kernels.cpp checks bit-identity).
 #include "runtime/techniques/registry.h"
 
 namespace autooptim::runtime::techniques {

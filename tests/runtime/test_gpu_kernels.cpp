@@ -639,7 +639,7 @@ TEST(GpuKernels, VaeCudaGraphReplaysTheEagerDecodeBitForBit) {
 }
 
 // topk_blocks on the GPU (bf16, cuDNN's attention with its log-sum-exp) against the same pattern in
-// float32 on the CPU (the math ops), whose definition tests/test_sparse.cpp checks: odd grid, batch 2.
+// float32 on the CPU (the math ops), whose definition tests/runtime/test_sparse.cpp checks: odd grid, batch 2.
 TEST(GpuKernels, TopkBlocksOnTheGpuMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   at::InferenceMode guard;

@@ -246,7 +246,7 @@ TEST(VAE, VerifyListsTheVaeRows) {
 // The decoder's kernel switches (techniques/vae/) on the golden tiny VAE, float32 on the CPU: the causal
 // buffer is the same conv on the same values (bit-identical), the sub-pixel upsampler and channels-last
 // are the same sums in another order; each counts its engagement. The fused norm + SiLU is a CUDA
-// kernel (tests/test_gpu_kernels.cpp); on the CPU it does not engage and the reference ops run.
+// kernel (tests/runtime/test_gpu_kernels.cpp); on the CPU it does not engage and the reference ops run.
 namespace {
 
 at::Tensor decode_with(AutoencoderKLWan& m, const at::Tensor& z, const RuntimeOptions& o, Trace* trace) {
