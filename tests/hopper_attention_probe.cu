@@ -31,13 +31,13 @@ namespace {
 
 using autooptim::cuda::AttentionOperand;
 
-#define PROBE_CHECK(call)                                                                           \
-  do {                                                                                              \
-    const cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "hopper_attention_probe: %s: %s\n", #call, cudaGetErrorString(e_));      \
-      std::exit(2);                                                                                 \
-    }                                                                                               \
+#define PROBE_CHECK(call)                                                                      \
+  do {                                                                                         \
+    const cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "hopper_attention_probe: %s: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
   } while (0)
 
 constexpr int kD = 128;
@@ -164,11 +164,12 @@ std::vector<float> run_kernel(const Case& c, const DeviceQkv& d, int variant, cu
   PROBE_CHECK(cudaMalloc(&out, n * 2));
   PROBE_CHECK(cudaMemsetAsync(out, 0xFF, n * 2, s));  // NaN: an unwritten element fails the check
   const AttentionOperand os{c.H * c.Lq * kD, c.Lq * kD, kD};
-  const int rc = autooptim::cuda::launch_hopper_attention(d.q, d.k, d.v, out, d.qs, d.ks, d.vs, os, c.B, c.H, c.Lq,
-                                                          c.Lk, kD, 1.f / std::sqrt(static_cast<float>(kD)),
-                                                          variant - 1, s);
+  const int rc =
+      autooptim::cuda::launch_hopper_attention(d.q, d.k, d.v, out, d.qs, d.ks, d.vs, os, c.B, c.H, c.Lq, c.Lk, kD,
+                                               1.f / std::sqrt(static_cast<float>(kD)), variant - 1, s);
   if (rc != 0) {
-    std::printf("FAIL %s: launch returned %d (%s)\n", what.c_str(), rc, cudaGetErrorString(static_cast<cudaError_t>(rc)));
+    std::printf("FAIL %s: launch returned %d (%s)\n", what.c_str(), rc,
+                cudaGetErrorString(static_cast<cudaError_t>(rc)));
     std::exit(1);
   }
   wait_or_die(s, 10.0, what);
@@ -235,8 +236,9 @@ double compare(const Case& c, const HostQkv& h, const std::vector<float>& out, c
       }
   const double r = all.rel();
   if (verbose || !(r <= 1e-2))
-    std::printf("  %-58s rel L2 %.2e | rows 0-63 of a tile %.2e, 64-127 %.2e | d 0-63 %.2e, 64-127 %.2e | last row tile %.2e\n",
-                what.c_str(), r, wg[0].rel(), wg[1].rel(), half[0].rel(), half[1].rel(), tail_rows.rel());
+    std::printf(
+        "  %-58s rel L2 %.2e | rows 0-63 of a tile %.2e, 64-127 %.2e | d 0-63 %.2e, 64-127 %.2e | last row tile %.2e\n",
+        what.c_str(), r, wg[0].rel(), wg[1].rel(), half[0].rel(), half[1].rel(), tail_rows.rel());
   return r;
 }
 
@@ -265,7 +267,10 @@ int main(int argc, char** argv) {
     } else if (a == "--official-only") {
       small = false;
     } else {
-      std::fprintf(stderr, "hopper_attention_probe: unknown argument '%s' (--variants 1,2,... --skip-official --official-only)\n", a.c_str());
+      std::fprintf(
+          stderr,
+          "hopper_attention_probe: unknown argument '%s' (--variants 1,2,... --skip-official --official-only)\n",
+          a.c_str());
       return 2;
     }
   }
@@ -327,7 +332,8 @@ int main(int argc, char** argv) {
     const double flops = 4.0 * c.H * c.Lq * static_cast<double>(c.Lk) * kD;
     // Sampled rows of the first head: both warpgroups' rows of the first, a middle and the last query tile.
     std::vector<int64_t> rows;
-    for (const int64_t i : {0ll, 5ll, 63ll, 64ll, 100ll, 127ll, 13700ll, 13763ll, 13800ll, 27263ll, 27279ll}) rows.push_back(i);
+    for (const int64_t i : {0ll, 5ll, 63ll, 64ll, 100ll, 127ll, 13700ll, 13763ll, 13800ll, 27263ll, 27279ll})
+      rows.push_back(i);
     cudaEvent_t e0, e1;
     PROBE_CHECK(cudaEventCreate(&e0));
     PROBE_CHECK(cudaEventCreate(&e1));

@@ -11,7 +11,8 @@ namespace {
 
 using runtime::edit_distance;
 
-// "INT:integer in [1, 256]" -> "INT"; "TEXT:{a,b}" -> "{a,b}"; "INT:value in {auto->-1,off->0} OR {-1,0}" -> "{auto,off}".
+// "INT:integer in [1, 256]" -> "INT"; "TEXT:{a,b}" -> "{a,b}"; "INT:value in {auto->-1,off->0} OR {-1,0}" ->
+// "{auto,off}".
 std::string plain_type(const std::string& type) {
   const auto colon = type.find(':');
   if (colon == std::string::npos) return type;
@@ -79,8 +80,10 @@ void add_help(CLI::App& app) {
   for (const CLI::App* s : app.get_subcommands({})) names.push_back(s->get_name());
   cmd->add_option("command", *topic, "The command whose options to show")->check(CLI::IsMember(names));
   cmd->callback([&app, topic] {
-    if (topic->empty()) std::cout << app.help();
-    else std::cout << app.get_subcommand(*topic)->help(app.get_name());
+    if (topic->empty())
+      std::cout << app.help();
+    else
+      std::cout << app.get_subcommand(*topic)->help(app.get_name());
   });
 }
 
@@ -106,7 +109,8 @@ std::optional<std::string> unknown_command(const CLI::App& app, const std::vecto
     if (!a.empty() && a[0] == '-') continue;  // a global option; the parser judges it
     if (std::find(names.begin(), names.end(), a) != names.end()) return std::nullopt;
     const std::string near = closest_name(a, names);
-    return "unknown command '" + a + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?") + " (autooptim help lists the commands)";
+    return "unknown command '" + a + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?") +
+           " (autooptim help lists the commands)";
   }
   return std::nullopt;
 }
@@ -121,7 +125,8 @@ std::string extras_message(const CLI::App& app) {
     if (a.size() < 2 || a[0] != '-') continue;
     const std::string name = a.substr(0, a.find('='));
     const std::string near = closest_name(name, option_names(*cmd));
-    return where + ": unknown option " + name + (near.empty() ? "" : "; did you mean " + near + "?") + " (" + help + " lists the options)";
+    return where + ": unknown option " + name + (near.empty() ? "" : "; did you mean " + near + "?") + " (" + help +
+           " lists the options)";
   }
   std::string words;
   for (const auto& a : extras) words += (words.empty() ? "" : " ") + a;

@@ -16,13 +16,18 @@ void add_compare(CLI::App& app) {
     orchestrator::CompareOptions opt;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("compare", "Per tier the change in speedup and quality between two runs' reports; exit 1 on a regression beyond their noise");
+  auto* cmd = app.add_subcommand("compare",
+                                 "Per tier the change in speedup and quality between two runs' reports; exit 1 on a "
+                                 "regression beyond their noise");
   cmd->add_option("old", a->old_path, "The earlier run's report.json")->required();
   cmd->add_option("new", a->new_path, "The later run's report.json")->required();
   cmd->add_option("--max-noise", a->opt.max_noise,
-                  "The most timing noise a slower tier or baseline may hide in, relative (the runs' recorded spreads added, bounded by this)")
-      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
-  cmd->add_option("--psnr-tolerance", a->opt.psnr_tolerance_db, "Worst-clip PSNR drop (dB) of a tier tolerated as numerical noise")
+                  "The most timing noise a slower tier or baseline may hide in, relative (the runs' recorded spreads "
+                  "added, bounded by this)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--psnr-tolerance", a->opt.psnr_tolerance_db,
+                  "Worst-clip PSNR drop (dB) of a tier tolerated as numerical noise")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 200.0));
   cmd->add_option("--json", a->json_out, "Also write the comparison as JSON to this file");

@@ -34,14 +34,19 @@ struct GateArgs {
 
 void print_verdict(const gates::GateVerdict& v) {
   std::printf("%s on %s: %s\n", v.manifest_id.c_str(), v.split.c_str(),
-              v.refused ? "REFUSED" : v.accepted ? "ACCEPTED" : "REJECTED");
-  for (const auto& c : v.checks) std::printf("  %-16s %-4s %s\n", c.name.c_str(), c.pass ? "pass" : "FAIL", c.reason.c_str());
+              v.refused    ? "REFUSED"
+              : v.accepted ? "ACCEPTED"
+                           : "REJECTED");
+  for (const auto& c : v.checks)
+    std::printf("  %-16s %-4s %s\n", c.name.c_str(), c.pass ? "pass" : "FAIL", c.reason.c_str());
   if (!v.refused) {
     char psnr[32];
-    if (v.psnr >= gates::kPsnrCap) std::snprintf(psnr, sizeof psnr, "identical");  // bit-identical clips: no dB figure
-    else std::snprintf(psnr, sizeof psnr, "%.2f dB", v.psnr);
-    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %s, worst SSIM %.4f\n", v.baseline_seconds,
-                v.candidate_seconds, v.speedup, psnr, v.ssim);
+    if (v.psnr >= gates::kPsnrCap)
+      std::snprintf(psnr, sizeof psnr, "identical");  // bit-identical clips: no dB figure
+    else
+      std::snprintf(psnr, sizeof psnr, "%.2f dB", v.psnr);
+    std::printf("  baseline %.3f s, candidate %.3f s, speedup %.3fx, worst PSNR %s, worst SSIM %.4f\n",
+                v.baseline_seconds, v.candidate_seconds, v.speedup, psnr, v.ssim);
   }
 }
 
@@ -71,7 +76,8 @@ void run_gate_cmd(GateArgs& a) {
   // A reduced configuration: the pinned baseline runs at it (a candidate at the official one then fails
   // official_config, as in a reduced `run`; one at the same reduced size is compared clip for clip).
   if (a.frames || a.steps || a.height || a.width)
-    a.settings.baseline_config = gates::with_sizes(gates::pinned_baseline(m.model).config, a.frames, a.steps, a.height, a.width);
+    a.settings.baseline_config =
+        gates::with_sizes(gates::pinned_baseline(m.model).config, a.frames, a.steps, a.height, a.width);
   auto req = a.model.request();
   gates::Worker worker(req);
   worker.allow_redteam(a.allow_redteam);
@@ -80,13 +86,17 @@ void run_gate_cmd(GateArgs& a) {
   if (req.precision.device.is_cuda()) a.settings.exact_off_identity = false;
   // Progress: which generation of how many, what for, and how long the gate has run.
   log::Progress progress;
-  a.settings.progress = [&progress](const gates::GateProgress& p) { progress.update(gate_progress_key(p), gate_progress_detail(p)); };
+  a.settings.progress = [&progress](const gates::GateProgress& p) {
+    progress.update(gate_progress_key(p), gate_progress_detail(p));
+  };
   log::info("gate " + m.id + " on " + a.split + ": " + worker.weights_label() + " weights, loaded in " +
             std::to_string(worker.load_seconds()).substr(0, 5) + " s");
   const auto v = gates::run_gate(worker, m, a.split, a.out, a.settings, &ledger);
   progress.clear();
-  if (a.json) std::cout << v.to_json().dump(2) << "\n";
-  else print_verdict(v);
+  if (a.json)
+    std::cout << v.to_json().dump(2) << "\n";
+  else
+    print_verdict(v);
   exit_status() = v.accepted ? 0 : 1;
 }
 
@@ -94,7 +104,8 @@ void run_gate_cmd(GateArgs& a) {
 
 void add_gate(CLI::App& app) {
   auto a = std::make_shared<GateArgs>();
-  auto* cmd = app.add_subcommand("gate", "Run a manifest and its baseline on a prompt split and decide the six gates and authenticity");
+  auto* cmd = app.add_subcommand(
+      "gate", "Run a manifest and its baseline on a prompt split and decide the six gates and authenticity");
   a->model.add_to(cmd);
   cmd->add_option("--manifest", a->manifest, "The candidate manifest")->required()->check(CLI::ExistingFile);
   cmd->add_option("--split", a->split, "smoke, val, core, heldout16, heldout60")
@@ -105,16 +116,28 @@ void add_gate(CLI::App& app) {
   cmd->add_option("--prompts-dir", a->settings.prompts_dir, "Folder of visible.jsonl and heldout.jsonl")
       ->default_str("prompts/ here, next to the binary, or installed");
   cmd->add_option("--cache-dir", a->settings.cache_dir, "Baseline output cache (default OUT/../baseline-cache)");
-  cmd->add_option("--baseline-records", a->settings.records_path,
-                  "Records of the baseline's times on this machine (default: next to the cache, baseline-records.json)");
-  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")->capture_default_str()->check(int_in(1, 1000));
-  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)")->check(int_in(0, 1000000));
-  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")->capture_default_str()->check(number_in(0, 200));
-  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")->capture_default_str()->check(number_in(0, 1));
-  cmd->add_option("--frames", a->frames, "Reduced configuration: the baseline's frames (official_config fails)")->check(frames_count());
-  cmd->add_option("--steps", a->steps, "Reduced configuration: the baseline's steps (official_config fails)")->check(step_count());
-  cmd->add_option("--height", a->height, "Reduced configuration: the baseline's height (official_config fails)")->check(pixel_size());
-  cmd->add_option("--width", a->width, "Reduced configuration: the baseline's width (official_config fails)")->check(pixel_size());
+  cmd->add_option(
+      "--baseline-records", a->settings.records_path,
+      "Records of the baseline's times on this machine (default: next to the cache, baseline-records.json)");
+  cmd->add_option("--repeats", a->settings.timing_repeats, "Interleaved timed baseline/candidate pairs")
+      ->capture_default_str()
+      ->check(int_in(1, 1000));
+  cmd->add_option("--max-prompts", a->settings.max_prompts, "Use only the first N prompts of the split (0 = all)")
+      ->check(int_in(0, 1000000));
+  cmd->add_option("--min-psnr", a->settings.min_psnr, "Quality tolerance (lossy): worst clip PSNR, dB")
+      ->capture_default_str()
+      ->check(number_in(0, 200));
+  cmd->add_option("--min-ssim", a->settings.min_ssim, "Quality tolerance (lossy): worst clip SSIM")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
+  cmd->add_option("--frames", a->frames, "Reduced configuration: the baseline's frames (official_config fails)")
+      ->check(frames_count());
+  cmd->add_option("--steps", a->steps, "Reduced configuration: the baseline's steps (official_config fails)")
+      ->check(step_count());
+  cmd->add_option("--height", a->height, "Reduced configuration: the baseline's height (official_config fails)")
+      ->check(pixel_size());
+  cmd->add_option("--width", a->width, "Reduced configuration: the baseline's width (official_config fails)")
+      ->check(pixel_size());
   add_gate_judgement_options(cmd, a->settings);
   cmd->add_flag("--json", a->json, "Print the verdict as JSON");
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");

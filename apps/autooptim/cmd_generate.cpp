@@ -102,7 +102,8 @@ at::Tensor lanczos_weights(int64_t in, int64_t out) {
 // in [0, 1] -> [3, H, W].
 at::Tensor cover_and_center_crop(const at::Tensor& img, int64_t H, int64_t W) {
   const int64_t h = img.size(1), w = img.size(2);
-  const double scale = std::max(static_cast<double>(W) / static_cast<double>(w), static_cast<double>(H) / static_cast<double>(h));
+  const double scale =
+      std::max(static_cast<double>(W) / static_cast<double>(w), static_cast<double>(H) / static_cast<double>(h));
   const int64_t sh = std::max<int64_t>(H, static_cast<int64_t>(std::lround(h * scale)));
   const int64_t sw = std::max<int64_t>(W, static_cast<int64_t>(std::lround(w * scale)));
   const at::Tensor wh = lanczos_weights(h, sh), ww = lanczos_weights(w, sw);
@@ -122,8 +123,9 @@ gates::Manifest manifest_to_generate(GenerateArgs& a, const CLI::App& cmd) {
     // that the gate never judged.
     for (const char* flag : {"--steps", "--frames", "--height", "--width", "--guidance", "--fps", "--dtype"})
       if (cmd.count(flag) && !(std::string(flag) == "--dtype" && a.model.dtype == "auto"))
-        throw Error(std::string(flag) + " cannot be combined with --manifest: the manifest carries its configuration (" +
-                    a.manifest + "); drop " + flag + ", or run without --manifest");
+        throw Error(std::string(flag) +
+                    " cannot be combined with --manifest: the manifest carries its configuration (" + a.manifest +
+                    "); drop " + flag + ", or run without --manifest");
     gates::Manifest m = gates::load_manifest(a.manifest);
     if (cmd.count("--model") && a.model.model != m.model)
       throw Error("--model " + a.model.model + ": the manifest " + a.manifest + " is for " + m.model);
@@ -132,8 +134,13 @@ gates::Manifest manifest_to_generate(GenerateArgs& a, const CLI::App& cmd) {
   }
   nlohmann::json j = gates::to_json(gates::pinned_baseline(a.model.model));
   j["id"] = a.model.model + "/generate";
-  j["config"].update({{"height", p.height}, {"width", p.width}, {"frames", p.frames}, {"steps", p.steps},
-                      {"guidance", p.guidance}, {"seed", p.seed}, {"fps", p.fps}});
+  j["config"].update({{"height", p.height},
+                      {"width", p.width},
+                      {"frames", p.frames},
+                      {"steps", p.steps},
+                      {"guidance", p.guidance},
+                      {"seed", p.seed},
+                      {"fps", p.fps}});
   if (a.model.dtype != "auto") j["flags"]["dtype"] = a.model.dtype;
   return gates::parse_manifest(j, "the command line's configuration");
 }
@@ -147,7 +154,8 @@ void warn_outside_vocabulary(const ModelArgs& model, const std::string& prompt) 
   std::string words;
   for (const auto& w : outside) words += (words.empty() ? "'" : ", '") + w + "'";
   log::warn("wan22-tiny was trained on captions of moving shapes only (docs/training.md); " + words +
-            (outside.size() == 1 ? " is" : " are") + " outside them, so the clip will not show " + (outside.size() == 1 ? "it" : "them") +
+            (outside.size() == 1 ? " is" : " are") + " outside them, so the clip will not show " +
+            (outside.size() == 1 ? "it" : "them") +
             ". It knows prompts like \"a red circle quickly moves left across a striped background\"");
 }
 
@@ -155,7 +163,8 @@ void warn_outside_vocabulary(const ModelArgs& model, const std::string& prompt) 
 runtime::StepCallback step_progress(log::Progress& progress) {
   return [&progress](int64_t i, int64_t n, double secs) {
     char b[96];
-    std::snprintf(b, sizeof b, "step %lld/%lld  %.3f s/step", static_cast<long long>(i + 1), static_cast<long long>(n), secs);
+    std::snprintf(b, sizeof b, "step %lld/%lld  %.3f s/step", static_cast<long long>(i + 1), static_cast<long long>(n),
+                  secs);
     progress.update("denoising", b);
     if (i + 1 == n) {
       progress.clear();
@@ -171,9 +180,11 @@ std::optional<at::Tensor> first_frame(const std::string& path, const gates::RunC
   if (h != c.height || w != c.width) {
     img = cover_and_center_crop(img, c.height, c.width);
     const bool same_aspect = h * c.width == w * c.height;
-    log::info("--image " + std::to_string(w) + "x" + std::to_string(h) + " resized to " + std::to_string(c.width) + "x" +
-              std::to_string(c.height) +
-              (same_aspect ? " (Lanczos)" : ": another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped, as the reference pipeline does"));
+    log::info("--image " + std::to_string(w) + "x" + std::to_string(h) + " resized to " + std::to_string(c.width) +
+              "x" + std::to_string(c.height) +
+              (same_aspect ? " (Lanczos)"
+                           : ": another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped, as the "
+                             "reference pipeline does"));
   }
   return img;
 }
@@ -183,16 +194,16 @@ void print_times(const gates::RunOutput& r, double load_s, bool image, int64_t s
   std::printf("model load     %8.3f s (not part of generation)\n", load_s);
   std::printf("text encoding  %8.3f s\n", t.text_encoding);
   if (image) std::printf("image encoding %8.3f s\n", t.image_encoding);
-  std::printf("denoising      %8.3f s (%lld steps, %.0f transformer forwards)\n", t.denoising, static_cast<long long>(steps),
-              r.trace.get("transformer.forwards"));
+  std::printf("denoising      %8.3f s (%lld steps, %.0f transformer forwards)\n", t.denoising,
+              static_cast<long long>(steps), r.trace.get("transformer.forwards"));
   std::printf("decoding       %8.3f s\n", t.decoding);
   std::printf("total          %8.3f s\n", r.seconds);
 }
 
 nlohmann::json run_json(const gates::RunOutput& r, const std::string& digest) {
   const auto& t = r.times;
-  return {{"seconds", r.seconds},           {"text_s", t.text_encoding}, {"image_s", t.image_encoding},
-          {"denoise_s", t.denoising},       {"decode_s", t.decoding},    {"forwards", r.trace.get("transformer.forwards")},
+  return {{"seconds", r.seconds},     {"text_s", t.text_encoding}, {"image_s", t.image_encoding},
+          {"denoise_s", t.denoising}, {"decode_s", t.decoding},    {"forwards", r.trace.get("transformer.forwards")},
           {"frames_sha256", digest}};
 }
 
@@ -200,10 +211,13 @@ void run_generate(GenerateArgs& a, const CLI::App& cmd) {
   const gates::Manifest m = manifest_to_generate(a, cmd);
   const runtime::RuntimeOptions opts = gates::to_runtime_options(m);
   if (!a.manifest.empty()) warn_idle_switches(a.manifest, opts);
-  if (a.out.empty() && a.frames_dir.empty() && a.json_out.empty()) throw Error("give --out clip.mp4, --frames-dir DIR and/or --json OUT");
+  if (a.out.empty() && a.frames_dir.empty() && a.json_out.empty())
+    throw Error("give --out clip.mp4, --frames-dir DIR and/or --json OUT");
   if (!a.out.empty()) check_out_path(a.out);  // before the model loads and 50 steps run
   if (!a.params.negative_prompt.empty() && !a.manifest.empty())
-    log::warn("--negative-prompt: the gate judged this manifest with the empty negative prompt; this clip is not the one it measured");
+    log::warn(
+        "--negative-prompt: the gate judged this manifest with the empty negative prompt; this clip is not the one it "
+        "measured");
   warn_outside_vocabulary(a.model, a.params.prompt);
   gates::RunExtras extras;
   extras.negative_prompt = a.params.negative_prompt;
@@ -227,10 +241,14 @@ void run_generate(GenerateArgs& a, const CLI::App& cmd) {
     r = worker.run(m, prompt, a.params.seed, extras);
     if (!r.error.empty()) throw Error("the generation failed: " + r.error);
     const std::string d = gates::frames_sha256(runtime::frames_from_tensor(r.video));
-    if (!digest.empty() && d != digest) log::warn("repeat " + std::to_string(i + 1) + " made another clip than the first: this configuration is not deterministic here");
+    if (!digest.empty() && d != digest)
+      log::warn("repeat " + std::to_string(i + 1) +
+                " made another clip than the first: this configuration is not deterministic here");
     digest = d;
     runs.push_back(run_json(r, d));
-    if (a.repeat > 1) log::info("generation " + std::to_string(i + 1) + "/" + std::to_string(a.repeat) + ": " + std::to_string(r.seconds).substr(0, 6) + " s");
+    if (a.repeat > 1)
+      log::info("generation " + std::to_string(i + 1) + "/" + std::to_string(a.repeat) + ": " +
+                std::to_string(r.seconds).substr(0, 6) + " s");
   }
   const auto frames = runtime::frames_from_tensor(r.video);
   if (!a.out.empty()) runtime::write_video(a.out, frames, m.config.fps);
@@ -241,10 +259,17 @@ void run_generate(GenerateArgs& a, const CLI::App& cmd) {
     std::printf("wrote %zu frames %lldx%lld at %.0f fps to %s\n", frames.size(), static_cast<long long>(m.config.width),
                 static_cast<long long>(m.config.height), m.config.fps, (a.out.empty() ? a.frames_dir : a.out).c_str());
   if (!a.json_out.empty()) {
-    nlohmann::json j = {{"manifest", m.id}, {"manifest_hash", gates::manifest_hash(m)}, {"model", m.model},
-                        {"prompt", a.params.prompt}, {"seed", a.params.seed}, {"config", gates::to_json(m.config)},
-                        {"threads", at::get_num_threads()}, {"device", runtime::device_name(worker.device())},
-                        {"load_s", worker.load_seconds()}, {"frames_sha256", digest}, {"runs", runs}};
+    nlohmann::json j = {{"manifest", m.id},
+                        {"manifest_hash", gates::manifest_hash(m)},
+                        {"model", m.model},
+                        {"prompt", a.params.prompt},
+                        {"seed", a.params.seed},
+                        {"config", gates::to_json(m.config)},
+                        {"threads", at::get_num_threads()},
+                        {"device", runtime::device_name(worker.device())},
+                        {"load_s", worker.load_seconds()},
+                        {"frames_sha256", digest},
+                        {"runs", runs}};
     gates::write_file_atomic(a.json_out, j.dump(2) + "\n");
   }
 }
@@ -258,22 +283,41 @@ void add_generate(CLI::App& app) {
   auto& p = a->params;
   cmd->add_option("--prompt", p.prompt, "What the clip shows")->required();
   cmd->add_option("--negative-prompt", p.negative_prompt, "What to steer away from (default: empty, as diffusers)");
-  cmd->add_option("--image", a->image, "First frame (image-to-video); another size is scaled (Lanczos) to cover --width x --height and centre-cropped, as the reference does")->check(CLI::ExistingFile);
-  cmd->add_option("--seed", p.seed, "Seed of the initial noise")->capture_default_str()->check(int_in(0, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--image", a->image,
+                  "First frame (image-to-video); another size is scaled (Lanczos) to cover --width x --height and "
+                  "centre-cropped, as the reference does")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--seed", p.seed, "Seed of the initial noise")
+      ->capture_default_str()
+      ->check(int_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--steps", p.steps, "Denoising steps")->capture_default_str()->check(step_count());
-  cmd->add_option("--frames", p.frames, "Frames, 4k+1")->default_str("49 for wan22-tiny, 121 for wan22-ti2v-5b")->check(frames_count());
-  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")->default_str("96 for wan22-tiny, 704 for wan22-ti2v-5b")->check(pixel_size());
-  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")->default_str("160 for wan22-tiny, 1280 for wan22-ti2v-5b")->check(pixel_size());
-  cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")->capture_default_str()->check(number_in(0, 50));
-  cmd->add_option("--fps", p.fps, "Frames per second of the written video")->capture_default_str()->check(number_in(0.001, 1000));
+  cmd->add_option("--frames", p.frames, "Frames, 4k+1")
+      ->default_str("49 for wan22-tiny, 121 for wan22-ti2v-5b")
+      ->check(frames_count());
+  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")
+      ->default_str("96 for wan22-tiny, 704 for wan22-ti2v-5b")
+      ->check(pixel_size());
+  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")
+      ->default_str("160 for wan22-tiny, 1280 for wan22-ti2v-5b")
+      ->check(pixel_size());
+  cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")
+      ->capture_default_str()
+      ->check(number_in(0, 50));
+  cmd->add_option("--fps", p.fps, "Frames per second of the written video")
+      ->capture_default_str()
+      ->check(number_in(0.001, 1000));
   cmd->add_option("--out", a->out, "Output video (.mp4 H.264/MPEG-4, or .y4m)");
   cmd->add_option("--frames-dir", a->frames_dir, "Also write PNG frames here");
-  cmd->add_option("--manifest", a->manifest, "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")
+  cmd->add_option("--manifest", a->manifest,
+                  "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")
       ->check(CLI::ExistingFile);
   cmd->add_option("--json", a->json_out, "Also write the stage times and the frames' SHA-256 here (JSON)");
-  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default), as a run's worker --threads")->check(int_in(0, 4096));
-  cmd->add_option("--repeat", a->repeat, "Generate the clip this many times in one process (the first includes warm-up costs)")
-      ->capture_default_str()->check(int_in(1, 1000));
+  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default), as a run's worker --threads")
+      ->check(int_in(0, 4096));
+  cmd->add_option("--repeat", a->repeat,
+                  "Generate the clip this many times in one process (the first includes warm-up costs)")
+      ->capture_default_str()
+      ->check(int_in(1, 1000));
   cmd->callback([a, cmd] {
     // The size defaults are the model's official setting (the model table's) unless the user says otherwise.
     if (a->manifest.empty()) {

@@ -24,7 +24,8 @@ void run_techniques(const TechniquesArgs& a) {
     return;
   }
   for (const auto& t : tech::all()) {
-    std::printf("%-18s %-7s %-9s %s\n", t.name.c_str(), t.family.c_str(), t.lossless ? "lossless" : "lossy", t.summary.c_str());
+    std::printf("%-18s %-7s %-9s %s\n", t.name.c_str(), t.family.c_str(), t.lossless ? "lossless" : "lossy",
+                t.summary.c_str());
     for (const auto& f : t.flags) {
       std::printf("    %-34s %-12s default %s\n", t.path_of(f).c_str(), tech::to_string(f.type),
                   f.default_value().dump().c_str());
@@ -39,9 +40,12 @@ void run_techniques(const TechniquesArgs& a) {
 
 void add_techniques(CLI::App& app) {
   auto a = std::make_shared<TechniquesArgs>();
-  auto* cmd = app.add_subcommand("techniques", "List the registered techniques: flags, family, engagement, search space");
+  auto* cmd =
+      app.add_subcommand("techniques", "List the registered techniques: flags, family, engagement, search space");
   cmd->add_flag("--json", a->json, "Print the registry as JSON");
-  cmd->add_option("--steps", a->steps, "Steps of the run the listed search spaces are for")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--steps", a->steps, "Steps of the run the listed search spaces are for")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--gpu", a->gpu, "List the search spaces of a GPU run");
   cmd->callback([a] { run_techniques(*a); });
 }

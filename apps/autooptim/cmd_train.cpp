@@ -28,48 +28,85 @@ void add_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train wan22-tiny (VAE, then transformer) on the procedural video data set");
   std::string model = models::kDefaultModel;
   cmd->add_option("--model", model, "Only wan22-tiny can be trained")->check(CLI::IsMember(models::trainable_models()));
-  cmd->add_option("--out", o->out, "Output folder: a diffusers checkpoint (--weights DIR) plus train_state/ for --resume")->required();
+  cmd->add_option("--out", o->out,
+                  "Output folder: a diffusers checkpoint (--weights DIR) plus train_state/ for --resume")
+      ->required();
   cmd->add_flag("--resume", o->resume, "Continue the run in --out (budgets and step counts are totals over all runs)");
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--seed", o->seed, "Seed of the data set, the initial weights and every draw")->capture_default_str();
   cmd->add_option("--minutes", o->minutes, "Wall-clock budget of both stages together (0: the step counts decide)")
-      ->capture_default_str()->check(number_in(0, 100000));
+      ->capture_default_str()
+      ->check(number_in(0, 100000));
   cmd->add_option("--session-minutes", o->session_minutes,
                   "Stop this invocation after so many minutes, checkpointed (--resume continues toward --minutes)")
-      ->capture_default_str()->check(number_in(0, 100000));
-  cmd->add_option("--stop-at-step", o->stop_at_step, "Stop this invocation at this transformer step, checkpointed (an interruption)")
-      ->capture_default_str()->check(int_in(0, 1000000000));
+      ->capture_default_str()
+      ->check(number_in(0, 100000));
+  cmd->add_option("--stop-at-step", o->stop_at_step,
+                  "Stop this invocation at this transformer step, checkpointed (an interruption)")
+      ->capture_default_str()
+      ->check(int_in(0, 1000000000));
   cmd->add_option("--vae-from", o->vae_from,
-                  "Skip stage 1: take the trained VAE of this checkpoint folder (an earlier --out); all of --minutes goes to the transformer "
+                  "Skip stage 1: take the trained VAE of this checkpoint folder (an earlier --out); all of --minutes "
+                  "goes to the transformer "
                   "(with --resume the run keeps the VAE in its state)");
-  cmd->add_option("--transformer-from", o->transformer_from,
-                  "Start stage 2 from the transformer of this checkpoint folder (an earlier --out) instead of the random init: "
-                  "train it further (its device-minutes are added up in train_info.json)");
-  cmd->add_option("--vae-share", o->vae_share, "Share of --minutes for stage 1 (the VAE)")->capture_default_str()->check(number_in(0, 1, true));
+  cmd->add_option(
+      "--transformer-from", o->transformer_from,
+      "Start stage 2 from the transformer of this checkpoint folder (an earlier --out) instead of the random init: "
+      "train it further (its device-minutes are added up in train_info.json)");
+  cmd->add_option("--vae-share", o->vae_share, "Share of --minutes for stage 1 (the VAE)")
+      ->capture_default_str()
+      ->check(number_in(0, 1, true));
   cmd->add_option("--steps", o->dit_steps, "Transformer steps (stage 2); -1: --minutes decides")->capture_default_str();
   cmd->add_option("--vae-steps", o->vae_steps, "VAE steps (stage 1); -1: --minutes decides")->capture_default_str();
   cmd->add_option("--vae-batch", o->vae_batch, "Clips per VAE step")->capture_default_str()->check(int_in(1, 4096));
-  cmd->add_option("--vae-frames", o->vae_frames, "Frames of a VAE training clip (4k+1)")->capture_default_str()->check(frames_count());
-  cmd->add_option("--batch", o->dit_batch, "Clips per transformer step")->capture_default_str()->check(int_in(1, 65536));
-  cmd->add_option("--scenes", o->scenes, "Scenes in the transformer's data set (rendered and encoded once)")->capture_default_str()->check(int_in(1, 10000000));
+  cmd->add_option("--vae-frames", o->vae_frames, "Frames of a VAE training clip (4k+1)")
+      ->capture_default_str()
+      ->check(frames_count());
+  cmd->add_option("--batch", o->dit_batch, "Clips per transformer step")
+      ->capture_default_str()
+      ->check(int_in(1, 65536));
+  cmd->add_option("--scenes", o->scenes, "Scenes in the transformer's data set (rendered and encoded once)")
+      ->capture_default_str()
+      ->check(int_in(1, 10000000));
   cmd->add_option("--vertical-share", o->mix.vertical_share,
                   "Share of the moving-object and camera-pan scenes that move up or down (-1: the original data set's "
                   "uniform draw over the four directions)")
-      ->capture_default_str()->check(number_in(-1, 1));
-  cmd->add_option("--frames", o->frames, "Frames of a transformer training clip (the tiny model's 49)")->capture_default_str()->check(frames_count());
-  cmd->add_option("--vae-lr", o->vae_lr, "AdamW learning rate of the VAE")->capture_default_str()->check(number_in(0, 1, true));
+      ->capture_default_str()
+      ->check(number_in(-1, 1));
+  cmd->add_option("--frames", o->frames, "Frames of a transformer training clip (the tiny model's 49)")
+      ->capture_default_str()
+      ->check(frames_count());
+  cmd->add_option("--vae-lr", o->vae_lr, "AdamW learning rate of the VAE")
+      ->capture_default_str()
+      ->check(number_in(0, 1, true));
   cmd->add_option("--vae-width", o->vae_base_dim, "Base channels of the VAE's encoder (the tiny architecture's 4)")
-      ->capture_default_str()->check(int_in(1, 256));
-  cmd->add_option("--vae-decoder-width", o->vae_decoder_base_dim, "Base channels of the VAE's decoder (the tiny architecture's 4)")
-      ->capture_default_str()->check(int_in(1, 256));
-  cmd->add_option("--kl-weight", o->kl_weight, "Weight of the VAE's KL term")->capture_default_str()->check(number_in(0, 1));
+      ->capture_default_str()
+      ->check(int_in(1, 256));
+  cmd->add_option("--vae-decoder-width", o->vae_decoder_base_dim,
+                  "Base channels of the VAE's decoder (the tiny architecture's 4)")
+      ->capture_default_str()
+      ->check(int_in(1, 256));
+  cmd->add_option("--kl-weight", o->kl_weight, "Weight of the VAE's KL term")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
   cmd->add_option("--object-weight", o->object_weight, "Extra reconstruction weight on the object's pixels (stage 1)")
-      ->capture_default_str()->check(number_in(0, 1000));
-  cmd->add_option("--lr", o->dit_lr, "AdamW learning rate of the transformer")->capture_default_str()->check(number_in(0, 1, true));
-  cmd->add_option("--ema", o->ema_decay, "EMA decay of the exported transformer weights")->capture_default_str()->check(number_in(0, 1));
-  cmd->add_option("--cfg-dropout", o->cfg_dropout, "Probability of training on the empty prompt")->capture_default_str()->check(number_in(0, 1));
-  cmd->add_option("--checkpoint-minutes", o->checkpoint_minutes, "Minutes between checkpoints")->capture_default_str()->check(number_in(0, 100000));
-  cmd->add_option("--log-every", o->log_every, "Steps per logged (averaged) loss")->capture_default_str()->check(int_in(1, 1000000));
+      ->capture_default_str()
+      ->check(number_in(0, 1000));
+  cmd->add_option("--lr", o->dit_lr, "AdamW learning rate of the transformer")
+      ->capture_default_str()
+      ->check(number_in(0, 1, true));
+  cmd->add_option("--ema", o->ema_decay, "EMA decay of the exported transformer weights")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
+  cmd->add_option("--cfg-dropout", o->cfg_dropout, "Probability of training on the empty prompt")
+      ->capture_default_str()
+      ->check(number_in(0, 1));
+  cmd->add_option("--checkpoint-minutes", o->checkpoint_minutes, "Minutes between checkpoints")
+      ->capture_default_str()
+      ->check(number_in(0, 100000));
+  cmd->add_option("--log-every", o->log_every, "Steps per logged (averaged) loss")
+      ->capture_default_str()
+      ->check(int_in(1, 1000000));
   cmd->callback([o] {
     std::string line;
     for (const auto& a : command_line()) line += (line.empty() ? "" : " ") + a;
@@ -78,8 +115,10 @@ void add_train(CLI::App& app) {
     if (r.vae_steps == 0 && r.first_vae_loss == 0)
       std::printf("VAE: not trained here (--vae-from, or --vae-steps 0)\n");
     else
-      std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps), r.first_vae_loss, r.vae_loss);
-    std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss, r.dit_loss);
+      std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps),
+                  r.first_vae_loss, r.vae_loss);
+    std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss,
+                r.dit_loss);
     if (!r.finished) {
       std::printf("stopped at the session limit; continue with --resume (the same --out)\n");
       exit_status() = 3;
@@ -190,8 +229,9 @@ void run_eval(const EvalArgs& a) {
   for (const auto& it : rep.items)
     std::printf("%s %-70s got %-7s %-6s (dx %+6.1f dy %+6.1f)\n", it.color_ok && it.direction_ok ? "ok  " : "MISS",
                 it.scene.caption.c_str(), it.got.color.c_str(), it.got.direction.c_str(), it.got.dx, it.got.dy);
-  std::printf("score %.1f%% (colour %.1f%%, direction %.1f%%; chance %.1f%%) on %zu held-out captions\n", 100 * rep.score,
-              100 * rep.color_accuracy, 100 * rep.direction_accuracy, 100 * train::chance_score(), rep.items.size());
+  std::printf("score %.1f%% (colour %.1f%%, direction %.1f%%; chance %.1f%%) on %zu held-out captions\n",
+              100 * rep.score, 100 * rep.color_accuracy, 100 * rep.direction_accuracy, 100 * train::chance_score(),
+              rep.items.size());
   if (!a.out.empty()) {
     nlohmann::json j = rep.to_json();
     j["meta"] = meta;
@@ -209,21 +249,33 @@ void run_eval(const EvalArgs& a) {
 
 void add_eval_tiny(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand("eval-tiny", "Check that wan22-tiny makes what held-out captions ask (object colour and motion)");
+  auto* cmd = app.add_subcommand("eval-tiny",
+                                 "Check that wan22-tiny makes what held-out captions ask (object colour and motion)");
   a->model.add_to(cmd);
-  cmd->add_option("--captions", a->captions, "Held-out captions to generate (at most 40)")->capture_default_str()->check(CLI::Range(1, 40));
+  cmd->add_option("--captions", a->captions, "Held-out captions to generate (at most 40)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 40));
   cmd->add_option("--steps", a->steps, "Denoising steps")->capture_default_str()->check(step_count());
-  cmd->add_option("--guidance", a->guidance, "Classifier-free guidance scale")->capture_default_str()->check(number_in(0, 50));
-  cmd->add_option("--seed", a->seed, "Seed of the first clip (clip i uses seed + i)")->capture_default_str()->check(int_in(0, 1000000000));
+  cmd->add_option("--guidance", a->guidance, "Classifier-free guidance scale")
+      ->capture_default_str()
+      ->check(number_in(0, 50));
+  cmd->add_option("--seed", a->seed, "Seed of the first clip (clip i uses seed + i)")
+      ->capture_default_str()
+      ->check(int_in(0, 1000000000));
   cmd->add_flag("--truth", a->truth, "Check the renderer's own clips instead (the checker's accuracy)");
-  cmd->add_flag("--vae-roundtrip", a->vae_roundtrip, "Check the renderer's clips encoded and decoded by the model's VAE (the ceiling)");
+  cmd->add_flag("--vae-roundtrip", a->vae_roundtrip,
+                "Check the renderer's clips encoded and decoded by the model's VAE (the ceiling)");
   cmd->add_option("--out", a->out, "Write the per-clip results and the score as JSON here");
-  cmd->add_option("--clips-dir", a->clips_dir, "Also write the generated clips here (.mp4, or .y4m without OpenCV videoio)");
+  cmd->add_option("--clips-dir", a->clips_dir,
+                  "Also write the generated clips here (.mp4, or .y4m without OpenCV videoio)");
   cmd->add_option("--min-score", a->min_score, "Exit 1 when the score (0..1) is below this")->check(number_in(0, 1));
-  cmd->add_option("--manifest", a->manifest, "Generate under this manifest's switches (e.g. a report's tiers/2x.json): the score of an accelerated configuration")
+  cmd->add_option("--manifest", a->manifest,
+                  "Generate under this manifest's switches (e.g. a report's tiers/2x.json): the score of an "
+                  "accelerated configuration")
       ->check(CLI::ExistingFile);
   cmd->add_option("--write-prompts", a->write_prompts,
-                  "Write wan22-tiny's prompt set (visible.jsonl, heldout.jsonl: held-out captions of the data set) into this folder and exit");
+                  "Write wan22-tiny's prompt set (visible.jsonl, heldout.jsonl: held-out captions of the data set) "
+                  "into this folder and exit");
   cmd->callback([a] {
     if (!a->write_prompts.empty()) {
       fs::create_directories(a->write_prompts);

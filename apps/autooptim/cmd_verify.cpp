@@ -36,14 +36,17 @@ void run_verify(const VerifyArgs& a) {
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rep.rows)
-      out.push_back({{"component", r.component}, {"tensor", r.tensor}, {"rel_l2", r.rel_l2},
-                     {"max_abs", r.max_abs}, {"pass", r.pass}});
+      out.push_back({{"component", r.component},
+                     {"tensor", r.tensor},
+                     {"rel_l2", r.rel_l2},
+                     {"max_abs", r.max_abs},
+                     {"pass", r.pass}});
     std::cout << out.dump(1) << "\n";
   } else {
     std::printf("%-20s %-36s %12s %12s %10s  %s\n", "component", "tensor", "rel_l2", "max_abs", "tolerance", "result");
     for (const auto& r : rep.rows)
-      std::printf("%-20s %-36s %12.3e %12.3e %10.1e  %s\n", r.component.c_str(), r.tensor.c_str(), r.rel_l2,
-                  r.max_abs, r.tolerance, r.pass ? "pass" : "FAIL");
+      std::printf("%-20s %-36s %12.3e %12.3e %10.1e  %s\n", r.component.c_str(), r.tensor.c_str(), r.rel_l2, r.max_abs,
+                  r.tolerance, r.pass ? "pass" : "FAIL");
     size_t fails = 0;
     for (const auto& r : rep.rows) fails += !r.pass;
     std::printf("%zu tensors, %zu failed\n", rep.rows.size(), fails);
@@ -57,11 +60,15 @@ void run_verify(const VerifyArgs& a) {
 void add_verify(CLI::App& app) {
   auto args = std::make_shared<VerifyArgs>();
   auto* cmd = app.add_subcommand("verify", "Run each component on golden reference inputs and compare its outputs");
-  cmd->add_option("--golden", args->golden, "Folder of <name>_weights.* / <name>_io.* pairs")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--golden", args->golden, "Folder of <name>_weights.* / <name>_io.* pairs")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--json", args->json, "Print a JSON list of {component, tensor, rel_l2, max_abs, pass}");
   cmd->add_option("--device", args->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--dtype", args->dtype, "Compute dtype of the linear layers and attention")->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--tolerance", args->tolerance, "Relative L2 tolerance (default by device and dtype)")->check(number_in(0, 1, true));
+  cmd->add_option("--dtype", args->dtype, "Compute dtype of the linear layers and attention")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--tolerance", args->tolerance, "Relative L2 tolerance (default by device and dtype)")
+      ->check(number_in(0, 1, true));
   cmd->callback([args] { run_verify(*args); });
 }
 

@@ -14,14 +14,19 @@ namespace autooptim::app {
 void add_worker(CLI::App& app) {
   auto model = std::make_shared<ModelArgs>();
   auto o = std::make_shared<workers::ServeOptions>();
-  auto* cmd = app.add_subcommand("worker", "Load the model once and serve a run folder's requests (started by run, or by a launcher)");
+  auto* cmd = app.add_subcommand(
+      "worker", "Load the model once and serve a run folder's requests (started by run, or by a launcher)");
   model->add_to(cmd);
   cmd->add_option("--serve", o->run_dir, "The run folder whose queue this worker serves")->required();
   cmd->add_option("--worker-id", o->worker_id, "Unique name in the run (gpu0, cpu1, slurm-123-4)")->required();
   cmd->add_option("--threads", o->threads, "CPU threads (0: libtorch's default)")->check(int_in(0, 4096));
-  cmd->add_option("--idle-exit", o->idle_exit_s, "Leave after this many seconds without a request (0: never)")->check(number_in(0, 1e7));
-  cmd->add_option("--max-requests", o->max_requests, "Leave after this many requests (0: no limit)")->check(int_in(0, 1000000000));
-  cmd->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats")->capture_default_str()->check(number_in(0.05, 60));
+  cmd->add_option("--idle-exit", o->idle_exit_s, "Leave after this many seconds without a request (0: never)")
+      ->check(number_in(0, 1e7));
+  cmd->add_option("--max-requests", o->max_requests, "Leave after this many requests (0: no limit)")
+      ->check(int_in(0, 1000000000));
+  cmd->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats")
+      ->capture_default_str()
+      ->check(number_in(0.05, 60));
   cmd->callback([model, o] {
     o->load = model->request();
     exit_status() = workers::serve(*o);

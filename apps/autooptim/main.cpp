@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   });
   // Logging flags are accepted before or after the subcommand; they override AUTOOPTIM_LOG_LEVEL.
   app.fallthrough();
-  app.add_flag_callback("--quiet,-q", [] { log::set_quiet(true); }, "Warnings and errors only, no progress lines");
+  app.add_flag_callback(
+      "--quiet,-q", [] { log::set_quiet(true); }, "Warnings and errors only, no progress lines");
   app.add_option_function<std::string>(
          "--log-level",
          [](const std::string& s) {

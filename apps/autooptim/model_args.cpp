@@ -38,8 +38,9 @@ std::string model_choices() {
 
 void ModelArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--model", model, model_choices())->check(CLI::IsMember(models::model_names()));
-  cmd->add_option("--weights,--model-dir", weights,
-                  "Diffusers checkpoint folder (Wan2.2-TI2V-5B-Diffusers, or a trained wan22-tiny from autooptim train)")
+  cmd->add_option(
+         "--weights,--model-dir", weights,
+         "Diffusers checkpoint folder (Wan2.2-TI2V-5B-Diffusers, or a trained wan22-tiny from autooptim train)")
       ->check(CLI::ExistingDirectory);
   cmd->add_flag("--synthetic-weights", synthetic,
                 "Deterministic random weights: the full-size model for speed work, or wan22-tiny's random conditioned "
@@ -47,7 +48,8 @@ void ModelArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--device", device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--dtype", dtype, "auto, bf16 or fp32 (transformer compute dtype)")
       ->check(CLI::IsMember({"auto", "bf16", "fp32"}));
-  for (const char* n : {"--model", "--weights", "--synthetic-weights", "--device", "--dtype"}) cmd->get_option(n)->group("Model");
+  for (const char* n : {"--model", "--weights", "--synthetic-weights", "--device", "--dtype"})
+    cmd->get_option(n)->group("Model");
 }
 
 bool ModelArgs::tiny_trained() const {
@@ -72,8 +74,9 @@ runtime::LoadRequest ModelArgs::request() const {
   }
   const bool cuda = device == "cuda" || (device == "auto" && runtime::cuda_available());
   if (cuda && !runtime::cuda_available())
-    throw Error(runtime::built_with_cuda() ? "--device cuda: this machine has no CUDA GPU that libtorch can see (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
-                                          : "--device cuda: " + no_cuda_build_text());
+    throw Error(runtime::built_with_cuda() ? "--device cuda: this machine has no CUDA GPU that libtorch can see (check "
+                                             "nvidia-smi and CUDA_VISIBLE_DEVICES)"
+                                           : "--device cuda: " + no_cuda_build_text());
   // The 5B model on the CPU takes hours per clip and more memory than most machines have: --device
   // auto does not fall back to it silently (--device cpu still asks for it on purpose).
   if (!cuda && device == "auto" && f.wants_gpu) {
@@ -99,15 +102,17 @@ void use_switches(runtime::LoadRequest& req, const runtime::RuntimeOptions& opti
 
 void warn_idle_switches(const std::string& manifest, const runtime::RuntimeOptions& options) {
   for (const auto& [idle, by] : runtime::techniques::superseded(options))
-    log::warn(manifest + ": " + idle + " sits idle under " + by + ", which does its work; the gate's authenticity check " +
-              "refuses a manifest with both: leave " + idle + " out");
+    log::warn(manifest + ": " + idle + " sits idle under " + by +
+              ", which does its work; the gate's authenticity check " + "refuses a manifest with both: leave " + idle +
+              " out");
 }
 
 std::string shipped_weights(const models::ModelFacts& facts) {
   if (facts.shipped_weights_dir.empty()) return "";
   std::error_code ec;
   for (const auto& d : data_dir_candidates(facts.shipped_weights_dir))
-    if (std::filesystem::exists(std::filesystem::path(d) / "model_index.json", ec)) return std::filesystem::absolute(d).string();
+    if (std::filesystem::exists(std::filesystem::path(d) / "model_index.json", ec))
+      return std::filesystem::absolute(d).string();
   return "";
 }
 

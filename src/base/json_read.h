@@ -71,7 +71,7 @@ class JsonChecker : public nlohmann::json_sax<nlohmann::json> {
   }
   std::string prefix_;
   int max_depth_;
-  std::vector<std::string> keys_;                 // per open container: its current key (arrays: "")
+  std::vector<std::string> keys_;                      // per open container: its current key (arrays: "")
   std::vector<std::unordered_set<std::string>> seen_;  // per open container: the keys seen so far
 };
 
@@ -86,7 +86,8 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& label, 
   if (const auto nul = text.find('\0'); nul != std::string_view::npos)
     throw E(prefix + "not valid JSON: NUL byte at offset " + std::to_string(nul));
   // nlohmann skips a leading byte-order mark; our line and hash readers do not: one rule, refused everywhere.
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") throw E(prefix + "starts with a UTF-8 byte-order mark; save it as UTF-8 without one");
+  if (text.substr(0, 3) == "\xEF\xBB\xBF")
+    throw E(prefix + "starts with a UTF-8 byte-order mark; save it as UTF-8 without one");
   detail::JsonChecker<E> checker(prefix, max_depth);
   json::sax_parse(text.begin(), text.end(), &checker);
   try {

@@ -30,12 +30,18 @@ State& state() {
 
 spdlog::level::level_enum to_spd(Level l) {
   switch (l) {
-    case Level::trace: return spdlog::level::trace;
-    case Level::debug: return spdlog::level::debug;
-    case Level::info: return spdlog::level::info;
-    case Level::warn: return spdlog::level::warn;
-    case Level::error: return spdlog::level::err;
-    case Level::off: return spdlog::level::off;
+    case Level::trace:
+      return spdlog::level::trace;
+    case Level::debug:
+      return spdlog::level::debug;
+    case Level::info:
+      return spdlog::level::info;
+    case Level::warn:
+      return spdlog::level::warn;
+    case Level::error:
+      return spdlog::level::err;
+    case Level::off:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -44,7 +50,8 @@ spdlog::level::level_enum to_spd(Level l) {
 spdlog::logger& logger() {
   State& s = state();
   if (!s.logger) {
-    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(s.color ? spdlog::color_mode::always : spdlog::color_mode::never);
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(s.color ? spdlog::color_mode::always
+                                                                              : spdlog::color_mode::never);
     s.logger = std::make_shared<spdlog::logger>("autooptim", sink);
     // A terminal gets short lines; a file gets full timestamps (CI logs are read after the fact).
     s.logger->set_pattern(s.tty ? "[%H:%M:%S] %^%l%$ %v" : "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
@@ -78,9 +85,9 @@ void emit(Level l, const std::string& msg) {
 }  // namespace
 
 bool parse_level(const std::string& name, Level* out) {
-  static const std::pair<const char*, Level> names[] = {{"trace", Level::trace}, {"debug", Level::debug}, {"info", Level::info},
-                                                        {"warn", Level::warn},   {"warning", Level::warn}, {"error", Level::error},
-                                                        {"off", Level::off}};
+  static const std::pair<const char*, Level> names[] = {
+      {"trace", Level::trace},  {"debug", Level::debug}, {"info", Level::info}, {"warn", Level::warn},
+      {"warning", Level::warn}, {"error", Level::error}, {"off", Level::off}};
   for (const auto& [n, l] : names)
     if (name == n) {
       *out = l;
@@ -91,12 +98,18 @@ bool parse_level(const std::string& name, Level* out) {
 
 const char* level_name(Level l) {
   switch (l) {
-    case Level::trace: return "trace";
-    case Level::debug: return "debug";
-    case Level::info: return "info";
-    case Level::warn: return "warn";
-    case Level::error: return "error";
-    case Level::off: return "off";
+    case Level::trace:
+      return "trace";
+    case Level::debug:
+      return "debug";
+    case Level::info:
+      return "info";
+    case Level::warn:
+      return "warn";
+    case Level::error:
+      return "error";
+    case Level::off:
+      return "off";
   }
   return "info";
 }
@@ -110,8 +123,13 @@ void init_from_env() {
   s.color = s.tty && !(nc && *nc);
   if (const char* lv = std::getenv("AUTOOPTIM_LOG_LEVEL")) {
     Level l;
-    if (parse_level(lv, &l)) s.level = l;
-    else std::fprintf(stderr, "autooptim: warning: AUTOOPTIM_LOG_LEVEL='%s' is not a level (trace, debug, info, warn, error, off); using info\n", lv);
+    if (parse_level(lv, &l))
+      s.level = l;
+    else
+      std::fprintf(stderr,
+                   "autooptim: warning: AUTOOPTIM_LOG_LEVEL='%s' is not a level (trace, debug, info, warn, error, "
+                   "off); using info\n",
+                   lv);
   }
   if (const char* iv = std::getenv("AUTOOPTIM_PROGRESS_SECONDS")) {
     char* end = nullptr;

@@ -15,7 +15,8 @@ std::string settle_allocator() {
     // long-lived process reached anyway after its first large free. Setting it turns the adjustment off.
     constexpr int kMmapThreshold = 32 << 20, kTrimThreshold = 256 << 20;
     const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
-    what = ok ? "glibc: mmap threshold 32 MiB, trim threshold 256 MiB" : "glibc: mallopt refused (thresholds left dynamic)";
+    what = ok ? "glibc: mmap threshold 32 MiB, trim threshold 256 MiB"
+              : "glibc: mallopt refused (thresholds left dynamic)";
 #else
     what = "not glibc: allocator left as it is";
 #endif

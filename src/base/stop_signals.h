@@ -21,7 +21,8 @@ class StopSignals {
   static int signal();
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 }  // namespace autooptim::base

@@ -31,9 +31,9 @@ class Outbox {
 
   void log(const Trial& t) {
     gates::append_line_durable((fs::path(dir_) / "trials.jsonl").string(), t.to_json().dump());
-    std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)%s%s\n", family_.c_str(), t.label.c_str(), t.speedup,
-                 t.psnr_min, static_cast<long long>(t.prompts), t.engaged() ? "" : "  not engaged: ",
-                 t.engaged() ? "" : t.not_engaged.front().c_str());
+    std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)%s%s\n", family_.c_str(), t.label.c_str(),
+                 t.speedup, t.psnr_min, static_cast<long long>(t.prompts),
+                 t.engaged() ? "" : "  not engaged: ", t.engaged() ? "" : t.not_engaged.front().c_str());
   }
 
   // Writes a manifest proposal (atomically: temp file then rename) and returns its path.
@@ -84,8 +84,8 @@ std::vector<std::pair<const runtime::techniques::Technique*, runtime::techniques
 
 // What a proposal says it measured: the speedup, and the skip ratio or attention density when counted.
 std::string measured(const Trial& t) {
-  std::string out = "measured " + fmt(t.speedup) + "x, PSNR " + fmt(t.psnr_min) + " dB on " + std::to_string(t.prompts) +
-                    " visible prompt(s)";
+  std::string out = "measured " + fmt(t.speedup) + "x, PSNR " + fmt(t.psnr_min) + " dB on " +
+                    std::to_string(t.prompts) + " visible prompt(s)";
   if (t.skip_ratio >= 0) out += ", forward-skip ratio " + fmt(t.skip_ratio);
   if (t.density >= 0) out += ", attention density " + fmt(t.density);
   return out;
@@ -97,7 +97,9 @@ std::string measured(const Trial& t) {
 double proposal_floor(const ExecutorRequest& r) { return r.min_psnr - 5.0; }
 
 // A measured point worth a proposal: faster, engaged, and at the proposal floor on the visible prompts.
-bool proposable(const ExecutorRequest& r, const Trial& t) { return t.speedup > 1.0 && t.engaged() && t.psnr_min >= proposal_floor(r); }
+bool proposable(const ExecutorRequest& r, const Trial& t) {
+  return t.speedup > 1.0 && t.engaged() && t.psnr_min >= proposal_floor(r);
+}
 
 // When a family that filters its proposals by the quality floor ends with none, it proposes its closest miss
 // (see closest_miss) once: the orchestrator gates it like any proposal, so the report records why the family
@@ -163,8 +165,9 @@ int explore_kernel(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
                 std::all_of(on.begin(), on.end(), [&](const auto& s) { return lossless[s.first]; }),
                 "greedy ablation survivors: " + flags_of(on).dump() + "; " + measured(all));
   for (const auto& s : on)
-    if (on.size() > 1) box.propose(s.first + (s.second.is_string() ? "-" + s.second.get<std::string>() : ""), flags_of({s}), lossless[s.first],
-                                   "single switch from the greedy ablation");
+    if (on.size() > 1)
+      box.propose(s.first + (s.second.is_string() ? "-" + s.second.get<std::string>() : ""), flags_of({s}),
+                  lossless[s.first], "single switch from the greedy ablation");
   return box.proposed();
 }
 
@@ -188,7 +191,8 @@ int explore_cache(const ExecutorRequest& r, TrialRunner& run, Outbox& box) {
     if (!run.can_measure(r.budget_trials)) break;
     Candidate& c = order[i];
     if (c.tech->calibration && !calibrated.count(c.tech)) {
-      calibrated[c.tech] = c.tech->calibration->fit(run.traces(c.tech->calibration->flags, "calibrate " + c.tech->name, 1));
+      calibrated[c.tech] =
+          c.tech->calibration->fit(run.traces(c.tech->calibration->flags, "calibrate " + c.tech->name, 1));
       std::fprintf(stderr, "[cache] %s calibrated on the first visible prompt: %s\n", c.tech->name.c_str(),
                    calibrated[c.tech].dump().substr(0, 200).c_str());
     }
@@ -270,25 +274,34 @@ int run_executor(const ExecutorRequest& req) {
   std::vector<gates::Prompt> prompts = gates::load_prompt_file(req.prompts_file);
   for (const auto& p : prompts)
     for (const auto& s : p.splits)
-      if (s.rfind("heldout", 0) == 0) throw Error(req.prompts_file + ": executors must not see held-out prompts (" + p.id + ")");
+      if (s.rfind("heldout", 0) == 0)
+        throw Error(req.prompts_file + ": executors must not see held-out prompts (" + p.id + ")");
   // Smoke prompts first: the halving starts on them.
   std::stable_sort(prompts.begin(), prompts.end(), [](const gates::Prompt& a, const gates::Prompt& b) {
-    auto smoke = [](const gates::Prompt& p) { return std::find(p.splits.begin(), p.splits.end(), "smoke") != p.splits.end(); };
+    auto smoke = [](const gates::Prompt& p) {
+      return std::find(p.splits.begin(), p.splits.end(), "smoke") != p.splits.end();
+    };
     return smoke(a) && !smoke(b);
   });
   Outbox box(req.outbox, base, req.family);
   TrialRunner run(req, base, prompts);
   int n = 0;
-  if (req.family == "kernel") n = explore_kernel(req, run, box);
-  else if (req.family == "cache") n = explore_cache(req, run, box);
-  else if (req.family == "sparse") n = explore_sweep(req, run, box, "sparse attention sweep");
-  else if (req.family == "quant") n = explore_sweep(req, run, box, "quantisation");
-  else throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse, quant)");
+  if (req.family == "kernel")
+    n = explore_kernel(req, run, box);
+  else if (req.family == "cache")
+    n = explore_cache(req, run, box);
+  else if (req.family == "sparse")
+    n = explore_sweep(req, run, box, "sparse attention sweep");
+  else if (req.family == "quant")
+    n = explore_sweep(req, run, box, "quantisation");
+  else
+    throw Error("unknown executor family '" + req.family + "' (kernel, cache, sparse, quant)");
   // Written last and only after every proposal is on disk: --resume skips a family that has it. Not when the
   // orchestrator died (its death's SIGTERM ended the search early; we were re-parented): the search is not
   // finished, and --resume must run it again (issue 38).
   if (getppid() != parent) {
-    std::fprintf(stderr, "executor %s: the orchestrator died; the search is not finished (--resume runs it again)\n", req.family.c_str());
+    std::fprintf(stderr, "executor %s: the orchestrator died; the search is not finished (--resume runs it again)\n",
+                 req.family.c_str());
     return n;
   }
   gates::write_file_atomic((fs::path(req.outbox) / "done").string(), std::to_string(n) + "\n");

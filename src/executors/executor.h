@@ -14,17 +14,17 @@
 namespace autooptim::executors {
 
 struct ExecutorRequest {
-  std::string family;               // kernel | cache | sparse
-  runtime::LoadRequest load;        // the model (its name; the workers hold it)
+  std::string family;         // kernel | cache | sparse
+  runtime::LoadRequest load;  // the model (its name; the workers hold it)
   // The run folder whose workers measure the trials (docs/workers.md). Empty: the executor starts one
   // private worker of its own (worker_cli: its model options) in a temporary folder.
   std::string serve_dir;
   std::vector<std::string> worker_cli;
-  std::string base_manifest;        // path of the baseline manifest (its config is the run's config)
-  std::string prompts_file;         // visible prompts (JSON lines); held-out prompts never reach here
-  std::string outbox;               // manifests are written here, one file each, atomically
-  int64_t budget_trials = 12;       // candidate measurements at most
-  double min_psnr = 30.0;           // the quality floor a proposal is expected to clear (gates decide)
+  std::string base_manifest;   // path of the baseline manifest (its config is the run's config)
+  std::string prompts_file;    // visible prompts (JSON lines); held-out prompts never reach here
+  std::string outbox;          // manifests are written here, one file each, atomically
+  int64_t budget_trials = 12;  // candidate measurements at most
+  double min_psnr = 30.0;      // the quality floor a proposal is expected to clear (gates decide)
   // Unused since the workers (one request at a time per device) time the trials: accepted for old command lines.
   std::string device_lock;
 };

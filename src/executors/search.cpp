@@ -50,9 +50,11 @@ KernelSwitches kernel_switches(
   for (const auto& [tech, point] : space)
     for (const auto& [key, value] : point.flags.items()) {
       k.lossless.emplace(key, tech->lossless);
-      k.slot.emplace(key, key == tech->switch_flag && !tech->exclusive_group.empty() ? "group " + tech->exclusive_group : key);
+      k.slot.emplace(
+          key, key == tech->switch_flag && !tech->exclusive_group.empty() ? "group " + tech->exclusive_group : key);
       const auto same = [&, &key = key, &value = value](const auto& x) { return x.first == key && x.second == value; };
-      if (std::any_of(k.on.begin(), k.on.end(), same) || std::any_of(k.alternatives.begin(), k.alternatives.end(), same))
+      if (std::any_of(k.on.begin(), k.on.end(), same) ||
+          std::any_of(k.alternatives.begin(), k.alternatives.end(), same))
         continue;  // a flag two points share (vae_channels_last under vae_frame_convs): once
       const std::string& slot = k.slot[key];
       const bool taken = std::any_of(k.on.begin(), k.on.end(), [&](const auto& x) { return k.slot[x.first] == slot; });
@@ -63,7 +65,8 @@ KernelSwitches kernel_switches(
   // an alternative (tried if the ablation drops the one that supersedes it: the GPU is no Hopper).
   std::set<std::string> superseded;
   for (const auto& s : k.on) superseded.insert(owner[s.first]->supersedes.begin(), owner[s.first]->supersedes.end());
-  const auto idle = std::stable_partition(k.on.begin(), k.on.end(), [&](const auto& s) { return !superseded.count(owner[s.first]->name); });
+  const auto idle = std::stable_partition(k.on.begin(), k.on.end(),
+                                          [&](const auto& s) { return !superseded.count(owner[s.first]->name); });
   k.alternatives.insert(k.alternatives.end(), std::make_move_iterator(idle), std::make_move_iterator(k.on.end()));
   k.on.erase(idle, k.on.end());
   // The ablation removes switches in this order and may run out of trials: the lossy ones first, since a

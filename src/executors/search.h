@@ -48,7 +48,7 @@ const Candidate* closest_miss(const std::vector<Candidate>& measured);
 // tries removing them in.
 struct KernelSwitches {
   std::vector<std::pair<std::string, nlohmann::json>> on, alternatives;
-  std::map<std::string, bool> lossless;   // flag -> whether its technique is bit-exact
+  std::map<std::string, bool> lossless;     // flag -> whether its technique is bit-exact
   std::map<std::string, std::string> slot;  // flag -> its slot
 };
 KernelSwitches kernel_switches(

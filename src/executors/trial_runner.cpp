@@ -36,7 +36,8 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
     std::string tmpl = (fs::temp_directory_path() / "autooptim-executor-XXXXXX").string();
     if (!mkdtemp(tmpl.data())) throw Error("executor: cannot make a temporary folder for its worker");
     private_dir_ = run = tmpl;
-    private_worker_ = std::make_unique<workers::LocalLauncher>(run, req.worker_cli, std::vector<workers::WorkerSlot>{{"private0", "", 0}}, 0);
+    private_worker_ = std::make_unique<workers::LocalLauncher>(
+        run, req.worker_cli, std::vector<workers::WorkerSlot>{{"private0", "", 0}}, 0);
     private_worker_->start();
   }
   workers::ClientOptions co;
@@ -55,7 +56,8 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
     if (found) break;
     if (private_worker_) {
       private_worker_->check();
-      if (private_worker_->all_gone()) throw Error("executor: its worker could not start: " + private_worker_->last_log_line("private0"));
+      if (private_worker_->all_gone())
+        throw Error("executor: its worker could not start: " + private_worker_->last_log_line("private0"));
     }
     if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(600))
       throw Error("executor: no worker registered in " + run + " within 600 s");
@@ -71,7 +73,8 @@ TrialRunner::~TrialRunner() {
   }
 }
 
-nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::json& flags, const std::string& label, int64_t n) const {
+nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::json& flags, const std::string& label,
+                                    int64_t n) const {
   workers::TrialRequest r;
   r.kind = kind;
   r.base = base_;

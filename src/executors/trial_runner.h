@@ -36,7 +36,8 @@ class TrialRunner {
   bool on_gpu() const { return on_gpu_; }
 
  private:
-  nlohmann::json request(const std::string& kind, const nlohmann::json& flags, const std::string& label, int64_t n) const;
+  nlohmann::json request(const std::string& kind, const nlohmann::json& flags, const std::string& label,
+                         int64_t n) const;
   const ExecutorRequest& req_;
   gates::Manifest base_;
   std::vector<gates::Prompt> prompts_;

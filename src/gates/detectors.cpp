@@ -323,7 +323,8 @@ std::string blockiness_beyond(const Blockiness& cand, const Blockiness& base, co
 
 std::string banding_beyond(const Banding& cand, const Banding& base, const ArtifactMargins& m) {
   if (!cand.present || cand.score <= 1.5 * base.score + m.banding) return "";
-  return "banding: " + fmt(cand.score, 4) + " staircase steps per flat pixel pair (baseline " + fmt(base.score, 4) + ")";
+  return "banding: " + fmt(cand.score, 4) + " staircase steps per flat pixel pair (baseline " + fmt(base.score, 4) +
+         ")";
 }
 
 std::string flicker_beyond(const FlickerSpikes& cand, const FlickerSpikes& base, const ArtifactMargins& m) {
@@ -422,8 +423,8 @@ std::vector<std::string> lost_semantics(const ObjectTrack& cand, const ObjectTra
   double dh = std::fabs(cand.hue - base.hue);
   dh = std::min(dh, 180.0 - dh);
   if (dh > m.hue)
-    reasons.push_back("object colour changed: hue " + fmt(base.hue, 0) + " -> " + fmt(cand.hue, 0) + " (OpenCV units, " +
-                      fmt(dh, 0) + " apart, bound " + fmt(m.hue, 0) + ")");
+    reasons.push_back("object colour changed: hue " + fmt(base.hue, 0) + " -> " + fmt(cand.hue, 0) +
+                      " (OpenCV units, " + fmt(dh, 0) + " apart, bound " + fmt(m.hue, 0) + ")");
   const double travel = std::hypot(base.dx, base.dy);
   if (travel >= m.min_travel) {
     const double along = (cand.dx * base.dx + cand.dy * base.dy) / travel;  // the candidate's travel along it
@@ -436,12 +437,13 @@ std::vector<std::string> lost_semantics(const ObjectTrack& cand, const ObjectTra
 }
 
 nlohmann::json to_json(const ObjectTrack& t) {
-  return {{"present", t.present}, {"frames", t.frames.size()}, {"hue", num(t.hue)}, {"dx", num(t.dx)}, {"dy", num(t.dy)},
-          {"object_fraction", num(t.object_fraction)}};
+  return {{"present", t.present}, {"frames", t.frames.size()}, {"hue", num(t.hue)},
+          {"dx", num(t.dx)},      {"dy", num(t.dy)},           {"object_fraction", num(t.object_fraction)}};
 }
 
 nlohmann::json to_json(const ColourShift& c) {
-  return {{"shift", {num(c.shift[0]), num(c.shift[1]), num(c.shift[2])}}, {"max_abs", num(c.max_abs)},
+  return {{"shift", {num(c.shift[0]), num(c.shift[1]), num(c.shift[2])}},
+          {"max_abs", num(c.max_abs)},
           {"present", c.present}};
 }
 
@@ -465,8 +467,7 @@ nlohmann::json to_json(const VisualReport& r) {
         {"transitions", r.frozen.transitions},
         {"longest_run", r.frozen.longest_run},
         {"diffs", nums(r.frozen.diffs)}}},
-      {"nonfinite",
-       {{"present", ns.nonfinite_present}, {"count", ns.nonfinite}, {"frames", ns.nonfinite_frames}}},
+      {"nonfinite", {{"present", ns.nonfinite_present}, {"count", ns.nonfinite}, {"frames", ns.nonfinite_frames}}},
       {"saturation",
        {{"present", ns.saturated_present},
         {"fraction", num(ns.saturated)},

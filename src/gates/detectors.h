@@ -44,12 +44,12 @@ struct DetectorThresholds {
 
 // Margins of new_artifacts(): how much worse than the baseline a candidate must be.
 struct ArtifactMargins {
-  double black_luma = 5.0;          // the baseline frame must be at least this far above the black threshold
-  double frozen_factor = 5.0;       // the baseline transition must differ by >= factor * frozen threshold
+  double black_luma = 5.0;           // the baseline frame must be at least this far above the black threshold
+  double frozen_factor = 5.0;        // the baseline transition must differ by >= factor * frozen threshold
   double saturated_fraction = 0.05;  // the candidate clips >= 5 points more of the frame
-  double blockiness = 0.15;         // ratio above the baseline's
-  double banding = 0.002;           // score above 1.5x the baseline's plus this
-  double flicker_spike = 1.0;       // spike above 1.25x the baseline's and at least this much higher
+  double blockiness = 0.15;          // ratio above the baseline's
+  double banding = 0.002;            // score above 1.5x the baseline's plus this
+  double flicker_spike = 1.0;        // spike above 1.25x the baseline's and at least this much higher
 };
 
 struct BlackFrames {
@@ -59,9 +59,9 @@ struct BlackFrames {
 };
 
 struct FrozenFrames {
-  std::vector<double> diffs;    // mean |frame t+1 - frame t|, per transition
+  std::vector<double> diffs;     // mean |frame t+1 - frame t|, per transition
   std::vector<int> transitions;  // t where frame t+1 repeats frame t
-  int longest_run = 0;          // longest chain of frozen transitions
+  int longest_run = 0;           // longest chain of frozen transitions
   bool present = false;
 };
 
@@ -72,7 +72,7 @@ struct NanSaturation {
   // value below 0.5/255 counts as 0 and one above 254.5/255 as 255).
   double low_fraction[3] = {0, 0, 0};
   double high_fraction[3] = {0, 0, 0};
-  double saturated = 0;               // max over channels of low + high
+  double saturated = 0;  // max over channels of low + high
   bool nonfinite_present = false;
   bool saturated_present = false;
 };
@@ -161,17 +161,17 @@ nlohmann::json to_json(const ColourShift& c);
 struct ObjectTrackThresholds {
   int min_saturation = 80;  // of 255: the backgrounds stay well below, the palette well above
   int min_value = 60;
-  int min_pixels = 8;       // per frame
+  int min_pixels = 8;  // per frame
 };
 
 struct ObjectTrack {
-  std::vector<int> frames;               // the frames that show the object
-  std::vector<cv::Point2d> centroids;    // its centroid in each of them, pixels
-  std::vector<int64_t> hue_histogram;    // 180 bins: the hues of its pixels over the clip
-  double object_fraction = 0;            // mean share of a frame's pixels taken as the object (all frames)
-  double hue = -1;                       // circular mean of those hues, 0..180 (-1: no object)
-  double dx = 0, dy = 0;                 // centroid displacement, last quarter of the track minus the first
-  bool present = false;                  // the object is in at least two frames
+  std::vector<int> frames;             // the frames that show the object
+  std::vector<cv::Point2d> centroids;  // its centroid in each of them, pixels
+  std::vector<int64_t> hue_histogram;  // 180 bins: the hues of its pixels over the clip
+  double object_fraction = 0;          // mean share of a frame's pixels taken as the object (all frames)
+  double hue = -1;                     // circular mean of those hues, 0..180 (-1: no object)
+  double dx = 0, dy = 0;               // centroid displacement, last quarter of the track minus the first
+  bool present = false;                // the object is in at least two frames
 };
 
 ObjectTrack detect_object_track(const std::vector<cv::Mat>& frames, const ObjectTrackThresholds& th = {});

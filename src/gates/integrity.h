@@ -13,9 +13,9 @@ namespace autooptim::gates {
 
 // ---- Threads and CPU time of this process --------------------------------------------------------
 
-int thread_count();              // entries of /proc/self/task
+int thread_count();  // entries of /proc/self/task
 std::vector<pid_t> thread_ids();
-double process_cpu_seconds();    // CLOCK_PROCESS_CPUTIME_ID: every thread, living or exited
+double process_cpu_seconds();          // CLOCK_PROCESS_CPUTIME_ID: every thread, living or exited
 double thread_cpu_seconds(pid_t tid);  // one thread of this process; < 0 when it is gone
 double this_thread_cpu_seconds();
 

@@ -52,7 +52,6 @@ void write_all(int fd, const char* data, size_t size, const std::string& path) {
 
 }  // namespace
 
-
 Ledger::Ledger(const std::string& path) : path_(path) {
   struct stat st {};
   const bool existed = ::stat(path.c_str(), &st) == 0;

@@ -42,5 +42,4 @@ class Ledger {
   uint64_t repaired_bytes_ = 0;
 };
 
-
 }  // namespace autooptim::gates

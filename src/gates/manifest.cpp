@@ -21,12 +21,11 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kTopKeys = {"id",       "kind",     "family", "model",       "runtime",
-                                           "base",     "flags",    "lossless", "config",    "description",
-                                           "parents"};
+const std::vector<std::string> kTopKeys = {"id",    "kind",     "family", "model",       "runtime", "base",
+                                           "flags", "lossless", "config", "description", "parents"};
 const std::vector<std::string> kOptionalTopKeys = {"description", "parents"};
-const std::vector<std::string> kConfigKeys = {"height", "width", "frames",  "fps",
-                                              "steps",  "guidance", "seed", "flow_shift"};
+const std::vector<std::string> kConfigKeys = {"height", "width",    "frames", "fps",
+                                              "steps",  "guidance", "seed",   "flow_shift"};
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = models::model_names_sorted();
@@ -62,8 +61,7 @@ std::string suggestion(const std::string& name, const std::vector<std::string>& 
 bool valid_id(const std::string& id) {
   if (id.empty() || id.size() > 256) return false;
   const bool chars_ok = std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '/' ||
-           c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '/' || c == '-';
   });
   if (!chars_ok) return false;
   // Ids name folders of a run (gates/<id with / as _>/...): no empty, "." or ".." segment.
@@ -143,8 +141,7 @@ class Checker {
     int64_t v = get_int(j, path);
     if (v < lo || v > hi) {
       fail(path, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
-                     (hi == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(hi)) +
-                     "]");
+                     (hi == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(hi)) + "]");
     }
     return v;
   }
@@ -172,7 +169,8 @@ std::vector<std::string> top_level_flag_names() {
   std::vector<std::string> names;
   for (const auto& s : tech::settings()) names.push_back(s.key);
   for (const auto& t : tech::all()) {
-    if (!t.group.empty()) names.push_back(t.group);
+    if (!t.group.empty())
+      names.push_back(t.group);
     else
       for (const auto& f : t.flags) names.push_back(f.key);
   }
@@ -225,11 +223,13 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
         if (g.contains(f.key)) apply_flag(c, f, g[f.key], path + "." + f.key, o);
     }
     if (t.check_flags)
-      if (auto problem = t.check_flags(o)) c.fail("flags." + (t.group.empty() ? t.name : t.group) + problem->where, problem->message);
+      if (auto problem = t.check_flags(o))
+        c.fail("flags." + (t.group.empty() ? t.name : t.group) + problem->where, problem->message);
     if (!t.exclusive_group.empty() && t.on(o)) {
       auto [it, fresh] = exclusive.emplace(t.exclusive_group, t.name);
       if (!fresh)
-        c.fail("flags", it->second + " and " + t.name + " cannot both be on (one " + t.exclusive_group + " technique at a time)");
+        c.fail("flags", it->second + " and " + t.name + " cannot both be on (one " + t.exclusive_group +
+                            " technique at a time)");
     }
   }
   return o;
@@ -249,7 +249,8 @@ RunConfig parse_config(const Checker& c, const json& j) {
   cfg.frames = c.get_int_in(key("frames"), "config.frames", 1, 100001);
   if (cfg.frames % 4 != 1) c.fail("config.frames", std::to_string(cfg.frames) + " is not 4k+1");
   cfg.fps = c.get_number(key("fps"), "config.fps");
-  if (!(cfg.fps >= 0.001)) c.fail("config.fps", key("fps").dump() + " must be at least 0.001 (a video's rate is a ratio over 1000)");
+  if (!(cfg.fps >= 0.001))
+    c.fail("config.fps", key("fps").dump() + " must be at least 0.001 (a video's rate is a ratio over 1000)");
   if (cfg.fps > 1000) c.fail("config.fps", key("fps").dump() + " is out of range (0, 1000]");
   cfg.steps = c.get_int_in(key("steps"), "config.steps", 1, 1000);
   cfg.guidance = c.get_number(key("guidance"), "config.guidance");
@@ -299,10 +300,13 @@ void check_family(Checker& c, const Manifest& m) {
     c.fail("flags", "a control changes precision or threads only, but sets technique flags: " + join(set_flags) +
                         " (make it a patch of their family)");
   if (m.kind == "patch" && set_flags.empty())
-    c.fail("flags", "a patch turns on at least one technique; this one sets none (the baseline, or a control of precision or threads)");
+    c.fail("flags",
+           "a patch turns on at least one technique; this one sets none (the baseline, or a control of precision or "
+           "threads)");
   if (m.kind != "patch" || m.family == "composite" || m.family == "none") return;
   if (!foreign.empty())
-    c.fail("family", "'" + m.family + "', but the flags set " + join(foreign) + ": name their family, or 'composite' for a mix");
+    c.fail("family",
+           "'" + m.family + "', but the flags set " + join(foreign) + ": name their family, or 'composite' for a mix");
   if (!own && !set_flags.empty())
     c.fail("family", "'" + m.family + "', but no " + m.family + " technique is set (" + join(set_flags) + ")");
 }
@@ -327,7 +331,8 @@ Manifest parse_manifest(const json& j, const std::string& source_label, const Pa
   if (m.runtime.empty()) c.fail("runtime", "must not be empty");
   if (!j["base"].is_null()) {
     m.base = c.get_string(j["base"], "base");
-    if (!valid_id(*m.base)) c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
+    if (!valid_id(*m.base))
+      c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
     if (*m.base == m.id) c.fail("base", "a manifest cannot be its own base");
   }
   m.redteam = parse_redteam(c, j["flags"], options.allow_redteam);
@@ -343,7 +348,8 @@ Manifest parse_manifest(const json& j, const std::string& source_label, const Pa
     for (size_t i = 0; i < parents.size(); ++i) {
       const std::string path = "parents[" + std::to_string(i) + "]";
       std::string parent = c.get_string(parents[i], path);
-      if (!valid_id(parent)) c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
+      if (!valid_id(parent))
+        c.fail(path, "'" + parent + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
       m.parents.push_back(parent);
     }
   }
@@ -442,9 +448,7 @@ std::string manifest_hash(const Manifest& m) {
   return sha256_hex(j.dump());
 }
 
-runtime::RuntimeOptions to_runtime_options(const Manifest& m) {
-  return resolve_flags(Checker(m.id), m.flags);
-}
+runtime::RuntimeOptions to_runtime_options(const Manifest& m) { return resolve_flags(Checker(m.id), m.flags); }
 
 RunConfig with_sizes(RunConfig c, int64_t frames, int64_t steps, int64_t height, int64_t width) {
   if (frames) c.frames = frames;

@@ -31,11 +31,11 @@ struct RunConfig {
 
 struct Manifest {
   std::string id;
-  std::string kind;     // baseline | patch | control
-  std::string family;   // none | kernel | cache | sparse | composite
-  std::string model;    // wan22-ti2v-5b | wan22-tiny
-  std::string runtime;  // e.g. "autooptim/1"
-  std::optional<std::string> base;  // null only for a baseline
+  std::string kind;                                 // baseline | patch | control
+  std::string family;                               // none | kernel | cache | sparse | composite
+  std::string model;                                // wan22-ti2v-5b | wan22-tiny
+  std::string runtime;                              // e.g. "autooptim/1"
+  std::optional<std::string> base;                  // null only for a baseline
   nlohmann::json flags = nlohmann::json::object();  // as written (validated), less "redteam"; to_json resolves it
   // The red-team switches ("redteam" in the flags as written): none unless the parser allowed them.
   redteam::RedTeamOptions redteam;

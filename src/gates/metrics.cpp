@@ -78,8 +78,7 @@ cv::Scalar ssim_channels(const cv::Mat& x, const cv::Mat& y) {
   const cv::Mat s_xy = blur(xc.mul(yc)) - mx.mul(my);
   const cv::Mat mu_x = mx + cv::Scalar::all(128), mu_y = my + cv::Scalar::all(128);
   const cv::Mat num = (2 * mu_x.mul(mu_y) + cv::Scalar::all(kC1)).mul(2 * s_xy + cv::Scalar::all(kC2));
-  const cv::Mat den =
-      (mu_x.mul(mu_x) + mu_y.mul(mu_y) + cv::Scalar::all(kC1)).mul(s_xx + s_yy + cv::Scalar::all(kC2));
+  const cv::Mat den = (mu_x.mul(mu_x) + mu_y.mul(mu_y) + cv::Scalar::all(kC1)).mul(s_xx + s_yy + cv::Scalar::all(kC2));
   cv::Mat map;
   cv::divide(num, den, map);
   const cv::Rect valid(5, 5, x.cols - 10, x.rows - 10);
@@ -254,9 +253,8 @@ WarpError warping_error(const std::vector<cv::Mat>& frames, bool mask_occlusions
 }
 
 nlohmann::json to_json(const ClipQuality& q) {
-  return {{"psnr", q.psnr},           {"ssim", q.ssim},           {"psnr_mean", q.psnr_mean},
-          {"psnr_min", q.psnr_min},   {"ssim_mean", q.ssim_mean}, {"ssim_min", q.ssim_min},
-          {"psnr_cap_db", kPsnrCap}};
+  return {{"psnr", q.psnr},           {"ssim", q.ssim},         {"psnr_mean", q.psnr_mean}, {"psnr_min", q.psnr_min},
+          {"ssim_mean", q.ssim_mean}, {"ssim_min", q.ssim_min}, {"psnr_cap_db", kPsnrCap}};
 }
 
 nlohmann::json to_json(const Flicker& f) {

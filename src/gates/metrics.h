@@ -31,7 +31,7 @@ double psnr(const cv::Mat& a, const cv::Mat& b);
 double ssim(const cv::Mat& a, const cv::Mat& b);
 
 struct ClipQuality {
-  std::vector<double> psnr, ssim;  // per frame
+  std::vector<double> psnr, ssim;                                   // per frame
   double psnr_mean = 0, psnr_min = 0, ssim_mean = 0, ssim_min = 0;  // NaN if any frame's value is NaN
 };
 // Frame by frame; throws autooptim::Error when the clips differ in frame count or frame size, or are empty.
@@ -55,7 +55,7 @@ Flicker temporal_flicker(const std::vector<cv::Mat>& frames);
 // (|f + b|^2 > 0.01 (|f|^2 + |b|^2) + 0.5, Sundaram et al. 2010) or whose source lies outside the frame
 // are left out; a transition whose mask keeps under 10% of the pixels is measured unmasked.
 struct WarpError {
-  std::vector<double> errors;        // per transition
+  std::vector<double> errors;          // per transition
   std::vector<double> valid_fraction;  // fraction of pixels measured, per transition
   double mean = 0, max = 0;
 };

@@ -107,14 +107,15 @@ void check_file_splits(const std::vector<Prompt>& prompts, const std::string& pa
 bool valid_prompt_id(const std::string& id) {
   if (id.empty() || id.size() > kMaxPromptIdLength || id[0] == '.') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
   });
 }
 
 const std::vector<std::string>& prompt_categories() {
-  static const std::vector<std::string> kCategories = {
-      "motion-heavy",   "low-motion",     "fine-detail",       "human-subject",
-      "camera-moves",   "animal-anatomy", "hands-interaction", "ambiguous-short"};
+  static const std::vector<std::string> kCategories = {"motion-heavy",      "low-motion",     "fine-detail",
+                                                       "human-subject",     "camera-moves",   "animal-anatomy",
+                                                       "hands-interaction", "ambiguous-short"};
   return kCategories;
 }
 

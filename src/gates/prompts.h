@@ -26,8 +26,8 @@ constexpr size_t kMaxPromptIdLength = 64;
 bool valid_prompt_id(const std::string& id);
 
 const std::vector<std::string>& prompt_categories();
-const std::vector<std::string>& visible_splits();   // smoke, val, core
-const std::vector<std::string>& heldout_splits();   // heldout16, heldout60
+const std::vector<std::string>& visible_splits();  // smoke, val, core
+const std::vector<std::string>& heldout_splits();  // heldout16, heldout60
 
 // One JSON object per line: {"id","category","prompt","splits"}. Errors name file:line.
 std::vector<Prompt> load_prompt_file(const std::string& path);

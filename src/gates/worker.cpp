@@ -105,8 +105,8 @@ RunOutput Worker::run_drawn(const Manifest& m, const std::vector<Prompt>& choice
   return run_with(m, choices, std::nullopt, true);
 }
 
-RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn,
-                           const RunExtras& extras) {
+RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed,
+                           bool drawn, const RunExtras& extras) {
   if (m.model != request_.model)
     throw Error("manifest '" + m.id + "' is for model '" + m.model + "', this worker runs '" + request_.model + "'");
   RunOutput out;
@@ -171,7 +171,8 @@ Calibration Worker::calibrate(const RunConfig& config) {
   at::InferenceMode guard;
   const auto opts = request_.precision.compute_opts();
   const at::Tensor a = at::randn({L, D}, opts), b = at::randn({D, D}, opts);
-  const at::Tensor q = at::randn({1, H, Lq, hd}, opts), k = at::randn({1, H, L, hd}, opts), v = at::randn({1, H, L, hd}, opts);
+  const at::Tensor q = at::randn({1, H, Lq, hd}, opts), k = at::randn({1, H, L, hd}, opts),
+                   v = at::randn({1, H, L, hd}, opts);
   runtime::DeviceTimer timer(p.device);
   // The best rate of five rounds, each ~20 ms or one call, after one untimed call: a busy machine only
   // ever makes a round slower, so the best is the closest to what the machine can do.
@@ -215,8 +216,11 @@ const std::string& Worker::weights_hash() {
     const at::Tensor d = flat.to(at::kDouble);
     const int64_t n = flat.numel(), samples = std::min<int64_t>(n, 64);
     const at::Tensor idx = at::linspace(0, static_cast<double>(n - 1), samples, at::TensorOptions().dtype(at::kDouble))
-                               .round().to(at::kLong).to(flat.device());
-    const at::Tensor stats = at::cat({at::stack({d.sum(), d.abs().sum(), (d * d).sum()}), d.index_select(0, idx)}).to(at::kCPU);
+                               .round()
+                               .to(at::kLong)
+                               .to(flat.device());
+    const at::Tensor stats =
+        at::cat({at::stack({d.sum(), d.abs().sum(), (d * d).sum()}), d.index_select(0, idx)}).to(at::kCPU);
     const double* x = stats.data_ptr<double>();
     for (int64_t i = 0; i < stats.numel(); ++i) {
       std::snprintf(buf, sizeof(buf), " %.17g", x[i]);

@@ -45,16 +45,16 @@ struct Calibration {
   // The same per second of the process's CPU time (all its threads): on a CPU shared with other
   // processes, what a CPU-second buys, which their load does not change (the wall clock's rate it does).
   double matmul_tflops_per_cpu_s = 0, attention_tflops_per_cpu_s = 0;
-  double seconds = 0;           // what the calibration cost
+  double seconds = 0;  // what the calibration cost
   int64_t tokens = 0, dim = 0, heads = 0;
 };
 
 // What a direct generation (`generate`) may add to a manifest's run; the gate never sets any of it, and
 // with none set a run is exactly the gate's.
 struct RunExtras {
-  std::string negative_prompt;           // diffusers' default, and the gate's: empty
-  std::optional<at::Tensor> image;       // first frame, [3, H, W] in [0, 1] (any size)
-  runtime::StepCallback on_step;         // per denoising step: progress
+  std::string negative_prompt;      // diffusers' default, and the gate's: empty
+  std::optional<at::Tensor> image;  // first frame, [3, H, W] in [0, 1] (any size)
+  runtime::StepCallback on_step;    // per denoising step: progress
 };
 
 class Worker {

@@ -20,7 +20,9 @@ namespace {
 constexpr int kOldestSchema = 2;
 const char* const kBuckets[] = {"1.5x", "2x", "3x", "4x"};
 
-double num_or(const json& j, const char* k, double d) { return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : d; }
+double num_or(const json& j, const char* k, double d) {
+  return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : d;
+}
 std::string str_or(const json& j, const char* k, const std::string& d = "") {
   return j.is_object() && j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : d;
 }
@@ -52,14 +54,17 @@ json describe(const json& r, const std::string& path) {
 }
 
 void check_report(const json& r, const std::string& path) {
-  auto bad = [&](const std::string& what) { throw Error(path + ": not an autooptim report.json that compare can read: " + what); };
+  auto bad = [&](const std::string& what) {
+    throw Error(path + ": not an autooptim report.json that compare can read: " + what);
+  };
   if (!r.is_object()) bad("the top level is not a JSON object");
   if (!r.contains("schema_version") || !r["schema_version"].is_number_integer()) bad("no integer \"schema_version\"");
   const int v = r["schema_version"].get<int>();
   if (v < kOldestSchema) bad("schema_version " + std::to_string(v) + " is older than " + std::to_string(kOldestSchema));
   if (!r.contains("model") || !r["model"].is_string()) bad("no \"model\" string");
   if (!r.contains("baseline") || !r["baseline"].is_object()) bad("no \"baseline\" object");
-  if (r["baseline"].contains("seconds") && !r["baseline"]["seconds"].is_number()) bad("\"baseline.seconds\" is not a number");
+  if (r["baseline"].contains("seconds") && !r["baseline"]["seconds"].is_number())
+    bad("\"baseline.seconds\" is not a number");
   if (!r.contains("tiers") || !r["tiers"].is_object()) bad("no \"tiers\" object");
   for (const auto& [bucket, t] : r["tiers"].items()) {
     if (t.is_null()) continue;
@@ -111,14 +116,17 @@ double tier_noise(const json& report, const json& tier, std::string* how) {
   return 0.0;
 }
 
-Comparison compare_reports(const json& o, const json& n, const CompareOptions& opt, const std::string& old_label, const std::string& new_label) {
+Comparison compare_reports(const json& o, const json& n, const CompareOptions& opt, const std::string& old_label,
+                           const std::string& new_label) {
   Comparison c;
   json& res = c.result;
   res = {{"old", describe(o, old_label)}, {"new", describe(n, new_label)}, {"tiers", json::array()},
-         {"regressions", json::array()}, {"notes", json::array()}, {"psnr_tolerance_db", opt.psnr_tolerance_db}, {"max_noise", opt.max_noise}};
+         {"regressions", json::array()},  {"notes", json::array()},        {"psnr_tolerance_db", opt.psnr_tolerance_db},
+         {"max_noise", opt.max_noise}};
   const std::string model = o["model"].get<std::string>();
   if (n["model"].get<std::string>() != model)
-    throw Error("the reports are of different models (" + model + " and " + n["model"].get<std::string>() + "): nothing to compare");
+    throw Error("the reports are of different models (" + model + " and " + n["model"].get<std::string>() +
+                "): nothing to compare");
   res["model"] = model;
   auto note = [&](const std::string& s) { res["notes"].push_back(s); };
   auto regress = [&](const std::string& s) {
@@ -127,10 +135,14 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
   };
   const bool same_device = str_or(o, "device_name") == str_or(n, "device_name");
   const bool same_config = o.value("config", json()) == n.value("config", json());
-  if (!same_device) note("different devices (" + str_or(o, "device_name", "?") + " and " + str_or(n, "device_name", "?") + "): baseline seconds are not compared for regressions");
-  if (!same_config) note("different run configurations (frames/size/steps): baseline seconds are not compared for regressions");
+  if (!same_device)
+    note("different devices (" + str_or(o, "device_name", "?") + " and " + str_or(n, "device_name", "?") +
+         "): baseline seconds are not compared for regressions");
+  if (!same_config)
+    note("different run configurations (frames/size/steps): baseline seconds are not compared for regressions");
   if (o["schema_version"] != n["schema_version"])
-    note("report schema versions differ (" + o["schema_version"].dump() + " and " + n["schema_version"].dump() + "); only the fields both have are compared");
+    note("report schema versions differ (" + o["schema_version"].dump() + " and " + n["schema_version"].dump() +
+         "); only the fields both have are compared");
   if (n.contains("interrupted")) note("the new run was interrupted: what it did not reach counts as lost");
 
   // The baseline: slower beyond both runs' timing spread, on the same device and configuration.
@@ -138,19 +150,23 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
     const json& ob = o["baseline"];
     const json& nb = n["baseline"];
     const double os = num_or(ob, "seconds", 0), ns = num_or(nb, "seconds", 0);
-    const double on = std::max(spread_of(ob.value("timing", json())), 0.0), nn = std::max(spread_of(nb.value("timing", json())), 0.0);
+    const double on = std::max(spread_of(ob.value("timing", json())), 0.0),
+                 nn = std::max(spread_of(nb.value("timing", json())), 0.0);
     const double allowed = std::min(on + nn, opt.max_noise);
-    json b = {{"old_seconds", os}, {"new_seconds", ns}, {"old_noise", on}, {"new_noise", nn}, {"allowed_noise", allowed}, {"status", "unchanged"}};
+    json b = {{"old_seconds", os}, {"new_seconds", ns},        {"old_noise", on},
+              {"new_noise", nn},   {"allowed_noise", allowed}, {"status", "unchanged"}};
     if (ns <= 0 && os > 0) {
       b["status"] = "regression";
-      regress("baseline: the new run measured no baseline" + (str_or(nb, "reason").empty() ? std::string() : " (" + str_or(nb, "reason") + ")"));
+      regress("baseline: the new run measured no baseline" +
+              (str_or(nb, "reason").empty() ? std::string() : " (" + str_or(nb, "reason") + ")"));
     } else if (os > 0 && ns > 0) {
       const double rel = ns / os - 1;
       b["change"] = rel;
       if (rel > allowed) {
         b["status"] = same_device && same_config ? "regression" : "slower (not comparable)";
         if (same_device && same_config)
-          regress("baseline: " + fmt("%.3f", os) + " s -> " + fmt("%.3f", ns) + " s (" + pct(rel) + ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
+          regress("baseline: " + fmt("%.3f", os) + " s -> " + fmt("%.3f", ns) + " s (" + pct(rel) +
+                  ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
       } else if (rel < -allowed) {
         b["status"] = "faster";
       }
@@ -166,13 +182,23 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
       if (known.insert(k).second) buckets.push_back(k);
   for (const auto& bucket : buckets) {
     const json ot = o["tiers"].value(bucket, json()), nt = n["tiers"].value(bucket, json());
-    json t = {{"tier", bucket}, {"old", ot.is_object() ? json{{"manifest", ot["manifest"]}, {"speedup", ot["speedup"]}, {"psnr", ot["psnr"]}, {"ssim", ot.value("ssim", 0.0)}} : json()},
-              {"new", nt.is_object() ? json{{"manifest", nt["manifest"]}, {"speedup", nt["speedup"]}, {"psnr", nt["psnr"]}, {"ssim", nt.value("ssim", 0.0)}} : json()}};
+    json t = {{"tier", bucket},
+              {"old", ot.is_object() ? json{{"manifest", ot["manifest"]},
+                                            {"speedup", ot["speedup"]},
+                                            {"psnr", ot["psnr"]},
+                                            {"ssim", ot.value("ssim", 0.0)}}
+                                     : json()},
+              {"new", nt.is_object() ? json{{"manifest", nt["manifest"]},
+                                            {"speedup", nt["speedup"]},
+                                            {"psnr", nt["psnr"]},
+                                            {"ssim", nt.value("ssim", 0.0)}}
+                                     : json()}};
     if (!ot.is_object() && !nt.is_object()) {
       t["status"] = "not reached";
     } else if (!nt.is_object()) {
       t["status"] = "regression";
-      regress("tier " + bucket + ": lost (was " + ot["manifest"].get<std::string>() + " at " + fmt("%.2fx", ot["speedup"].get<double>()) + ")");
+      regress("tier " + bucket + ": lost (was " + ot["manifest"].get<std::string>() + " at " +
+              fmt("%.2fx", ot["speedup"].get<double>()) + ")");
     } else if (!ot.is_object()) {
       t["status"] = "new";
     } else {
@@ -182,20 +208,24 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
       const double rel = os > 0 ? ns / os - 1 : 0;
       const double op = ot["psnr"].get<double>(), np = nt["psnr"].get<double>();
       // Capped PSNR is "identical": both at the cap is no change whatever the stored figure.
-      const double dpsnr = (op >= kIdenticalPsnr && np >= kIdenticalPsnr) ? 0.0 : std::min(np, kIdenticalPsnr) - std::min(op, kIdenticalPsnr);
+      const double dpsnr = (op >= kIdenticalPsnr && np >= kIdenticalPsnr)
+                               ? 0.0
+                               : std::min(np, kIdenticalPsnr) - std::min(op, kIdenticalPsnr);
       t["speedup_change"] = rel;
       t["psnr_change_db"] = dpsnr;
       t["ssim_change"] = nt.value("ssim", 0.0) - ot.value("ssim", 0.0);
       // Each speedup is uncertain by its own run's spread: a drop counts when it exceeds both together, bounded
       // by max_noise (CompareOptions).
       const double allowed = std::min(on + nn, opt.max_noise);
-      t["noise"] = {{"old", on}, {"new", nn}, {"old_source", how_o}, {"new_source", how_n}, {"allowed", allowed}, {"bound", opt.max_noise}};
+      t["noise"] = {{"old", on},           {"new", nn},          {"old_source", how_o},
+                    {"new_source", how_n}, {"allowed", allowed}, {"bound", opt.max_noise}};
       std::vector<std::string> why;
       if (rel < -allowed)
-        why.push_back("speedup " + fmt("%.2fx", os) + " -> " + fmt("%.2fx", ns) + " (" + pct(rel) + ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
+        why.push_back("speedup " + fmt("%.2fx", os) + " -> " + fmt("%.2fx", ns) + " (" + pct(rel) +
+                      ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
       if (dpsnr < -opt.psnr_tolerance_db)
-        why.push_back("worst PSNR " + quality_text(op, true) + " -> " + quality_text(np, true) + " (" + fmt("%+.2f dB", dpsnr) + ", tolerance " +
-                      fmt("%.2f dB", opt.psnr_tolerance_db) + ")");
+        why.push_back("worst PSNR " + quality_text(op, true) + " -> " + quality_text(np, true) + " (" +
+                      fmt("%+.2f dB", dpsnr) + ", tolerance " + fmt("%.2f dB", opt.psnr_tolerance_db) + ")");
       if (!why.empty()) {
         t["status"] = "regression";
         std::string s = "tier " + bucket + ": ";
@@ -219,25 +249,34 @@ std::string render_comparison(const Comparison& c) {
   auto id = [](const json& d) {
     std::string t = d.value("path", std::string());
     const std::string ts = d.value("timestamp", std::string()), commit = d.value("commit", std::string());
-    if (!ts.empty() || !commit.empty()) t += " (" + ts + (commit.empty() ? "" : (ts.empty() ? "" : ", ") + std::string("commit ") + commit.substr(0, 12)) + ")";
+    if (!ts.empty() || !commit.empty())
+      t += " (" + ts +
+           (commit.empty() ? "" : (ts.empty() ? "" : ", ") + std::string("commit ") + commit.substr(0, 12)) + ")";
     return t;
   };
-  s << "compare " << r.value("model", std::string()) << "\n  old: " << id(r["old"]) << "\n  new: " << id(r["new"]) << "\n";
+  s << "compare " << r.value("model", std::string()) << "\n  old: " << id(r["old"]) << "\n  new: " << id(r["new"])
+    << "\n";
   const json& b = r["baseline"];
-  s << "baseline: " << fmt("%.3f s", b.value("old_seconds", 0.0)) << " -> " << fmt("%.3f s", b.value("new_seconds", 0.0));
-  if (b.contains("change")) s << " (" << pct(b["change"].get<double>()) << ", noise +-" << fmt("%.1f%%", 100 * b.value("allowed_noise", 0.0)) << ")";
+  s << "baseline: " << fmt("%.3f s", b.value("old_seconds", 0.0)) << " -> "
+    << fmt("%.3f s", b.value("new_seconds", 0.0));
+  if (b.contains("change"))
+    s << " (" << pct(b["change"].get<double>()) << ", noise +-" << fmt("%.1f%%", 100 * b.value("allowed_noise", 0.0))
+      << ")";
   s << "  " << b.value("status", std::string()) << "\n";
   for (const auto& t : r["tiers"]) {
     const std::string status = t.value("status", std::string());
     s << "tier " << t.value("tier", std::string()) << ": ";
     auto side = [](const json& x) {
       if (!x.is_object()) return std::string("not reached");
-      return fmt("%.2fx", x.value("speedup", 0.0)) + " at " + quality_text(x.value("psnr", 0.0), true) + " (" + x.value("manifest", std::string()) + ")";
+      return fmt("%.2fx", x.value("speedup", 0.0)) + " at " + quality_text(x.value("psnr", 0.0), true) + " (" +
+             x.value("manifest", std::string()) + ")";
     };
     s << side(t["old"]) << " -> " << side(t["new"]);
     if (t.contains("speedup_change"))
-      s << "; speedup " << pct(t["speedup_change"].get<double>()) << " (noise +-" << fmt("%.1f%%", 100 * t["noise"].value("allowed", 0.0)) << "), worst PSNR "
-        << fmt("%+.2f dB", t["psnr_change_db"].get<double>()) << ", SSIM " << fmt("%+.4f", t["ssim_change"].get<double>());
+      s << "; speedup " << pct(t["speedup_change"].get<double>()) << " (noise +-"
+        << fmt("%.1f%%", 100 * t["noise"].value("allowed", 0.0)) << "), worst PSNR "
+        << fmt("%+.2f dB", t["psnr_change_db"].get<double>()) << ", SSIM "
+        << fmt("%+.4f", t["ssim_change"].get<double>());
     s << "  " << (status == "regression" ? "REGRESSION" : status) << "\n";
   }
   for (const auto& n : r["notes"]) s << "note: " << n.get<std::string>() << "\n";

@@ -20,7 +20,7 @@ struct CompareOptions {
 };
 
 struct Comparison {
-  nlohmann::json result;             // {"old","new","baseline","tiers":[...],"regressions":[...],"notes":[...]}
+  nlohmann::json result;                 // {"old","new","baseline","tiers":[...],"regressions":[...],"notes":[...]}
   std::vector<std::string> regressions;  // one sentence each; empty: no regression
   int exit_code() const { return regressions.empty() ? 0 : 1; }
 };
@@ -31,8 +31,9 @@ nlohmann::json load_report_for_compare(const std::string& path);
 
 // Compares two checked reports (old first; the labels name them in the output, e.g. their paths).
 // Throws Error when they cannot be compared (different models).
-Comparison compare_reports(const nlohmann::json& old_report, const nlohmann::json& new_report, const CompareOptions& opt = {},
-                           const std::string& old_label = "old", const std::string& new_label = "new");
+Comparison compare_reports(const nlohmann::json& old_report, const nlohmann::json& new_report,
+                           const CompareOptions& opt = {}, const std::string& old_label = "old",
+                           const std::string& new_label = "new");
 
 // The comparison as text: one line per tier and for the baseline, then the verdict.
 std::string render_comparison(const Comparison& c);

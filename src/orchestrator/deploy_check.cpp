@@ -36,13 +36,15 @@ json run_generate(const DeploySetup& s, const fs::path& manifest, const fs::path
   const std::string json_out = stem.string() + ".json", log = stem.string() + ".log";
   std::vector<std::string> args = {"autooptim", "generate"};
   args.insert(args.end(), s.model_cli.begin(), s.model_cli.end());
-  args.insert(args.end(), {"--manifest", manifest.string(), "--prompt", s.prompt.text, "--seed", std::to_string(s.seed), "--json",
-                           json_out, "--repeat", std::to_string(s.repeat), "--threads", std::to_string(s.threads), "--quiet"});
+  args.insert(args.end(),
+              {"--manifest", manifest.string(), "--prompt", s.prompt.text, "--seed", std::to_string(s.seed), "--json",
+               json_out, "--repeat", std::to_string(s.repeat), "--threads", std::to_string(s.threads), "--quiet"});
   fs::remove(json_out);
   runtime::SelfSpawn sp;
   sp.args = args;
-  sp.env = s.cuda_visible.empty() ? runtime::environment_with({}, {})
-                                  : runtime::environment_with({"CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES=" + s.cuda_visible});
+  sp.env = s.cuda_visible.empty()
+               ? runtime::environment_with({}, {})
+               : runtime::environment_with({"CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES=" + s.cuda_visible});
   sp.log_file = log;
   sp.header = "autooptim deploy check:";
   for (const auto& a : args) sp.header += " " + a;
@@ -60,7 +62,8 @@ json run_generate(const DeploySetup& s, const fs::path& manifest, const fs::path
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *why = "generate failed (" + (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed by a signal")) +
+    *why = "generate failed (" +
+           (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed by a signal")) +
            ", " + log + "): " + runtime::last_log_line(log);
     return nullptr;
   }
@@ -85,9 +88,15 @@ json DeployResult::to_json() const {
     j["not_run"] = not_run;
     return j;
   }
-  j.update({{"bit_exact", bit_exact}, {"baseline_bit_exact", baseline_bit_exact}, {"speedup", speedup},
-            {"baseline_s", baseline_s}, {"tier_s", tier_s}, {"spread", spread}, {"tolerance", tolerance},
-            {"reproduced", reproduced}, {"reason", reason}});
+  j.update({{"bit_exact", bit_exact},
+            {"baseline_bit_exact", baseline_bit_exact},
+            {"speedup", speedup},
+            {"baseline_s", baseline_s},
+            {"tier_s", tier_s},
+            {"spread", spread},
+            {"tolerance", tolerance},
+            {"reproduced", reproduced},
+            {"reason", reason}});
   return j;
 }
 
@@ -102,7 +111,8 @@ DeployExpectation expectation_from_gate_dir(const std::string& gate_dir, const s
   const json v = read_json_or_null(fs::path(gate_dir) / "verdict.json");
   if (v.is_object()) {
     e.gated_speedup = v.value("speedup", 0.0);
-    const json perf = v.value("gates", json::object()).value("performance", json::object()).value("details", json::object());
+    const json perf =
+        v.value("gates", json::object()).value("performance", json::object()).value("details", json::object());
     e.gate_noise = perf.value("margin", perf.value("noise", 0.0));
   }
   return e;
@@ -121,8 +131,8 @@ void judge_deploy(DeployResult& r, const DeployExpectation& e) {
   else if (!r.baseline_bit_exact)
     r.reason = "the baseline through generate is not the gate's baseline clip (frames differ)";
   else if (r.speedup < need)
-    r.reason = "reproduced " + fixed(r.speedup, 2) + "x against the gated " + fixed(e.gated_speedup, 2) + "x, below the " +
-               fixed(need, 2) + "x that the noise allows (" + fixed(100 * r.tolerance, 0) + "%)";
+    r.reason = "reproduced " + fixed(r.speedup, 2) + "x against the gated " + fixed(e.gated_speedup, 2) +
+               "x, below the " + fixed(need, 2) + "x that the noise allows (" + fixed(100 * r.tolerance, 0) + "%)";
   else
     r.reason = "reproduced " + fixed(r.speedup, 2) + "x (gated " + fixed(e.gated_speedup, 2) + "x, tolerance " +
                fixed(100 * r.tolerance, 0) + "%), bit-exact clips";
@@ -139,7 +149,8 @@ DeployResult deploy_check(const DeploySetup& s, const gates::Manifest& tier, con
   for (int64_t i = 0; i < s.pairs; ++i) {
     for (const bool is_tier : {false, true}) {
       std::string why;
-      const json g = run_generate(s, is_tier ? tier_path : base_path, dir / ((is_tier ? "tier-" : "baseline-") + std::to_string(i)), &why);
+      const json g = run_generate(s, is_tier ? tier_path : base_path,
+                                  dir / ((is_tier ? "tier-" : "baseline-") + std::to_string(i)), &why);
       if (why == "interrupted") {
         r.not_run = "interrupted";
         return r;
@@ -169,7 +180,8 @@ std::string deploy_summary(const json& d) {
   if (!d.value("ran", false)) return "not checked: " + d.value("not_run", std::string("?"));
   const std::string exact = d.value("bit_exact", false) ? "yes" : "no";
   if (d.value("reproduced", false)) return "reproduced " + fixed(d.value("speedup", 0.0), 2) + "x, bit-exact: " + exact;
-  return "did not reproduce (" + fixed(d.value("speedup", 0.0), 2) + "x, bit-exact: " + exact + "): " + d.value("reason", std::string());
+  return "did not reproduce (" + fixed(d.value("speedup", 0.0), 2) + "x, bit-exact: " + exact +
+         "): " + d.value("reason", std::string());
 }
 
 }  // namespace autooptim::orchestrator

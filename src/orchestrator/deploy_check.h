@@ -33,7 +33,7 @@ struct DeployExpectation {
   std::string clip_sha256;      // the tier's clip of the prompt at the seed ("" when the gate recorded none)
   std::string baseline_sha256;  // the baseline's clip there
   double gated_speedup = 0;
-  double gate_noise = 0;        // the gate's timing margin (relative), the tolerance of the reproduction
+  double gate_noise = 0;  // the gate's timing margin (relative), the tolerance of the reproduction
 };
 
 struct DeployResult {

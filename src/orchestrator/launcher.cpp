@@ -57,8 +57,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 // Slurm's states in which a job will not run again (the task is gone; its worker with it).
 bool terminal_state(const std::string& s) {
-  static const std::set<std::string> t = {"COMPLETED", "CANCELLED", "FAILED",      "TIMEOUT",     "PREEMPTED", "NODE_FAIL",
-                                          "BOOT_FAIL", "DEADLINE",  "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"};
+  static const std::set<std::string> t = {"COMPLETED",     "CANCELLED", "FAILED",      "TIMEOUT",
+                                          "PREEMPTED",     "NODE_FAIL", "BOOT_FAIL",   "DEADLINE",
+                                          "OUT_OF_MEMORY", "REVOKED",   "SPECIAL_EXIT"};
   return t.count(s) > 0;
 }
 
@@ -136,14 +137,16 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   r.status = !timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (timed_out) r.err += argv[0] + std::string(": timed out after ") + std::to_string(static_cast<int>(timeout_s)) + " s";
+  if (timed_out)
+    r.err += argv[0] + std::string(": timed out after ") + std::to_string(static_cast<int>(timeout_s)) + " s";
   return r;
 }
 
 // ---------------------------------------------------------------------------------------------------
 // Local
 
-LocalWorkers::LocalWorkers(std::string run_dir, std::vector<std::string> model_cli, std::vector<workers::WorkerSlot> slots, int max_restarts)
+LocalWorkers::LocalWorkers(std::string run_dir, std::vector<std::string> model_cli,
+                           std::vector<workers::WorkerSlot> slots, int max_restarts)
     : l_(std::move(run_dir), std::move(model_cli), std::move(slots), max_restarts) {}
 
 std::vector<std::string> LocalWorkers::worker_ids() const {
@@ -154,7 +157,8 @@ std::vector<std::string> LocalWorkers::worker_ids() const {
 
 json LocalWorkers::describe() const {
   json slots = json::array();
-  for (const auto& s : l_.slots()) slots.push_back({{"worker", s.id}, {"cuda_visible_devices", s.cuda_visible}, {"threads", s.threads}});
+  for (const auto& s : l_.slots())
+    slots.push_back({{"worker", s.id}, {"cuda_visible_devices", s.cuda_visible}, {"threads", s.threads}});
   return {{"kind", "local"}, {"workers", slots}};
 }
 
@@ -170,7 +174,8 @@ SlurmLauncher::SlurmLauncher(SlurmOptions o) : o_(std::move(o)) {
   if (o_.cpus_per_worker < 1) throw Error("--cpus-per-worker must be at least 1");
   if (o_.max_resubmits < 0) o_.max_resubmits = static_cast<int>(2 * o_.workers);
   if (o_.run_dir.find_first_of(" \t\n") != std::string::npos)
-    throw Error("--launcher slurm: the run folder '" + o_.run_dir + "' has white space in its path, which #SBATCH lines cannot carry");
+    throw Error("--launcher slurm: the run folder '" + o_.run_dir +
+                "' has white space in its path, which #SBATCH lines cannot carry");
 }
 
 SlurmLauncher::~SlurmLauncher() {
@@ -180,7 +185,9 @@ SlurmLauncher::~SlurmLauncher() {
   }
 }
 
-std::string SlurmLauncher::worker_id(const std::string& job, int64_t task) { return "slurm-" + job + "-" + std::to_string(task); }
+std::string SlurmLauncher::worker_id(const std::string& job, int64_t task) {
+  return "slurm-" + job + "-" + std::to_string(task);
+}
 
 std::string SlurmLauncher::script_path() const { return o_.run_dir + "/slurm/workers.sbatch"; }
 
@@ -206,7 +213,8 @@ std::string SlurmLauncher::submit(const std::string& array_spec) {
     std::string why;
     for (const auto& line : split(r.err.empty() ? r.out : r.err, '\n'))
       if (!trim(line).empty()) why = trim(line);
-    if (why.find("configuration source") != std::string::npos || why.find("Unable to contact slurm controller") != std::string::npos)
+    if (why.find("configuration source") != std::string::npos ||
+        why.find("Unable to contact slurm controller") != std::string::npos)
       why += " (is this a Slurm submit host? SLURM_CONF or /etc/slurm/slurm.conf must name the cluster)";
     if (r.status == 127) why += " (is Slurm's sbatch installed and on PATH?)";
     throw Error("--launcher slurm: `" + cmd_text(argv) + "` failed (exit " + std::to_string(r.status) + "): " + why);
@@ -245,7 +253,8 @@ void SlurmLauncher::start() {
   if (!o_.partition.empty()) s << "#SBATCH --partition=" << o_.partition << "\n";
   if (!o_.time_limit.empty()) s << "#SBATCH --time=" << o_.time_limit << "\n";
   for (const auto& a : o_.sbatch_args) s << "#SBATCH " << a << "\n";
-  s << "echo \"autooptim worker slurm-${SLURM_ARRAY_JOB_ID}-${SLURM_ARRAY_TASK_ID} on $(hostname), job ${SLURM_JOB_ID}\"\n";
+  s << "echo \"autooptim worker slurm-${SLURM_ARRAY_JOB_ID}-${SLURM_ARRAY_TASK_ID} on $(hostname), job "
+       "${SLURM_JOB_ID}\"\n";
   // exec: the worker is the batch step's process, so scancel's and pre-emption's SIGTERM reach it
   // directly and it puts its request in progress back before it leaves.
   s << "exec " << shell_quote(o_.binary) << " worker --serve " << shell_quote(o_.run_dir)
@@ -277,11 +286,13 @@ void SlurmLauncher::refresh(bool force) {
         const auto us = f[0].find('_');
         if (us == std::string::npos || f[0].substr(0, us) != job) continue;
         const std::string idx = f[0].substr(us + 1);
-        if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos) continue;  // "123_[0-3]": not split yet
+        if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos)
+          continue;  // "123_[0-3]": not split yet
         seen[std::stoll(idx)] = f;
       }
     } else if (r.err.find("Invalid job id") == std::string::npos) {
-      log::warn("slurm: squeue failed (exit " + std::to_string(r.status) + "): " + first_line(r.err) + "; will ask again");
+      log::warn("slurm: squeue failed (exit " + std::to_string(r.status) + "): " + first_line(r.err) +
+                "; will ask again");
       continue;  // Slurm busy or unreachable: no conclusion from silence
     }
     // Tasks Slurm no longer lists (aged out of the controller's memory): the accounting has their end.
@@ -333,8 +344,9 @@ std::vector<std::string> SlurmLauncher::check() {
   for (const auto& k : ended) {
     if (stopping_) continue;
     died.push_back(k.worker);
-    std::string what = "task " + k.job + "_" + std::to_string(k.index) + " ended " + k.state + (k.node.empty() ? "" : " on " + k.node) +
-                       (k.reason.empty() ? "" : " (" + k.reason + ")") + " while the run needed it";
+    std::string what = "task " + k.job + "_" + std::to_string(k.index) + " ended " + k.state +
+                       (k.node.empty() ? "" : " on " + k.node) + (k.reason.empty() ? "" : " (" + k.reason + ")") +
+                       " while the run needed it";
     if (resubmits_ < o_.max_resubmits) {
       try {
         const std::string job = submit(std::to_string(k.index));
@@ -390,7 +402,8 @@ void SlurmLauncher::stop(double grace_s) {
     std::vector<std::string> argv = {"scancel"};
     for (const auto& j : jobs_) argv.push_back(j);
     const auto r = run_command(argv, 60);
-    add_event("jobs", "scancel " + cmd_text(std::vector<std::string>(argv.begin() + 1, argv.end())) + (r.status == 0 ? "" : " failed: " + first_line(r.err)));
+    add_event("jobs", "scancel " + cmd_text(std::vector<std::string>(argv.begin() + 1, argv.end())) +
+                          (r.status == 0 ? "" : " failed: " + first_line(r.err)));
     const double kill_until = now_s() + 60;
     while (!all_gone() && now_s() < kill_until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -403,7 +416,12 @@ void SlurmLauncher::stop(double grace_s) {
 json SlurmLauncher::describe() const {
   json tasks = json::array();
   for (const auto& k : tasks_)
-    tasks.push_back({{"worker", k.worker}, {"job", k.job}, {"task", k.index}, {"state", k.state}, {"node", k.node}, {"reason", k.reason},
+    tasks.push_back({{"worker", k.worker},
+                     {"job", k.job},
+                     {"task", k.index},
+                     {"state", k.state},
+                     {"node", k.node},
+                     {"reason", k.reason},
                      {"log", "slurm/worker-" + k.job + "_" + std::to_string(k.index) + ".log"}});
   return {{"kind", "slurm"},
           {"script", "slurm/workers.sbatch"},

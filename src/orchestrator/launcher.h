@@ -46,7 +46,8 @@ class Launcher {
 // The local launcher (workers::LocalLauncher: fork/exec on this host, restarts a worker that dies).
 class LocalWorkers : public Launcher {
  public:
-  LocalWorkers(std::string run_dir, std::vector<std::string> model_cli, std::vector<workers::WorkerSlot> slots, int max_restarts = 2);
+  LocalWorkers(std::string run_dir, std::vector<std::string> model_cli, std::vector<workers::WorkerSlot> slots,
+               int max_restarts = 2);
   void start() override { l_.start(); }
   std::vector<std::string> check() override { return l_.check(); }
   bool all_gone() const override { return l_.all_gone(); }
@@ -70,17 +71,17 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s = 60);
 
 struct SlurmOptions {
-  std::string run_dir;                  // the run folder (made absolute): must be on a file system the nodes share
-  std::string binary;                   // the autooptim binary the tasks run (default: this process's)
-  std::vector<std::string> model_cli;   // --model ... --device ... given to every worker
-  int64_t workers = 1;                  // array tasks
-  std::string partition;                // -p (empty: the cluster's default)
-  int64_t gpus_per_worker = 0;          // --gres=gpu:G (0: a CPU worker)
-  int64_t cpus_per_worker = 1;          // --cpus-per-task, and the worker's --threads
-  std::string time_limit;               // --time (empty: the partition's)
-  std::vector<std::string> sbatch_args; // anything else for sbatch (--account=..., --qos=..., --constraint=...)
-  int max_resubmits = -1;               // replacements for dead tasks over the run (-1: 2 per worker)
-  double poll_s = 2;                    // how often check() asks squeue
+  std::string run_dir;                   // the run folder (made absolute): must be on a file system the nodes share
+  std::string binary;                    // the autooptim binary the tasks run (default: this process's)
+  std::vector<std::string> model_cli;    // --model ... --device ... given to every worker
+  int64_t workers = 1;                   // array tasks
+  std::string partition;                 // -p (empty: the cluster's default)
+  int64_t gpus_per_worker = 0;           // --gres=gpu:G (0: a CPU worker)
+  int64_t cpus_per_worker = 1;           // --cpus-per-task, and the worker's --threads
+  std::string time_limit;                // --time (empty: the partition's)
+  std::vector<std::string> sbatch_args;  // anything else for sbatch (--account=..., --qos=..., --constraint=...)
+  int max_resubmits = -1;                // replacements for dead tasks over the run (-1: 2 per worker)
+  double poll_s = 2;                     // how often check() asks squeue
 };
 
 class SlurmLauncher : public Launcher {

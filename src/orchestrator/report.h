@@ -23,7 +23,8 @@ std::string timing_text(const nlohmann::json& t);
 std::string render_markdown(const nlohmann::json& report);
 // clip_src maps a clip's path (relative to the run folder) to the <video>'s src; write_reports embeds small
 // clips as data: URIs so that report.html stays whole when copied elsewhere.
-std::string render_html(const nlohmann::json& report, const std::function<std::string(const std::string&)>& clip_src = {});
+std::string render_html(const nlohmann::json& report,
+                        const std::function<std::string(const std::string&)>& clip_src = {});
 std::string render_junit(const nlohmann::json& report);
 
 }  // namespace autooptim::orchestrator

@@ -2,8 +2,8 @@
 // The CPU BLAS's own thread pool, next to libtorch's. Debian's libtorch calls OpenBLAS (pthreads build) for
 // its GEMMs and convolutions' im2col products; OpenBLAS then starts its own threads, which spin (sched_yield)
 // against libtorch's OpenMP threads on the same cores; on a 2-core machine that made single runs vary widely
-// (docs/journal/2026-12-04.md), which the gate's noise margins then have to absorb. libtorch parallelises itself, so the BLAS
-// runs single-threaded inside each op unless the user set OPENBLAS_NUM_THREADS.
+// (docs/journal/2026-12-04.md), which the gate's noise margins then have to absorb. libtorch parallelises itself, so
+// the BLAS runs single-threaded inside each op unless the user set OPENBLAS_NUM_THREADS.
 #include <string>
 
 namespace autooptim::runtime {

@@ -26,7 +26,8 @@ namespace {
 // 12345 (CUDA's major*1000 + minor*10) -> "12.3"; cuDNN 90190 -> "9.19.0" (its major*10000 scheme since 9).
 std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 std::string cudnn_version_text(long v) {
-  if (v >= 90000) return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+  if (v >= 90000)
+    return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 100) + "." + std::to_string(v % 100);
 }
 

@@ -7,14 +7,14 @@
 namespace autooptim::runtime {
 
 struct BuildInfo {
-  std::string version;      // the project's version
-  std::string commit;       // git commit of the sources at configure time ("-dirty": local changes)
-  std::string flavour;      // "CPU" or "CUDA"
-  std::string libtorch;     // libtorch version compiled against
-  std::string cuda;         // CUDA runtime version ("none" in a CPU build)
-  std::string cudnn;        // cuDNN version libtorch uses ("none" when absent)
-  std::string driver;       // CUDA driver version ("none" without a GPU driver)
-  std::string build_type;   // CMake build type
+  std::string version;     // the project's version
+  std::string commit;      // git commit of the sources at configure time ("-dirty": local changes)
+  std::string flavour;     // "CPU" or "CUDA"
+  std::string libtorch;    // libtorch version compiled against
+  std::string cuda;        // CUDA runtime version ("none" in a CPU build)
+  std::string cudnn;       // cuDNN version libtorch uses ("none" when absent)
+  std::string driver;      // CUDA driver version ("none" without a GPU driver)
+  std::string build_type;  // CMake build type
 };
 
 const BuildInfo& build_info();

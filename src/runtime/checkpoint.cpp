@@ -33,8 +33,10 @@ std::string pick_in_folder(const fs::path& dir) {
   std::vector<std::string> index, single;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
-    if (ends_with(n, ".safetensors.index.json")) index.push_back(e.path().string());
-    else if (ends_with(n, ".safetensors")) single.push_back(e.path().string());
+    if (ends_with(n, ".safetensors.index.json"))
+      index.push_back(e.path().string());
+    else if (ends_with(n, ".safetensors"))
+      single.push_back(e.path().string());
   }
   std::sort(index.begin(), index.end());
   std::sort(single.begin(), single.end());
@@ -42,7 +44,8 @@ std::string pick_in_folder(const fs::path& dir) {
   if (index.size() > 1) throw CheckpointError(dir.string() + ": more than one *.safetensors.index.json");
   if (single.size() == 1) return single[0];
   if (single.empty()) throw CheckpointError(dir.string() + ": no *.safetensors file in this folder");
-  throw CheckpointError(dir.string() + ": several *.safetensors files but no *.safetensors.index.json naming their shards");
+  throw CheckpointError(dir.string() +
+                        ": several *.safetensors files but no *.safetensors.index.json naming their shards");
 }
 
 }  // namespace
@@ -64,7 +67,8 @@ nlohmann::json read_json_file(const std::string& path) {
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   if (size > kMaxBytes)
-    throw CheckpointError(path + ": " + std::to_string(size) + " bytes is too large for a JSON config (at most 64 MiB)");
+    throw CheckpointError(path + ": " + std::to_string(size) +
+                          " bytes is too large for a JSON config (at most 64 MiB)");
   in.seekg(0, std::ios::beg);
   std::string text(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
@@ -120,9 +124,7 @@ std::vector<std::string> TensorSource::names() const {
   return out;
 }
 
-bool TensorSource::contains(const std::string& name) const {
-  return where_.count(name) || memory_.count(name);
-}
+bool TensorSource::contains(const std::string& name) const { return where_.count(name) || memory_.count(name); }
 
 std::vector<int64_t> TensorSource::shape(const std::string& name) const {
   if (auto it = memory_.find(name); it != memory_.end()) return it->second.sizes().vec();
@@ -166,7 +168,8 @@ void load_strict(torch::nn::Module& module, const TensorSource& source, const Lo
     }
     const auto have = source.shape(key);
     if (have != p.value().sizes().vec())
-      misshaped.push_back(key + " (checkpoint " + shape_str(have) + ", model expects " + shape_str(p.value().sizes().vec()) + ")");
+      misshaped.push_back(key + " (checkpoint " + shape_str(have) + ", model expects " +
+                          shape_str(p.value().sizes().vec()) + ")");
     if (!dtype_loads_into(source.dtype(key), p.value().scalar_type()))
       wrong_dtype.push_back(key + " (checkpoint " + source.dtype_name(key) + ", model expects " +
                             std::string(c10::toString(p.value().scalar_type())) + ")");

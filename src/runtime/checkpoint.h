@@ -29,8 +29,8 @@ class TensorSource {
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const;
   std::vector<int64_t> shape(const std::string& name) const;
-  at::Tensor tensor(const std::string& name) const;  // CPU, checkpoint dtype
-  at::ScalarType dtype(const std::string& name) const;  // as tensor() returns it (float8 decodes to float)
+  at::Tensor tensor(const std::string& name) const;       // CPU, checkpoint dtype
+  at::ScalarType dtype(const std::string& name) const;    // as tensor() returns it (float8 decodes to float)
   std::string dtype_name(const std::string& name) const;  // as the file names it ("I32", "F8_E4M3")
 
  private:
@@ -46,7 +46,7 @@ bool dtype_loads_into(at::ScalarType checkpoint, at::ScalarType parameter);
 nlohmann::json read_json_file(const std::string& path);
 
 struct LoadOptions {
-  std::string prefix;                        // checkpoint key prefix of the module ("" for none)
+  std::string prefix;                          // checkpoint key prefix of the module ("" for none)
   std::vector<std::string> ignore_unexpected;  // checkpoint keys allowed to have no parameter
   // Optional per-parameter dtype; default keeps each parameter's own dtype.
   bool allow_missing = false;

@@ -38,7 +38,7 @@ void set_strict_fp32(bool strict);
 void reset_peak_memory(const at::Device& device);
 int64_t peak_memory_bytes(const at::Device& device);     // 0 on the CPU
 int64_t current_memory_bytes(const at::Device& device);  // allocated now; 0 on the CPU
-std::string device_name(const at::Device& device);     // GPU model, or the CPU model from /proc/cpuinfo
-std::string gpu_clocks(const at::Device& device);      // SM/memory clocks where the driver tells them
+std::string device_name(const at::Device& device);       // GPU model, or the CPU model from /proc/cpuinfo
+std::string gpu_clocks(const at::Device& device);        // SM/memory clocks where the driver tells them
 
 }  // namespace autooptim::runtime

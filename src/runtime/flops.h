@@ -19,7 +19,8 @@ struct TransformerFlops {
 inline TransformerFlops transformer_flops(const WanTransformerConfig& c, int64_t batch, int64_t frames, int64_t height,
                                           int64_t width, int64_t text_tokens, bool per_token_time = true) {
   const double D = static_cast<double>(c.dim()), Fd = static_cast<double>(c.ffn_dim);
-  const double L = static_cast<double>(frames / c.patch_size[0] * (height / c.patch_size[1]) * (width / c.patch_size[2]));
+  const double L =
+      static_cast<double>(frames / c.patch_size[0] * (height / c.patch_size[1]) * (width / c.patch_size[2]));
   const double S = static_cast<double>(text_tokens), B = static_cast<double>(batch);
   const double patch = static_cast<double>(c.patch_size[0] * c.patch_size[1] * c.patch_size[2]);
   TransformerFlops f;
@@ -29,8 +30,8 @@ inline TransformerFlops transformer_flops(const WanTransformerConfig& c, int64_t
                                   + 2 * L * D * Fd * 2;  // ffn
   const double per_block_attn = 4 * L * L * D + 4 * L * S * D;
   f.linear = B * (c.num_layers * per_block_linear + 2 * L * D * c.in_channels * patch  // patch embedding
-                  + 2 * L * D * c.out_channels * patch                                  // proj_out
-                  + 2 * S * D * (c.text_dim + D));                                      // text embedder
+                  + 2 * L * D * c.out_channels * patch                                 // proj_out
+                  + 2 * S * D * (c.text_dim + D));                                     // text embedder
   f.attention = B * c.num_layers * per_block_attn;
   const double rows = per_token_time ? L : 1.0;
   f.time_embedding = B * rows * 2 * (c.freq_dim * D + D * D + D * 6 * D);

@@ -48,7 +48,8 @@ at::ScalarType compute_dtype(const std::string& dtype, const at::Device& device)
 std::vector<std::string> known_models() { return models::model_names(); }
 
 const std::string& tiny_tokenizer_model() {
-  static const std::string bytes(reinterpret_cast<const char*>(embedded::kTinyTokenizer), embedded::kTinyTokenizer_size);
+  static const std::string bytes(reinterpret_cast<const char*>(embedded::kTinyTokenizer),
+                                 embedded::kTinyTokenizer_size);
   return bytes;
 }
 
@@ -135,7 +136,7 @@ void condition_tiny_transformer(WanTransformer3DModel& m) {
   m->time_proj->weight.mul_(0.05);
   m->time_proj->bias.zero_();
   for (auto& b : m->block_list) {
-    b->scale_shift_table.mul_(0.4);  // N(0, 0.02) from fill_synthetic's 0.05
+    b->scale_shift_table.mul_(0.4);               // N(0, 0.02) from fill_synthetic's 0.05
     b->scale_shift_table.select(1, 2).add_(0.1);  // self-attention gate
     b->scale_shift_table.select(1, 5).add_(0.1);  // FFN gate
     b->attn2->to_out0->weight.mul_(0.2);
@@ -154,8 +155,10 @@ std::string original_layout_hint(const fs::path& dir) {
     if (e.path().filename().string().rfind("diffusion_pytorch_model", 0) == 0) original = true;
   if (!original) return "";
   return "\nthis looks like the original (non-diffusers) Wan2.2 release (Wan2.2_VAE.pth, models_t5_*.pth, top-level "
-         "diffusion_pytorch_model-*.safetensors); autooptim reads the diffusers layout: download Wan-AI/Wan2.2-TI2V-5B-Diffusers, "
-         "e.g. huggingface-cli download Wan-AI/Wan2.2-TI2V-5B-Diffusers --local-dir Wan2.2-TI2V-5B-Diffusers, and pass that folder";
+         "diffusion_pytorch_model-*.safetensors); autooptim reads the diffusers layout: download "
+         "Wan-AI/Wan2.2-TI2V-5B-Diffusers, "
+         "e.g. huggingface-cli download Wan-AI/Wan2.2-TI2V-5B-Diffusers --local-dir Wan2.2-TI2V-5B-Diffusers, and pass "
+         "that folder";
 }
 
 }  // namespace
@@ -178,8 +181,10 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
   const std::string cls = index.value("_class_name", "");
   if (cls != "WanPipeline" && cls != "WanImageToVideoPipeline")
     throw CheckpointError((dir / "model_index.json").string() + ": _class_name '" + cls + "' is not a Wan pipeline");
-  if (index.contains("transformer_2") && !index["transformer_2"].is_null() && !(index["transformer_2"].is_array() && index["transformer_2"][0].is_null()))
-    throw CheckpointError((dir / "model_index.json").string() + ": has transformer_2 (the A14B two-expert model), which is not supported");
+  if (index.contains("transformer_2") && !index["transformer_2"].is_null() &&
+      !(index["transformer_2"].is_array() && index["transformer_2"][0].is_null()))
+    throw CheckpointError((dir / "model_index.json").string() +
+                          ": has transformer_2 (the A14B two-expert model), which is not supported");
   ModelConfigs c;
   auto with_file = [](const fs::path& f, const std::function<void(const nlohmann::json&)>& fn) {
     try {
@@ -190,10 +195,13 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
       throw CheckpointError(f.string() + ": " + e.what());
     }
   };
-  with_file(dir / "transformer/config.json", [&](const nlohmann::json& j) { c.transformer = WanTransformerConfig::from_json(j); });
+  with_file(dir / "transformer/config.json",
+            [&](const nlohmann::json& j) { c.transformer = WanTransformerConfig::from_json(j); });
   with_file(dir / "vae/config.json", [&](const nlohmann::json& j) { c.vae = WanVAEConfig::from_json(j); });
-  with_file(dir / "text_encoder/config.json", [&](const nlohmann::json& j) { c.text_encoder = UMT5Config::from_json(j); });
-  with_file(dir / "scheduler/scheduler_config.json", [&](const nlohmann::json& j) { c.scheduler = UniPCConfig::from_json(j); });
+  with_file(dir / "text_encoder/config.json",
+            [&](const nlohmann::json& j) { c.text_encoder = UMT5Config::from_json(j); });
+  with_file(dir / "scheduler/scheduler_config.json",
+            [&](const nlohmann::json& j) { c.scheduler = UniPCConfig::from_json(j); });
   if (c.transformer.in_channels != c.vae.z_dim)
     throw CheckpointError(dir_in + ": transformer in_channels " + std::to_string(c.transformer.in_channels) +
                           " != vae z_dim " + std::to_string(c.vae.z_dim));

@@ -24,8 +24,8 @@ struct LoadRequest {
   // assets/wan22-tiny/weights). Empty for wan22-tiny: its synthetic weights (the command line resolves
   // the shipped trained weights as the default, see apps/autooptim/model_args.cpp).
   std::string weights_dir;
-  bool synthetic_weights = false;    // without a checkpoint: deterministic random weights
-  Precision precision;               // device and compute dtype of the transformer
+  bool synthetic_weights = false;  // without a checkpoint: deterministic random weights
+  Precision precision;             // device and compute dtype of the transformer
   RuntimeOptions options;
 };
 

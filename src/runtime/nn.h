@@ -47,8 +47,7 @@ TORCH_MODULE(RMSNorm);
 
 // LayerNorm over the last dim computed in float32 (diffusers FP32LayerNorm); affine when weight is set.
 // Returns float32.
-at::Tensor layer_norm_fp32(const at::Tensor& x, double eps, const at::Tensor& weight = {},
-                           const at::Tensor& bias = {});
+at::Tensor layer_norm_fp32(const at::Tensor& x, double eps, const at::Tensor& weight = {}, const at::Tensor& bias = {});
 
 class LayerNormImpl : public torch::nn::Module {
  public:
@@ -63,8 +62,7 @@ TORCH_MODULE(LayerNorm);
 class Conv3dImpl : public torch::nn::Module {
  public:
   Conv3dImpl(int64_t in, int64_t out, std::vector<int64_t> kernel, const at::TensorOptions& opts,
-             std::vector<int64_t> stride = {1, 1, 1}, std::vector<int64_t> padding = {0, 0, 0},
-             bool bias = true);
+             std::vector<int64_t> stride = {1, 1, 1}, std::vector<int64_t> padding = {0, 0, 0}, bool bias = true);
   at::Tensor forward(const at::Tensor& x) const;
   at::Tensor weight, bias;
   std::vector<int64_t> stride, padding;

@@ -111,12 +111,13 @@ std::string dims(at::IntArrayRef d, const char* sep) {
 
 ProfileDetail gemm_detail(const at::Tensor& in, int64_t n_out) {
   const int64_t K = in.size(-1), M = K > 0 ? in.numel() / K : 0;
-  return {"[" + std::to_string(M) + " x " + std::to_string(K) + "] x [" + std::to_string(K) + " x " + std::to_string(n_out) +
-              "] " + std::string(c10::toString(in.scalar_type())),
+  return {"[" + std::to_string(M) + " x " + std::to_string(K) + "] x [" + std::to_string(K) + " x " +
+              std::to_string(n_out) + "] " + std::string(c10::toString(in.scalar_type())),
           2.0 * static_cast<double>(M) * K * n_out};
 }
 
-ProfileDetail conv_detail(const at::Tensor& in, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding) {
+ProfileDetail conv_detail(const at::Tensor& in, const at::Tensor& weight, at::IntArrayRef stride,
+                          at::IntArrayRef padding) {
   const int64_t nd = weight.dim() - 2;  // spatial dimensions
   double out_elems = static_cast<double>(in.size(0)) * weight.size(0);
   std::vector<int64_t> out;
@@ -129,9 +130,9 @@ ProfileDetail conv_detail(const at::Tensor& in, const at::Tensor& weight, at::In
   double taps = static_cast<double>(weight.size(1));
   for (int64_t i = 0; i < nd; ++i) taps *= static_cast<double>(weight.size(2 + i));
   const bool cl = in.dim() == 5 && in.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !in.is_contiguous();
-  return {std::to_string(weight.size(1)) + "->" + std::to_string(weight.size(0)) + " k" + dims(weight.sizes().slice(2), "x") +
-              " s" + dims(stride, "x") + " out " + dims(out, "x") + (cl ? " cl" : "") + " " +
-              std::string(c10::toString(in.scalar_type())),
+  return {std::to_string(weight.size(1)) + "->" + std::to_string(weight.size(0)) + " k" +
+              dims(weight.sizes().slice(2), "x") + " s" + dims(stride, "x") + " out " + dims(out, "x") +
+              (cl ? " cl" : "") + " " + std::string(c10::toString(in.scalar_type())),
           2.0 * out_elems * taps};
 }
 

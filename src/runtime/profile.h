@@ -80,7 +80,8 @@ class Profiler {
 // by `weight` ([Cout, Cin, k...]) with the given stride and padding (the spatial dimensions' output
 // sizes from the usual formula); their FLOPs are 2 multiply-adds' worth per output element and tap.
 ProfileDetail gemm_detail(const at::Tensor& in, int64_t n_out);
-ProfileDetail conv_detail(const at::Tensor& in, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding);
+ProfileDetail conv_detail(const at::Tensor& in, const at::Tensor& weight, at::IntArrayRef stride,
+                          at::IntArrayRef padding);
 
 // Marks the enclosed operations as one category of the current profiler, if any.
 class ProfileScope {

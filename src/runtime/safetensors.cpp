@@ -27,23 +27,23 @@ struct DTypeRow {
   size_t size;
 };
 constexpr DTypeRow kDTypes[] = {
-    {"F64", StDType::F64, 8},     {"F32", StDType::F32, 4},         {"F16", StDType::F16, 2},
-    {"BF16", StDType::BF16, 2},   {"I64", StDType::I64, 8},         {"I32", StDType::I32, 4},
-    {"I16", StDType::I16, 2},     {"I8", StDType::I8, 1},           {"U8", StDType::U8, 1},
-    {"BOOL", StDType::BOOL, 1},   {"F8_E4M3", StDType::F8_E4M3, 1}, {"F8_E5M2", StDType::F8_E5M2, 1},
+    {"F64", StDType::F64, 8},   {"F32", StDType::F32, 4},         {"F16", StDType::F16, 2},
+    {"BF16", StDType::BF16, 2}, {"I64", StDType::I64, 8},         {"I32", StDType::I32, 4},
+    {"I16", StDType::I16, 2},   {"I8", StDType::I8, 1},           {"U8", StDType::U8, 1},
+    {"BOOL", StDType::BOOL, 1}, {"F8_E4M3", StDType::F8_E4M3, 1}, {"F8_E5M2", StDType::F8_E5M2, 1},
 };
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw CheckpointError(path + ": " + what);
-}
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw CheckpointError(path + ": " + what); }
 
 // float8 e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa, no infinities, 0x7f/0xff are NaN.
 float decode_e4m3(uint8_t b) {
   const int sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 0x7;
   float v;
   if (exp == 0xf && man == 0x7) return std::nanf("");
-  if (exp == 0) v = std::ldexp(static_cast<float>(man) / 8.0f, -6);
-  else v = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man) / 8.0f, -6);
+  else
+    v = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
   return sign ? -v : v;
 }
 
@@ -51,9 +51,12 @@ float decode_e4m3(uint8_t b) {
 float decode_e5m2(uint8_t b) {
   const int sign = b >> 7, exp = (b >> 2) & 0x1f, man = b & 0x3;
   float v;
-  if (exp == 0x1f) v = man ? std::nanf("") : INFINITY;
-  else if (exp == 0) v = std::ldexp(static_cast<float>(man) / 4.0f, -14);
-  else v = std::ldexp(1.0f + static_cast<float>(man) / 4.0f, exp - 15);
+  if (exp == 0x1f)
+    v = man ? std::nanf("") : INFINITY;
+  else if (exp == 0)
+    v = std::ldexp(static_cast<float>(man) / 4.0f, -14);
+  else
+    v = std::ldexp(1.0f + static_cast<float>(man) / 4.0f, exp - 15);
   return sign ? -v : v;
 }
 
@@ -73,18 +76,29 @@ size_t element_size(StDType d) {
 
 at::ScalarType to_scalar_type(StDType d) {
   switch (d) {
-    case StDType::F64: return at::kDouble;
-    case StDType::F32: return at::kFloat;
-    case StDType::F16: return at::kHalf;
-    case StDType::BF16: return at::kBFloat16;
-    case StDType::I64: return at::kLong;
-    case StDType::I32: return at::kInt;
-    case StDType::I16: return at::kShort;
-    case StDType::I8: return at::kChar;
-    case StDType::U8: return at::kByte;
-    case StDType::BOOL: return at::kBool;
+    case StDType::F64:
+      return at::kDouble;
+    case StDType::F32:
+      return at::kFloat;
+    case StDType::F16:
+      return at::kHalf;
+    case StDType::BF16:
+      return at::kBFloat16;
+    case StDType::I64:
+      return at::kLong;
+    case StDType::I32:
+      return at::kInt;
+    case StDType::I16:
+      return at::kShort;
+    case StDType::I8:
+      return at::kChar;
+    case StDType::U8:
+      return at::kByte;
+    case StDType::BOOL:
+      return at::kBool;
     case StDType::F8_E4M3:
-    case StDType::F8_E5M2: return at::kFloat;
+    case StDType::F8_E5M2:
+      return at::kFloat;
   }
   return at::kFloat;
 }
@@ -115,8 +129,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
 
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
-  if (n > kMaxHeaderBytes)
-    fail(path, "header length " + std::to_string(n) + " is implausibly large (corrupt file?)");
+  if (n > kMaxHeaderBytes) fail(path, "header length " + std::to_string(n) + " is implausibly large (corrupt file?)");
   if (n > size - 8)
     fail(path, "truncated: header length " + std::to_string(n) + " runs past the end of the file (" +
                    std::to_string(size) + " bytes)");
@@ -170,11 +183,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     if (info.begin > info.end) fail(path, where + "data_offsets begin after they end");
     if (info.end > data_size)
       fail(path, where + "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
-                     ") run past the end of the data (" + std::to_string(data_size) +
-                     " bytes; file truncated?)");
+                     ") run past the end of the data (" + std::to_string(data_size) + " bytes; file truncated?)");
     if (info.end - info.begin != numel * row->size)
-      fail(path, where + "data_offsets cover " + std::to_string(info.end - info.begin) + " bytes but " +
-                     dt + " shape needs " + std::to_string(numel * row->size));
+      fail(path, where + "data_offsets cover " + std::to_string(info.end - info.begin) + " bytes but " + dt +
+                     " shape needs " + std::to_string(numel * row->size));
     f->infos_.emplace(name, std::move(info));
   }
   // The tensors must cover the data block exactly, in order: no gap, no overlap, nothing after the
@@ -187,8 +199,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   uint64_t covered = 0;
   const TensorInfo* prev = nullptr;
   for (const auto* t : by_offset) {
-    if (t->begin < covered)
-      fail(path, "tensors '" + prev->name + "' and '" + t->name + "' overlap in the data block");
+    if (t->begin < covered) fail(path, "tensors '" + prev->name + "' and '" + t->name + "' overlap in the data block");
     if (t->begin > covered)
       fail(path, "bytes [" + std::to_string(covered) + ", " + std::to_string(t->begin) +
                      ") of the data block belong to no tensor (before '" + t->name + "'; header length wrong?)");
@@ -238,11 +249,11 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
     return out;
   }
   auto keep = self_.lock();
-  return at::from_blob(const_cast<uint8_t*>(p), i.shape, [keep](void*) {}, at::TensorOptions().dtype(st));
+  return at::from_blob(
+      const_cast<uint8_t*>(p), i.shape, [keep](void*) {}, at::TensorOptions().dtype(st));
 }
 
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -254,17 +265,39 @@ void write_safetensors(const std::string& path,
     at::Tensor t = t0.detach().to(at::kCPU).contiguous();
     const char* dt = nullptr;
     switch (t.scalar_type()) {
-      case at::kDouble: dt = "F64"; break;
-      case at::kFloat: dt = "F32"; break;
-      case at::kHalf: dt = "F16"; break;
-      case at::kBFloat16: dt = "BF16"; break;
-      case at::kLong: dt = "I64"; break;
-      case at::kInt: dt = "I32"; break;
-      case at::kShort: dt = "I16"; break;
-      case at::kChar: dt = "I8"; break;
-      case at::kByte: dt = "U8"; break;
-      case at::kBool: dt = "BOOL"; break;
-      default: throw Error(path + ": cannot write tensor '" + name + "' of dtype " + std::string(c10::toString(t.scalar_type())));
+      case at::kDouble:
+        dt = "F64";
+        break;
+      case at::kFloat:
+        dt = "F32";
+        break;
+      case at::kHalf:
+        dt = "F16";
+        break;
+      case at::kBFloat16:
+        dt = "BF16";
+        break;
+      case at::kLong:
+        dt = "I64";
+        break;
+      case at::kInt:
+        dt = "I32";
+        break;
+      case at::kShort:
+        dt = "I16";
+        break;
+      case at::kChar:
+        dt = "I8";
+        break;
+      case at::kByte:
+        dt = "U8";
+        break;
+      case at::kBool:
+        dt = "BOOL";
+        break;
+      default:
+        throw Error(path + ": cannot write tensor '" + name + "' of dtype " +
+                    std::string(c10::toString(t.scalar_type())));
     }
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
     header[name] = {{"dtype", dt}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};

@@ -56,8 +56,7 @@ class SafetensorsFile {
 };
 
 // Writes tensors (any device; copied to CPU, made contiguous) in name order.
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 at::ScalarType to_scalar_type(StDType d);  // F8 types map to float32 (decoded)

@@ -52,8 +52,7 @@ std::pair<int32_t, size_t> next_code_point(const std::string& s, size_t i) {
 // Python's str.isspace (the set re's \s and str.strip use on str).
 bool is_space(int32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 struct Entity {
@@ -66,43 +65,47 @@ const std::map<std::string, Entity>& named_entities() {
     std::map<std::string, Entity> t;
     // U+00A0 .. U+00FF in order: all legacy.
     const char* latin1[] = {
-        "nbsp",   "iexcl",  "cent",   "pound",  "curren", "yen",    "brvbar", "sect",   "uml",    "copy",
-        "ordf",   "laquo",  "not",    "shy",    "reg",    "macr",   "deg",    "plusmn", "sup2",   "sup3",
-        "acute",  "micro",  "para",   "middot", "cedil",  "sup1",   "ordm",   "raquo",  "frac14", "frac12",
-        "frac34", "iquest", "Agrave", "Aacute", "Acirc",  "Atilde", "Auml",   "Aring",  "AElig",  "Ccedil",
-        "Egrave", "Eacute", "Ecirc",  "Euml",   "Igrave", "Iacute", "Icirc",  "Iuml",   "ETH",    "Ntilde",
-        "Ograve", "Oacute", "Ocirc",  "Otilde", "Ouml",   "times",  "Oslash", "Ugrave", "Uacute", "Ucirc",
-        "Uuml",   "Yacute", "THORN",  "szlig",  "agrave", "aacute", "acirc",  "atilde", "auml",   "aring",
-        "aelig",  "ccedil", "egrave", "eacute", "ecirc",  "euml",   "igrave", "iacute", "icirc",  "iuml",
-        "eth",    "ntilde", "ograve", "oacute", "ocirc",  "otilde", "ouml",   "divide", "oslash", "ugrave",
-        "uacute", "ucirc",  "uuml",   "yacute", "thorn",  "yuml"};
+        "nbsp",   "iexcl",  "cent",   "pound",  "curren", "yen",    "brvbar", "sect",   "uml",    "copy",   "ordf",
+        "laquo",  "not",    "shy",    "reg",    "macr",   "deg",    "plusmn", "sup2",   "sup3",   "acute",  "micro",
+        "para",   "middot", "cedil",  "sup1",   "ordm",   "raquo",  "frac14", "frac12", "frac34", "iquest", "Agrave",
+        "Aacute", "Acirc",  "Atilde", "Auml",   "Aring",  "AElig",  "Ccedil", "Egrave", "Eacute", "Ecirc",  "Euml",
+        "Igrave", "Iacute", "Icirc",  "Iuml",   "ETH",    "Ntilde", "Ograve", "Oacute", "Ocirc",  "Otilde", "Ouml",
+        "times",  "Oslash", "Ugrave", "Uacute", "Ucirc",  "Uuml",   "Yacute", "THORN",  "szlig",  "agrave", "aacute",
+        "acirc",  "atilde", "auml",   "aring",  "aelig",  "ccedil", "egrave", "eacute", "ecirc",  "euml",   "igrave",
+        "iacute", "icirc",  "iuml",   "eth",    "ntilde", "ograve", "oacute", "ocirc",  "otilde", "ouml",   "divide",
+        "oslash", "ugrave", "uacute", "ucirc",  "uuml",   "yacute", "thorn",  "yuml"};
     static_assert(sizeof(latin1) / sizeof(latin1[0]) == 96, "U+00A0..U+00FF");
     for (uint32_t i = 0; i < 96; ++i) t[latin1[i]] = {0xA0 + i, true};
-    for (const auto& [n, cp] : std::vector<std::pair<const char*, uint32_t>>{
-             {"amp", '&'}, {"AMP", '&'}, {"lt", '<'}, {"LT", '<'}, {"gt", '>'}, {"GT", '>'},
-             {"quot", '"'}, {"QUOT", '"'}, {"COPY", 0xA9}, {"REG", 0xAE}})
+    for (const auto& [n, cp] : std::vector<std::pair<const char*, uint32_t>>{{"amp", '&'},
+                                                                             {"AMP", '&'},
+                                                                             {"lt", '<'},
+                                                                             {"LT", '<'},
+                                                                             {"gt", '>'},
+                                                                             {"GT", '>'},
+                                                                             {"quot", '"'},
+                                                                             {"QUOT", '"'},
+                                                                             {"COPY", 0xA9},
+                                                                             {"REG", 0xAE}})
       t[n] = {cp, true};
     for (const auto& [n, cp] : std::vector<std::pair<const char*, uint32_t>>{
-             {"apos", '\''},   {"OElig", 0x152},  {"oelig", 0x153},  {"Scaron", 0x160}, {"scaron", 0x161},
-             {"Yuml", 0x178},  {"fnof", 0x192},   {"circ", 0x2C6},   {"tilde", 0x2DC},  {"ensp", 0x2002},
-             {"emsp", 0x2003}, {"thinsp", 0x2009}, {"zwnj", 0x200C}, {"zwj", 0x200D},   {"lrm", 0x200E},
-             {"rlm", 0x200F},  {"ndash", 0x2013}, {"mdash", 0x2014}, {"lsquo", 0x2018}, {"rsquo", 0x2019},
-             {"sbquo", 0x201A}, {"ldquo", 0x201C}, {"rdquo", 0x201D}, {"bdquo", 0x201E}, {"dagger", 0x2020},
-             {"Dagger", 0x2021}, {"bull", 0x2022}, {"hellip", 0x2026}, {"permil", 0x2030}, {"prime", 0x2032},
-             {"Prime", 0x2033}, {"lsaquo", 0x2039}, {"rsaquo", 0x203A}, {"euro", 0x20AC}, {"trade", 0x2122},
-             {"larr", 0x2190}, {"uarr", 0x2191},  {"rarr", 0x2192},  {"darr", 0x2193},  {"harr", 0x2194},
-             {"minus", 0x2212}, {"infin", 0x221E}, {"ne", 0x2260},   {"le", 0x2264},    {"ge", 0x2265},
-             {"asymp", 0x2248}, {"sum", 0x2211},  {"radic", 0x221A}, {"spades", 0x2660}, {"clubs", 0x2663},
-             {"hearts", 0x2665}, {"diams", 0x2666}, {"star", 0x2606}, {"starf", 0x2605}, {"check", 0x2713}})
+             {"apos", '\''},     {"OElig", 0x152},   {"oelig", 0x153},   {"Scaron", 0x160},  {"scaron", 0x161},
+             {"Yuml", 0x178},    {"fnof", 0x192},    {"circ", 0x2C6},    {"tilde", 0x2DC},   {"ensp", 0x2002},
+             {"emsp", 0x2003},   {"thinsp", 0x2009}, {"zwnj", 0x200C},   {"zwj", 0x200D},    {"lrm", 0x200E},
+             {"rlm", 0x200F},    {"ndash", 0x2013},  {"mdash", 0x2014},  {"lsquo", 0x2018},  {"rsquo", 0x2019},
+             {"sbquo", 0x201A},  {"ldquo", 0x201C},  {"rdquo", 0x201D},  {"bdquo", 0x201E},  {"dagger", 0x2020},
+             {"Dagger", 0x2021}, {"bull", 0x2022},   {"hellip", 0x2026}, {"permil", 0x2030}, {"prime", 0x2032},
+             {"Prime", 0x2033},  {"lsaquo", 0x2039}, {"rsaquo", 0x203A}, {"euro", 0x20AC},   {"trade", 0x2122},
+             {"larr", 0x2190},   {"uarr", 0x2191},   {"rarr", 0x2192},   {"darr", 0x2193},   {"harr", 0x2194},
+             {"minus", 0x2212},  {"infin", 0x221E},  {"ne", 0x2260},     {"le", 0x2264},     {"ge", 0x2265},
+             {"asymp", 0x2248},  {"sum", 0x2211},    {"radic", 0x221A},  {"spades", 0x2660}, {"clubs", 0x2663},
+             {"hearts", 0x2665}, {"diams", 0x2666},  {"star", 0x2606},   {"starf", 0x2605},  {"check", 0x2713}})
       t[n] = {cp, false};
-    const char* greek_upper[] = {"Alpha", "Beta",  "Gamma", "Delta", "Epsilon", "Zeta",    "Eta",
-                                 "Theta", "Iota",  "Kappa", "Lambda", "Mu",     "Nu",      "Xi",
-                                 "Omicron", "Pi",  "Rho",   nullptr, "Sigma",   "Tau",     "Upsilon",
-                                 "Phi",   "Chi",   "Psi",   "Omega"};
-    const char* greek_lower[] = {"alpha", "beta",  "gamma", "delta", "epsilon", "zeta",    "eta",
-                                 "theta", "iota",  "kappa", "lambda", "mu",     "nu",      "xi",
-                                 "omicron", "pi",  "rho",   "sigmaf", "sigma",  "tau",     "upsilon",
-                                 "phi",   "chi",   "psi",   "omega"};
+    const char* greek_upper[] = {"Alpha", "Beta",   "Gamma",   "Delta", "Epsilon", "Zeta",    "Eta",  "Theta", "Iota",
+                                 "Kappa", "Lambda", "Mu",      "Nu",    "Xi",      "Omicron", "Pi",   "Rho",   nullptr,
+                                 "Sigma", "Tau",    "Upsilon", "Phi",   "Chi",     "Psi",     "Omega"};
+    const char* greek_lower[] = {"alpha", "beta",   "gamma",   "delta", "epsilon", "zeta",    "eta",  "theta", "iota",
+                                 "kappa", "lambda", "mu",      "nu",    "xi",      "omicron", "pi",   "rho",   "sigmaf",
+                                 "sigma", "tau",    "upsilon", "phi",   "chi",     "psi",     "omega"};
     for (uint32_t i = 0; i < 25; ++i) {
       if (greek_upper[i]) t[greek_upper[i]] = {0x391 + i, false};
       t[greek_lower[i]] = {0x3B1 + i, false};
@@ -115,12 +118,11 @@ const std::map<std::string, Entity>& named_entities() {
 // HTML5 numeric character reference rules, as Python's html._replace_charref.
 void append_char_ref(std::string& out, uint64_t num) {
   static const std::map<uint64_t, uint32_t> cp1252 = {
-      {0x00, 0xFFFD}, {0x0D, 0x0D},   {0x80, 0x20AC}, {0x81, 0x81},   {0x82, 0x201A}, {0x83, 0x0192},
-      {0x84, 0x201E}, {0x85, 0x2026}, {0x86, 0x2020}, {0x87, 0x2021}, {0x88, 0x02C6}, {0x89, 0x2030},
-      {0x8A, 0x0160}, {0x8B, 0x2039}, {0x8C, 0x0152}, {0x8D, 0x8D},   {0x8E, 0x017D}, {0x8F, 0x8F},
-      {0x90, 0x90},   {0x91, 0x2018}, {0x92, 0x2019}, {0x93, 0x201C}, {0x94, 0x201D}, {0x95, 0x2022},
-      {0x96, 0x2013}, {0x97, 0x2014}, {0x98, 0x02DC}, {0x99, 0x2122}, {0x9A, 0x0161}, {0x9B, 0x203A},
-      {0x9C, 0x0153}, {0x9D, 0x9D},   {0x9E, 0x017E}, {0x9F, 0x0178}};
+      {0x00, 0xFFFD}, {0x0D, 0x0D},   {0x80, 0x20AC}, {0x81, 0x81},   {0x82, 0x201A}, {0x83, 0x0192}, {0x84, 0x201E},
+      {0x85, 0x2026}, {0x86, 0x2020}, {0x87, 0x2021}, {0x88, 0x02C6}, {0x89, 0x2030}, {0x8A, 0x0160}, {0x8B, 0x2039},
+      {0x8C, 0x0152}, {0x8D, 0x8D},   {0x8E, 0x017D}, {0x8F, 0x8F},   {0x90, 0x90},   {0x91, 0x2018}, {0x92, 0x2019},
+      {0x93, 0x201C}, {0x94, 0x201D}, {0x95, 0x2022}, {0x96, 0x2013}, {0x97, 0x2014}, {0x98, 0x02DC}, {0x99, 0x2122},
+      {0x9A, 0x0161}, {0x9B, 0x203A}, {0x9C, 0x0153}, {0x9D, 0x9D},   {0x9E, 0x017E}, {0x9F, 0x0178}};
   if (auto it = cp1252.find(num); it != cp1252.end()) return append_utf8(out, it->second);
   if ((num >= 0xD800 && num <= 0xDFFF) || num > 0x10FFFF) return append_utf8(out, 0xFFFD);
   const bool invalid = (num >= 0x1 && num <= 0x8) || (num >= 0xE && num <= 0x1F) || (num >= 0x7F && num <= 0x9F) ||
@@ -181,8 +183,9 @@ const SpmModule& spm_module() {
     return SpmModule{};
   }();
   if (!m.load)
-    throw Error("tokenizer: cannot load libautooptim_spm.so (the SentencePiece module built with autooptim); "
-                "put it next to the executable or name it in AUTOOPTIM_SPM_MODULE");
+    throw Error(
+        "tokenizer: cannot load libautooptim_spm.so (the SentencePiece module built with autooptim); "
+        "put it next to the executable or name it in AUTOOPTIM_SPM_MODULE");
   return m;
 }
 

@@ -42,8 +42,8 @@ std::string clean_prompt(const std::string& text);
 std::string html_unescape(const std::string& text);
 
 struct TokenizedPrompts {
-  at::Tensor input_ids;         // [B, max_length] int64, pad id after each prompt
-  at::Tensor attention_mask;    // [B, max_length] int64, 1 on real tokens (EOS included)
+  at::Tensor input_ids;          // [B, max_length] int64, pad id after each prompt
+  at::Tensor attention_mask;     // [B, max_length] int64, 1 on real tokens (EOS included)
   std::vector<int64_t> lengths;  // real tokens per prompt, EOS included, <= max_length
 };
 

@@ -70,9 +70,13 @@ AOSPM_API long aospm_encode(const void* h, const char* text, size_t n, int* out,
 AOSPM_API int aospm_info(const void* h, int what) {
   const auto* sp = static_cast<const sentencepiece::SentencePieceProcessor*>(h);
   switch (what) {
-    case 0: return sp->GetPieceSize();
-    case 1: return sp->eos_id();
-    case 2: return sp->pad_id();
-    default: return -1;
+    case 0:
+      return sp->GetPieceSize();
+    case 1:
+      return sp->eos_id();
+    case 2:
+      return sp->pad_id();
+    default:
+      return -1;
   }
 }

@@ -72,7 +72,8 @@ inline std::pair<at::Tensor, at::Tensor> sdpa_with_lse(const at::Tensor& q, cons
     }
   }
 #endif
-  const at::Tensor s = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(3)));
+  const at::Tensor s =
+      at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(3)));
   const at::Tensor lse = at::logsumexp(s, {-1});
   const at::Tensor o = at::matmul(at::exp(s - lse.unsqueeze(-1)), v.to(at::kFloat)).to(q.scalar_type());
   return {o, lse};

@@ -35,7 +35,8 @@ UMT5Config UMT5Config::from_json(const nlohmann::json& j) {
   cfg.read("layer_norm_epsilon", c.layer_norm_epsilon);
   cfg.read("feed_forward_proj", c.feed_forward_proj);
   if (c.feed_forward_proj != "gated-gelu")
-    throw Error("umt5 config: feed_forward_proj '" + c.feed_forward_proj + "' is not supported (only gated-gelu, as umt5)");
+    throw Error("umt5 config: feed_forward_proj '" + c.feed_forward_proj +
+                "' is not supported (only gated-gelu, as umt5)");
   cfg.dimension("vocab_size", c.vocab_size);
   cfg.dimension("d_model", c.d_model);
   cfg.dimension("d_kv", c.d_kv);
@@ -75,8 +76,8 @@ nlohmann::json UMT5Config::to_json() const {
 }
 
 at::Tensor relative_position_bucket(const at::Tensor& rel, int64_t num_buckets, int64_t max_distance) {
-  const int64_t half = num_buckets / 2;   // per sign
-  const int64_t max_exact = half / 2;     // distances below this are their own bucket
+  const int64_t half = num_buckets / 2;  // per sign
+  const int64_t max_exact = half / 2;    // distances below this are their own bucket
   const at::Tensor offset = (rel > 0).to(at::kLong) * half;
   const at::Tensor n = rel.abs();
   // float32 like transformers, so the bucket edges (e.g. n = 16, 64) fall where the reference puts them.
@@ -109,7 +110,7 @@ at::Tensor UMT5AttentionImpl::position_bias(int64_t s) const {
   const at::Tensor pos = at::arange(s, at::TensorOptions().dtype(at::kLong).device(dev));
   const at::Tensor rel = pos.unsqueeze(0) - pos.unsqueeze(1);  // [S_q, S_k] = key - query
   const at::Tensor buckets = relative_position_bucket(rel, num_buckets, max_distance);
-  const at::Tensor table = relative_attention_bias.to(at::kFloat);  // [num_buckets, H]
+  const at::Tensor table = relative_attention_bias.to(at::kFloat);       // [num_buckets, H]
   return at::embedding(table, buckets).permute({2, 0, 1}).unsqueeze(0);  // [1, H, S, S]
 }
 
@@ -159,7 +160,8 @@ UMT5EncoderModelImpl::UMT5EncoderModelImpl(const UMT5Config& c, const Precision&
 at::Tensor UMT5EncoderModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                          Intermediates* inter) {
   if (input_ids.dim() != 2) throw Error("umt5: input_ids must be [B, S]");
-  if (attention_mask.sizes() != input_ids.sizes()) throw Error("umt5: attention_mask must have input_ids' shape [B, S]");
+  if (attention_mask.sizes() != input_ids.sizes())
+    throw Error("umt5: attention_mask must have input_ids' shape [B, S]");
   const auto dev = precision_.device;
   const at::Tensor ids = input_ids.to(dev, at::kLong);
   if (ids.numel() > 0) {
@@ -233,7 +235,8 @@ at::Tensor encode_prompts(UMT5EncoderModel& m, const Tokenizer& tok, const std::
 void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  UMT5EncoderModel model(with_config_file(p.weights_json, [&] { return UMT5Config::from_json(wj["config"]); }), o.precision);
+  UMT5EncoderModel model(with_config_file(p.weights_json, [&] { return UMT5Config::from_json(wj["config"]); }),
+                         o.precision);
   load_umt5(model, TensorSource::open(p.weights));
   const auto io = TensorSource::open(p.io);
   Intermediates inter;

@@ -80,7 +80,7 @@ class UMT5EncoderModelImpl : public torch::nn::Module {
   const UMT5Config& config() const { return config_; }
   const Precision& precision() const { return precision_; }
 
-  at::Tensor shared_weight;  // shared.weight [vocab, D]
+  at::Tensor shared_weight;                    // shared.weight [vocab, D]
   std::shared_ptr<torch::nn::Module> encoder;  // holds block.N and final_layer_norm
   std::vector<UMT5Block> block_list;
   RMSNorm final_layer_norm{nullptr};

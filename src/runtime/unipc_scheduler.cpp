@@ -99,7 +99,8 @@ UniPCConfig UniPCConfig::from_json(const nlohmann::json& j) {
   for (int64_t k : c.disable_corrector)
     if (k < 0 || k > 1000000) cfg.fail("disable_corrector", "holds " + std::to_string(k) + ", not a step index");
   if (c.solver_order < 1 || c.solver_order > 3) throw Error("scheduler config: 'solver_order' must be 1, 2 or 3");
-  if (c.solver_type != "bh1" && c.solver_type != "bh2") throw Error("scheduler config: 'solver_type' must be bh1 or bh2");
+  if (c.solver_type != "bh1" && c.solver_type != "bh2")
+    throw Error("scheduler config: 'solver_type' must be bh1 or bh2");
   if (c.final_sigmas_type != "zero" && c.final_sigmas_type != "sigma_min")
     throw Error("scheduler config: 'final_sigmas_type' must be zero or sigma_min");
   if (c.num_train_timesteps < 2) throw Error("scheduler config: 'num_train_timesteps' must be at least 2");

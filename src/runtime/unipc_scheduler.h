@@ -32,7 +32,7 @@ class UniPCScheduler {
 
   // Resets the state and builds the schedule for `steps` denoising steps.
   void set_timesteps(int64_t steps);
-  const std::vector<float>& sigmas() const { return sigmas_; }        // steps + 1, last is 0 (or sigma_min)
+  const std::vector<float>& sigmas() const { return sigmas_; }          // steps + 1, last is 0 (or sigma_min)
   const std::vector<int64_t>& timesteps() const { return timesteps_; }  // steps, what the model is given
   int64_t step_index() const { return step_index_; }
   int64_t num_steps() const { return static_cast<int64_t>(timesteps_.size()); }

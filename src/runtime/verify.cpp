@@ -22,10 +22,7 @@ bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p,
 // Component kinds by the pair's name prefix. Pairs whose kind is not listed are reported as skipped.
 const std::vector<std::pair<std::string, Verifier>>& verifiers() {
   static const std::vector<std::pair<std::string, Verifier>> r = {
-      {"transformer", verify_transformer},
-      {"unipc", verify_unipc},
-      {"vae", verify_vae},
-      {"umt5", verify_umt5},
+      {"transformer", verify_transformer}, {"unipc", verify_unipc}, {"vae", verify_vae}, {"umt5", verify_umt5},
       {"pipeline", verify_pipeline},
   };
   return r;
@@ -66,14 +63,15 @@ void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyRepor
   }
   if (io.contains("output_scalar_timestep")) {
     // One timestep per sample: the reference's value is that of the tokens past the first latent frame.
-    at::Tensor t = io.contains("timestep") ? io.tensor("timestep")
-                                           : io.tensor("timestep_per_token").select(1, -1).contiguous();
+    at::Tensor t =
+        io.contains("timestep") ? io.tensor("timestep") : io.tensor("timestep_per_token").select(1, -1).contiguous();
     Trace trace;
     ForwardContext fc;
     fc.options = &o.options;
     fc.trace = &trace;
     const at::Tensor out = model->forward(x, t.to(dev), ctx, nullptr, &fc);
-    rep.rows.push_back(compare(p.name, "output_scalar_timestep", out, io.tensor("output_scalar_timestep"), o.tolerance));
+    rep.rows.push_back(
+        compare(p.name, "output_scalar_timestep", out, io.tensor("output_scalar_timestep"), o.tolerance));
   }
 }
 
@@ -99,7 +97,8 @@ void verify_unipc(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep
     sched.set_timesteps(n);
     std::vector<float> ts(sched.timesteps().begin(), sched.timesteps().end());
     rep.rows.push_back(compare(p.name, "timesteps_" + s, at::tensor(ts), io.tensor("timesteps_" + s), o.tolerance));
-    rep.rows.push_back(compare(p.name, "sigmas_" + s, at::tensor(sched.sigmas()), io.tensor("sigmas_" + s), o.tolerance));
+    rep.rows.push_back(
+        compare(p.name, "sigmas_" + s, at::tensor(sched.sigmas()), io.tensor("sigmas_" + s), o.tolerance));
     at::Tensor x = io.tensor("sample0_" + s).to(o.precision.device);
     std::vector<at::Tensor> samples;
     for (int64_t i = 0; i < n; ++i) {
@@ -114,8 +113,8 @@ bool VerifyReport::all_pass() const {
   return !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const VerifyRow& r) { return r.pass; });
 }
 
-VerifyRow compare(const std::string& component, const std::string& name, const at::Tensor& ours,
-                  const at::Tensor& ref, double tolerance) {
+VerifyRow compare(const std::string& component, const std::string& name, const at::Tensor& ours, const at::Tensor& ref,
+                  double tolerance) {
   VerifyRow row{component, name, 0, 0, tolerance, false};
   row.rel_l2 = rel_l2(ours, ref);
   if (ours.sizes() == ref.sizes()) {
@@ -169,8 +168,8 @@ VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts
     // failure, not a pass.
     if (rep.rows.size() == rows_before)
       rep.rows.push_back({p.name, "(no expected outputs in " + fs::path(p.io).filename().string() + ")",
-                          std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
-                          o.tolerance, false});
+                          std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), o.tolerance,
+                          false});
   }
   return rep;
 }

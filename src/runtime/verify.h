@@ -40,7 +40,7 @@ struct VerifyReport {
 
 // One component's files in a golden folder.
 struct GoldenPair {
-  std::string name;  // e.g. vae_tiny
+  std::string name;                                // e.g. vae_tiny
   std::string weights_json, weights, io_json, io;  // full paths (weights may not exist, e.g. unipc)
 };
 
@@ -51,14 +51,14 @@ using Verifier = void (*)(const GoldenPair&, const VerifyOptions&, VerifyReport&
 void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);
 void verify_unipc(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);
 void verify_vae(const GoldenPair&, const VerifyOptions&, VerifyReport&);
-void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);  // in umt5.cpp
+void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);      // in umt5.cpp
 void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);  // in verify_pipeline.cpp
 
 // Throws Error when the folder has no pairs or a pair's files are unreadable.
 VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts);
 
 // The comparison itself: rel L2 and max |a-b| of a against reference b (float64).
-VerifyRow compare(const std::string& component, const std::string& name, const at::Tensor& ours,
-                  const at::Tensor& ref, double tolerance);
+VerifyRow compare(const std::string& component, const std::string& name, const at::Tensor& ours, const at::Tensor& ref,
+                  double tolerance);
 
 }  // namespace autooptim::runtime

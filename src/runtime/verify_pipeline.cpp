@@ -20,10 +20,13 @@ void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& 
   if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
   const fs::path dir = fs::path(p.weights).parent_path();
   std::string vae_name = "vae_tiny_weights";
-  if (wj.contains("vae") && wj["vae"].is_string()) vae_name = wj["vae"].get<std::string>().substr(0, wj["vae"].get<std::string>().find(' '));
+  if (wj.contains("vae") && wj["vae"].is_string())
+    vae_name = wj["vae"].get<std::string>().substr(0, wj["vae"].get<std::string>().find(' '));
   if (vae_name.empty() || vae_name[0] == '.' || vae_name.size() > 128 ||
-      vae_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
-    throw CheckpointError(p.weights_json + ": 'vae' must name a file in the same folder ([A-Za-z0-9._-], no leading dot)");
+      vae_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string::npos)
+    throw CheckpointError(p.weights_json +
+                          ": 'vae' must name a file in the same folder ([A-Za-z0-9._-], no leading dot)");
   const auto vj = read_json_file((dir / (vae_name + ".json")).string());
   if (!vj.contains("config")) throw CheckpointError((dir / (vae_name + ".json")).string() + ": no 'config' object");
 
@@ -59,7 +62,8 @@ void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& 
   const at::Tensor t2v = pipe.denoise(in, &per_step);
   rep.rows.push_back(compare(p.name, "t2v_final_latents", t2v, io.tensor("t2v_final_latents"), o.tolerance));
   if (io.contains("t2v_latents_per_step"))
-    rep.rows.push_back(compare(p.name, "t2v_latents_per_step", at::stack(per_step), io.tensor("t2v_latents_per_step"), o.tolerance));
+    rep.rows.push_back(
+        compare(p.name, "t2v_latents_per_step", at::stack(per_step), io.tensor("t2v_latents_per_step"), o.tolerance));
   if (io.contains("t2v_video")) {
     // Decode the reference's own final latents too, so a decode error is not hidden by the loop's.
     const at::Tensor video = pipe.decode(t2v).permute({0, 2, 1, 3, 4});  // [B, T, 3, H, W]
@@ -71,7 +75,8 @@ void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& 
     const at::Tensor i2v = pipe.denoise(in, &per_step);
     rep.rows.push_back(compare(p.name, "i2v_final_latents", i2v, io.tensor("i2v_final_latents"), o.tolerance));
     if (io.contains("i2v_latents_per_step"))
-      rep.rows.push_back(compare(p.name, "i2v_latents_per_step", at::stack(per_step), io.tensor("i2v_latents_per_step"), o.tolerance));
+      rep.rows.push_back(
+          compare(p.name, "i2v_latents_per_step", at::stack(per_step), io.tensor("i2v_latents_per_step"), o.tolerance));
   }
 }
 

@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 
 std::string extension_of(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext;
 }
 
@@ -168,8 +169,8 @@ cv::Mat decode_y4m_frame(const Y4mHeader& h, const std::vector<uint8_t>& buf) {
         cb *= 255.0 / 224.0;
         cr *= 255.0 / 224.0;
       }
-      out[j] = cv::Vec3b(clamp_u8(yy + 1.402 * cr), clamp_u8(yy - 0.344136 * cb - 0.714136 * cr),
-                         clamp_u8(yy + 1.772 * cb));
+      out[j] =
+          cv::Vec3b(clamp_u8(yy + 1.402 * cr), clamp_u8(yy - 0.344136 * cb - 0.714136 * cr), clamp_u8(yy + 1.772 * cb));
     }
   }
   return rgb;
@@ -315,7 +316,8 @@ void write_png_frames(const std::string& dir, const std::vector<cv::Mat>& rgb_fr
   if (rgb_frames.empty()) throw Error(dir + ": no frames to write");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) throw Error(dir + ": cannot create the frame folder" + (ec ? ": " + ec.message() : ""));
+  if (ec || !fs::is_directory(dir))
+    throw Error(dir + ": cannot create the frame folder" + (ec ? ": " + ec.message() : ""));
   for (size_t t = 0; t < rgb_frames.size(); ++t) {
     char name[32];
     std::snprintf(name, sizeof(name), "frame_%04zu.png", t);

@@ -94,7 +94,7 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
                                     .reshape({-1});
   // Per-generation technique state: nothing here survives into the next generation.
   CrossKVCache cross_kv;
-  techniques::CudaGraphs graphs;  // declared after the K/V cache: destroyed first, as its graphs read it
+  techniques::CudaGraphs graphs;                 // declared after the K/V cache: destroyed first, as its graphs read it
   std::optional<RuntimeOptions> sparse_options;  // the loop's options where an interceptor changes sparse's
   if (ic) {
     sparse_options = options;
@@ -191,7 +191,9 @@ AutoencoderKLWan& WanPipeline::decoding_vae(const RuntimeOptions& o) {
   return converted_vae_;
 }
 
-at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) { return decode_with(options_, latents, trace); }
+at::Tensor WanPipeline::decode(const at::Tensor& latents, Trace* trace) {
+  return decode_with(options_, latents, trace);
+}
 
 at::Tensor WanPipeline::decode_with(const RuntimeOptions& o, const at::Tensor& latents, Trace* trace) {
   at::InferenceMode guard;
@@ -224,7 +226,8 @@ at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts, boo
   if (!text_encoder_ || !tokenizer_) throw Error("this pipeline has no text encoder");
   at::InferenceMode guard;
   int64_t saved = 0;
-  at::Tensor embeds = encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute, trim, &saved);
+  at::Tensor embeds =
+      encode_prompts(*text_encoder_, *tokenizer_, prompts, max_text_length, precision_.compute, trim, &saved);
   if (tokens_saved) *tokens_saved = saved;
   if (tokens_run) *tokens_run += static_cast<int64_t>(prompts.size()) * max_text_length - saved;
   return embeds;
@@ -248,8 +251,7 @@ GenerateResult WanPipeline::generate_without_interceptor(const RuntimeOptions& o
 }
 
 GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const GenerateParams& p,
-                                          const StepCallback& on_step, at::Tensor* out_video,
-                                          PipelineInterceptor* ic) {
+                                          const StepCallback& on_step, at::Tensor* out_video, PipelineInterceptor* ic) {
   validate_params(p);
   at::InferenceMode guard;
   GenerateResult r;
@@ -294,12 +296,12 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   r.times.denoising = synced_seconds_since(t0, dev);
 
   t0 = std::chrono::steady_clock::now();
-  r.video = decode_with(options, r.latents, &r.trace)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
+  r.video =
+      decode_with(options, r.latents, &r.trace)[0].permute({1, 0, 2, 3}).contiguous().to(at::kCPU);  // [T, 3, H, W]
   if (ic) ic->decoded(options, r.video);
   r.times.decoding = synced_seconds_since(t0, dev);
   if (out_video) {
-    if (out_video->sizes() != r.video.sizes())
-      throw Error("output buffer has the wrong shape for this clip");
+    if (out_video->sizes() != r.video.sizes()) throw Error("output buffer has the wrong shape for this clip");
     out_video->copy_(r.video);
     r.video = *out_video;
   }

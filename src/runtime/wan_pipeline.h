@@ -24,7 +24,7 @@ class PipelineInterceptor;  // runtime/pipeline_interceptor.h
 
 struct GenerateParams {
   std::string prompt;
-  std::string negative_prompt;  // diffusers' default is empty
+  std::string negative_prompt;      // diffusers' default is empty
   std::optional<at::Tensor> image;  // [3, H, W] float in [0, 1], any size: resized to height x width
   int64_t height = 704;
   int64_t width = 1280;
@@ -47,8 +47,8 @@ struct StageTimes {
   double denoising = 0;
   double decoding = 0;
   std::vector<double> step_seconds;
-  std::vector<int64_t> step_forwards;  // transformer forwards run in each step (counted by the loop)
-  std::vector<int64_t> step_blocks;    // transformer blocks run in each step (counted where they run)
+  std::vector<int64_t> step_forwards;          // transformer forwards run in each step (counted by the loop)
+  std::vector<int64_t> step_blocks;            // transformer blocks run in each step (counted where they run)
   std::vector<int64_t> step_sparse_attention;  // self-attention calls on the sparse path in each step
   double total() const { return text_encoding + image_encoding + denoising + decoding; }
 };
@@ -64,10 +64,10 @@ struct GenerateResult {
 using StepCallback = std::function<void(int64_t, int64_t, double)>;
 
 struct DenoiseInputs {
-  at::Tensor latents;         // [B, z, T', h, w] float32 initial noise
-  at::Tensor prompt_embeds;   // [B, S, text_dim]
-  at::Tensor negative_embeds; // [B, S, text_dim] or undefined (no CFG)
-  at::Tensor condition;       // [B, z, 1, h, w] normalised image latent (I2V) or undefined (T2V)
+  at::Tensor latents;          // [B, z, T', h, w] float32 initial noise
+  at::Tensor prompt_embeds;    // [B, S, text_dim]
+  at::Tensor negative_embeds;  // [B, S, text_dim] or undefined (no CFG)
+  at::Tensor condition;        // [B, z, 1, h, w] normalised image latent (I2V) or undefined (T2V)
   int64_t steps = 50;
   double guidance = 5.0;
 };
@@ -130,7 +130,7 @@ class WanPipeline {
   Precision precision_;
   RuntimeOptions options_;
   AutoencoderKLWan converted_vae_{nullptr};
-  int converted_vae_key_ = -1;  // 2 * bf16 + channels_last of converted_vae_
+  int converted_vae_key_ = -1;                  // 2 * bf16 + channels_last of converted_vae_
   PipelineInterceptor* interceptor_ = nullptr;  // not owned
 
   // generate() and denoise() under options `o` (a snapshot: set_options may change options_ meanwhile),

@@ -61,8 +61,10 @@ ClipAnalysis analyse_clip(const at::Tensor& video_in) {
   a.dx = track.dx;
   a.dy = track.dy;
   if (std::max(std::fabs(a.dx), std::fabs(a.dy)) < kMinTravel) return a;
-  if (std::fabs(a.dx) >= std::fabs(a.dy)) a.direction = a.dx < 0 ? "left" : "right";
-  else a.direction = a.dy < 0 ? "up" : "down";
+  if (std::fabs(a.dx) >= std::fabs(a.dy))
+    a.direction = a.dx < 0 ? "left" : "right";
+  else
+    a.direction = a.dy < 0 ? "up" : "down";
   return a;
 }
 
@@ -91,9 +93,7 @@ EvalReport summarise(std::vector<EvalItem> items) {
   return r;
 }
 
-double chance_score() {
-  return 1.0 / static_cast<double>(color_names().size() * direction_names().size());
-}
+double chance_score() { return 1.0 / static_cast<double>(color_names().size() * direction_names().size()); }
 
 nlohmann::json EvalReport::to_json() const {
   nlohmann::json items_j = nlohmann::json::array();

@@ -52,10 +52,14 @@ std::string caption_of(const SceneSpec& s) {
     case SceneKind::kMove:
       return "a " + obj + " " + (s.quick ? "quickly" : "slowly") + " moves " + D[s.direction] + " across a " + bg +
              " background";
-    case SceneKind::kSpin: return "a " + obj + " spins on a " + bg + " background";
-    case SceneKind::kGrow: return "a " + obj + " grows on a " + bg + " background";
-    case SceneKind::kShrink: return "a " + obj + " shrinks on a " + bg + " background";
-    case SceneKind::kPan: return "the camera pans " + D[s.direction] + " past a " + obj + " on a " + bg + " background";
+    case SceneKind::kSpin:
+      return "a " + obj + " spins on a " + bg + " background";
+    case SceneKind::kGrow:
+      return "a " + obj + " grows on a " + bg + " background";
+    case SceneKind::kShrink:
+      return "a " + obj + " shrinks on a " + bg + " background";
+    case SceneKind::kPan:
+      return "the camera pans " + D[s.direction] + " past a " + obj + " on a " + bg + " background";
     case SceneKind::kRecolor:
       return "a " + S[s.shape] + " turns from " + C[s.color] + " to " + C[s.color2] + " on a " + bg + " background";
   }
@@ -65,18 +69,33 @@ std::string caption_of(const SceneSpec& s) {
 void jitter_color(Rng& r, int color, float* out) {
   const float bright = static_cast<float>(r.uniform(0.82, 1.0));
   for (int c = 0; c < 3; ++c)
-    out[c] = std::clamp(kPalette[static_cast<size_t>(color)][static_cast<size_t>(c)] * bright + static_cast<float>(r.uniform(-0.05, 0.05)), 0.0f, 1.0f);
+    out[c] = std::clamp(kPalette[static_cast<size_t>(color)][static_cast<size_t>(c)] * bright +
+                            static_cast<float>(r.uniform(-0.05, 0.05)),
+                        0.0f, 1.0f);
 }
 
 // Background colours: dark and low in saturation, so the object is the only saturated thing.
 void background_colors(Rng& r, int bg, float* a, float* b) {
   double la = 0, lb = 0;
   switch (bg) {
-    case 0: la = lb = r.uniform(0.03, 0.15); break;                             // dark
-    case 1: la = lb = r.uniform(0.28, 0.42); break;                             // gray
-    case 2: la = r.uniform(0.04, 0.18); lb = la + r.uniform(0.12, 0.25); break;  // striped
-    case 3: la = r.uniform(0.04, 0.18); lb = la + r.uniform(0.12, 0.25); break;  // checkered
-    default: la = r.uniform(0.02, 0.10); lb = r.uniform(0.28, 0.42); break;     // soft gradient
+    case 0:
+      la = lb = r.uniform(0.03, 0.15);
+      break;  // dark
+    case 1:
+      la = lb = r.uniform(0.28, 0.42);
+      break;  // gray
+    case 2:
+      la = r.uniform(0.04, 0.18);
+      lb = la + r.uniform(0.12, 0.25);
+      break;  // striped
+    case 3:
+      la = r.uniform(0.04, 0.18);
+      lb = la + r.uniform(0.12, 0.25);
+      break;  // checkered
+    default:
+      la = r.uniform(0.02, 0.10);
+      lb = r.uniform(0.28, 0.42);
+      break;  // soft gradient
   }
   for (int c = 0; c < 3; ++c) {
     a[c] = static_cast<float>(la + r.uniform(-0.025, 0.025));
@@ -88,8 +107,10 @@ void background_colors(Rng& r, int bg, float* a, float* b) {
 // background, speed) are set.
 void fill_continuous(SceneSpec& s, Rng& r) {
   jitter_color(r, s.color, s.rgb);
-  if (s.kind == SceneKind::kRecolor) jitter_color(r, s.color2, s.rgb2);
-  else std::copy(s.rgb, s.rgb + 3, s.rgb2);
+  if (s.kind == SceneKind::kRecolor)
+    jitter_color(r, s.color2, s.rgb2);
+  else
+    std::copy(s.rgb, s.rgb + 3, s.rgb2);
   background_colors(r, s.background, s.bg_a, s.bg_b);
   s.bg_angle = static_cast<float>(r.uniform(0, kPi));
   // Periods the 16x VAE can represent (over two latent pixels), so reconstruction has room for the object.
@@ -129,7 +150,9 @@ void fill_continuous(SceneSpec& s, Rng& r) {
       }
       break;
     }
-    case SceneKind::kSpin: s.angle1 = s.angle0 + static_cast<float>((r.below(2) ? 1 : -1) * r.uniform(1.5 * kPi, 3 * kPi)); break;
+    case SceneKind::kSpin:
+      s.angle1 = s.angle0 + static_cast<float>((r.below(2) ? 1 : -1) * r.uniform(1.5 * kPi, 3 * kPi));
+      break;
     case SceneKind::kGrow:
       s.radius = static_cast<float>(r.uniform(0.07, 0.10));
       s.radius1 = static_cast<float>(r.uniform(0.20, 0.26));
@@ -138,7 +161,8 @@ void fill_continuous(SceneSpec& s, Rng& r) {
       s.radius = static_cast<float>(r.uniform(0.20, 0.26));
       s.radius1 = static_cast<float>(r.uniform(0.07, 0.10));
       break;
-    case SceneKind::kRecolor: break;
+    case SceneKind::kRecolor:
+      break;
   }
 }
 
@@ -180,12 +204,18 @@ const HeldoutTable& heldout_table() {
 
 const char* kind_name(SceneKind k) {
   switch (k) {
-    case SceneKind::kMove: return "move";
-    case SceneKind::kSpin: return "spin";
-    case SceneKind::kGrow: return "grow";
-    case SceneKind::kShrink: return "shrink";
-    case SceneKind::kPan: return "pan";
-    case SceneKind::kRecolor: return "recolor";
+    case SceneKind::kMove:
+      return "move";
+    case SceneKind::kSpin:
+      return "spin";
+    case SceneKind::kGrow:
+      return "grow";
+    case SceneKind::kShrink:
+      return "shrink";
+    case SceneKind::kPan:
+      return "pan";
+    case SceneKind::kRecolor:
+      return "recolor";
   }
   return "?";
 }
@@ -233,10 +263,12 @@ SceneSpec make_scene(uint64_t seed, uint64_t index, const SceneMix& scene_mix) {
   SceneSpec s;
   // Mostly moving objects (what the evaluation asks for), the rest the other kinds of motion.
   const double k = r.uniform();
-  s.kind = k < 0.6 ? SceneKind::kMove
-                   : k < 0.68 ? SceneKind::kSpin
-                              : k < 0.74 ? SceneKind::kGrow
-                                         : k < 0.80 ? SceneKind::kShrink : k < 0.90 ? SceneKind::kPan : SceneKind::kRecolor;
+  s.kind = k < 0.6    ? SceneKind::kMove
+           : k < 0.68 ? SceneKind::kSpin
+           : k < 0.74 ? SceneKind::kGrow
+           : k < 0.80 ? SceneKind::kShrink
+           : k < 0.90 ? SceneKind::kPan
+                      : SceneKind::kRecolor;
   const int nc = static_cast<int>(color_names().size());
   do {
     s.color = r.below(nc);
@@ -276,8 +308,9 @@ std::string prompt_lines(bool heldout) {
     char id[16];
     std::snprintf(id, sizeof id, "tiny-%02d", (heldout ? 21 : 1) + i);
     nlohmann::json splits = heldout ? (i < 16 ? nlohmann::json{"heldout16", "heldout60"} : nlohmann::json{"heldout60"})
-                                    : (i < 3 ? nlohmann::json{"smoke", "val", "core"}
-                                             : i < 8 ? nlohmann::json{"val", "core"} : nlohmann::json{"core"});
+                                    : (i < 3   ? nlohmann::json{"smoke", "val", "core"}
+                                       : i < 8 ? nlohmann::json{"val", "core"}
+                                               : nlohmann::json{"core"});
     nlohmann::ordered_json j;
     j["id"] = id;
     j["category"] = s.quick ? "motion-heavy" : "low-motion";
@@ -295,8 +328,8 @@ std::string tiny_prompts_heldout_jsonl() { return prompt_lines(true); }
 bool is_heldout_caption(const std::string& caption) { return heldout_table().captions.count(caption) > 0; }
 
 std::vector<std::string> caption_vocabulary() {
-  std::vector<std::string> v{"a", "quickly", "slowly", "moves", "across", "background", "spins", "on", "grows",
-                             "shrinks", "the", "camera", "pans", "past", "turns", "from", "to"};
+  std::vector<std::string> v{"a",       "quickly", "slowly", "moves", "across", "background", "spins", "on", "grows",
+                             "shrinks", "the",     "camera", "pans",  "past",   "turns",      "from",  "to"};
   for (const auto* list : {&color_names(), &shape_names(), &direction_names(), &background_names()})
     v.insert(v.end(), list->begin(), list->end());
   return v;
@@ -383,7 +416,8 @@ std::vector<std::string> words_outside_captions(const std::string& prompt) {
   static const std::set<std::string> vocabulary = [] {
     std::set<std::string> v;
     SceneSpec s;
-    for (const SceneKind k : {SceneKind::kMove, SceneKind::kSpin, SceneKind::kGrow, SceneKind::kShrink, SceneKind::kPan, SceneKind::kRecolor})
+    for (const SceneKind k : {SceneKind::kMove, SceneKind::kSpin, SceneKind::kGrow, SceneKind::kShrink, SceneKind::kPan,
+                              SceneKind::kRecolor})
       for (const bool quick : {false, true})
         for (int c = 0; c < static_cast<int>(color_names().size()); ++c)
           for (int sh = 0; sh < static_cast<int>(shape_names().size()); ++sh)
@@ -398,14 +432,15 @@ std::vector<std::string> words_outside_captions(const std::string& prompt) {
   std::vector<std::string> outside;
   std::string word;
   auto flush = [&] {
-    if (!word.empty() && !vocabulary.count(word) &&
-        std::find(outside.begin(), outside.end(), word) == outside.end())
+    if (!word.empty() && !vocabulary.count(word) && std::find(outside.begin(), outside.end(), word) == outside.end())
       outside.push_back(word);
     word.clear();
   };
   for (const char ch : prompt) {
-    if (std::isalpha(static_cast<unsigned char>(ch))) word += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    else flush();
+    if (std::isalpha(static_cast<unsigned char>(ch)))
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    else
+      flush();
   }
   flush();
   return outside;

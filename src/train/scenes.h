@@ -41,10 +41,10 @@ struct SceneSpec {
   int background = 0;
   bool quick = false;  // kMove: "quickly" (longer travel) or "slowly"
   // Continuous parameters (pixels are for the nominal 160x96 frame and scale with the frame size).
-  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // object centre at the first and last frame, in [0, 1] units
-  float radius = 0.1f, radius1 = 0.1f;   // object size (fraction of the frame height), start and end
-  float angle0 = 0, angle1 = 0;          // rotation in radians, start and end
-  float rgb[3] = {0, 0, 0}, rgb2[3] = {0, 0, 0};  // jittered colours
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;            // object centre at the first and last frame, in [0, 1] units
+  float radius = 0.1f, radius1 = 0.1f;             // object size (fraction of the frame height), start and end
+  float angle0 = 0, angle1 = 0;                    // rotation in radians, start and end
+  float rgb[3] = {0, 0, 0}, rgb2[3] = {0, 0, 0};   // jittered colours
   float bg_a[3] = {0, 0, 0}, bg_b[3] = {0, 0, 0};  // background colours
   float bg_angle = 0, bg_period = 0.2f;            // stripes/gradient orientation and period (of the height)
   float pan_x = 0, pan_y = 0;                      // background offset at the last frame (fraction of the frame)

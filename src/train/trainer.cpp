@@ -58,10 +58,17 @@ struct State {
   // The earlier runs this one continues (--vae-from, --transformer-from), kept for a resumed session's record.
   json continued_from = json::object();
   json to_json() const {
-    return {{"continued_from", continued_from}, {"stage", stage},           {"vae_step", vae_step},         {"dit_step", dit_step},
-            {"vae_seconds", vae_seconds}, {"dit_seconds", dit_seconds}, {"prep_seconds", prep_seconds},
-            {"latents_mean", latents_mean}, {"latents_std", latents_std},
-            {"losses", {{"first_vae", first_vae_loss}, {"vae", vae_loss}, {"first_dit", first_dit_loss}, {"dit", dit_loss}}}};
+    return {{"continued_from", continued_from},
+            {"stage", stage},
+            {"vae_step", vae_step},
+            {"dit_step", dit_step},
+            {"vae_seconds", vae_seconds},
+            {"dit_seconds", dit_seconds},
+            {"prep_seconds", prep_seconds},
+            {"latents_mean", latents_mean},
+            {"latents_std", latents_std},
+            {"losses",
+             {{"first_vae", first_vae_loss}, {"vae", vae_loss}, {"first_dit", first_dit_loss}, {"dit", dit_loss}}}};
   }
   static State from_json(const json& j) {
     State s;
@@ -98,8 +105,10 @@ json earlier_run(const std::string& dir, bool vae_only) {
     if (ti.contains("continued_from")) e["continued_from"] = ti["continued_from"];
     // That run's own predecessors count too (a chain of continued runs).
     if (vae_only && ti.contains("continued_from") && ti["continued_from"].contains("vae_from"))
-      e["device_minutes"] = ti["continued_from"]["vae_from"].value("device_minutes", json(nullptr));  // its VAE came from further back
-    if (!vae_only && ti.contains("device_minutes_with_earlier_runs")) e["device_minutes"] = ti["device_minutes_with_earlier_runs"];
+      e["device_minutes"] =
+          ti["continued_from"]["vae_from"].value("device_minutes", json(nullptr));  // its VAE came from further back
+    if (!vae_only && ti.contains("device_minutes_with_earlier_runs"))
+      e["device_minutes"] = ti["device_minutes_with_earlier_runs"];
   } catch (const std::exception&) {
   }
   return e;
@@ -109,9 +118,12 @@ json earlier_run(const std::string& dir, bool vae_only) {
 double earlier_minutes(const json& continued_from) {
   const json* v = continued_from.contains("vae_from") ? &continued_from["vae_from"] : nullptr;
   const json* t = continued_from.contains("transformer_from") ? &continued_from["transformer_from"] : nullptr;
-  auto minutes = [](const json* e) { return e && e->at("device_minutes").is_number() ? e->at("device_minutes").get<double>() : 0.0; };
+  auto minutes = [](const json* e) {
+    return e && e->at("device_minutes").is_number() ? e->at("device_minutes").get<double>() : 0.0;
+  };
   std::error_code ec;
-  if (v && t && fs::equivalent(v->at("folder").get<std::string>(), t->at("folder").get<std::string>(), ec)) return minutes(t);
+  if (v && t && fs::equivalent(v->at("folder").get<std::string>(), t->at("folder").get<std::string>(), ec))
+    return minutes(t);
   return minutes(v) + minutes(t);
 }
 
@@ -120,7 +132,8 @@ double earlier_minutes(const json& continued_from) {
 fs::path earlier_part(const std::string& dir, const std::string& part, const std::string& flag) {
   const fs::path src = fs::path(dir) / part / "diffusion_pytorch_model.safetensors";
   if (!fs::exists(src))
-    throw Error("train " + flag + ": " + src.string() + " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
+    throw Error("train " + flag + ": " + src.string() +
+                " does not exist (give a wan22-tiny checkpoint folder, e.g. an earlier --out)");
   return src;
 }
 
@@ -148,7 +161,8 @@ at::Generator reseeded(const at::Device& device, uint64_t seed) {
   return gen;
 }
 
-// Warm-up (100 steps, a tenth of a short run, or 5% of it, whichever ends first) then cosine from lr to lr/10 over `progress` in [0, 1].
+// Warm-up (100 steps, a tenth of a short run, or 5% of it, whichever ends first) then cosine from lr to lr/10 over
+// `progress` in [0, 1].
 double lr_at(double lr, int64_t step, double progress, int64_t total_steps) {
   const double warmup = total_steps > 0 ? std::min(100.0, 1.0 + static_cast<double>(total_steps) / 10.0) : 100.0;
   // A time budget on a slow device gives few steps: the warm-up also ends at 5% of the run.
@@ -183,7 +197,8 @@ class LossLog {
   explicit LossLog(const fs::path& path) : f_(path, std::ios::app) {
     if (!f_) throw Error(path.string() + ": cannot write the training log");
   }
-  void row(const std::string& stage, int64_t step, double loss, double lr, double seconds, const json& extra = json::object()) {
+  void row(const std::string& stage, int64_t step, double loss, double lr, double seconds,
+           const json& extra = json::object()) {
     json j{{"stage", stage}, {"step", step}, {"loss", loss}, {"lr", lr}, {"seconds", seconds}};
     j.update(extra);
     f_ << j.dump() << "\n";
@@ -206,12 +221,14 @@ TrainResult train_tiny(const TrainOptions& o) {
   const auto t_start = Clock::now();
   if (o.out.empty()) throw Error("train: --out DIR is required");
   if (o.device != "cpu" && o.device != "cuda") throw Error("train: --device must be cpu or cuda");
-  if (o.device == "cuda" && !runtime::cuda_available()) throw Error("train: --device cuda but no CUDA device is available to this build");
+  if (o.device == "cuda" && !runtime::cuda_available())
+    throw Error("train: --device cuda but no CUDA device is available to this build");
   if (o.minutes <= 0 && (o.vae_steps < 0 || o.dit_steps < 0))
     throw Error("train: give --minutes (a time budget), or both --vae-steps and --steps");
   if (o.vae_frames < 1 || (o.vae_frames - 1) % 4 || o.frames < 1 || (o.frames - 1) % 4)
     throw Error("train: frame counts must be of the form 4k+1");
-  if (o.height % 32 || o.width % 32 || o.height <= 0 || o.width <= 0) throw Error("train: height and width must be multiples of 32");
+  if (o.height % 32 || o.width % 32 || o.height <= 0 || o.width <= 0)
+    throw Error("train: height and width must be multiples of 32");
   if (o.vae_batch < 1 || o.dit_batch < 1 || o.scenes < 1) throw Error("train: batches and --scenes must be positive");
   if (!(o.vae_share > 0 && o.vae_share < 1)) throw Error("train: --vae-share must be in (0, 1)");
   const at::Device dev = o.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
@@ -237,7 +254,8 @@ TrainResult train_tiny(const TrainOptions& o) {
               ", transformer step " + std::to_string(st.dit_step) + ")");
   } else {
     if (fs::exists(state_dir / "state.json"))
-      throw Error("train: " + o.out + " already holds a training run; pass --resume to continue it or choose another --out");
+      throw Error("train: " + o.out +
+                  " already holds a training run; pass --resume to continue it or choose another --out");
     // Before any work: a wrong --transformer-from would otherwise surface after stage 1 and the data.
     if (!o.vae_from.empty()) earlier_part(o.vae_from, "vae", "--vae-from");
     if (!o.transformer_from.empty()) earlier_part(o.transformer_from, "transformer", "--transformer-from");
@@ -247,7 +265,8 @@ TrainResult train_tiny(const TrainOptions& o) {
   }
   LossLog loss_log(out / "train_log.jsonl");
   auto session_over = [&] {
-    return o.session_minutes > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
+    return o.session_minutes > 0 &&
+           std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
   };
   TrainResult res;
   res.first_vae_loss = st.first_vae_loss;
@@ -280,8 +299,9 @@ TrainResult train_tiny(const TrainOptions& o) {
     at::NoGradGuard ng;
     for (auto& kv : vae->named_parameters(true)) {
       const std::string& n = kv.key();
-      const bool branch_end = n.find(".conv2.") != std::string::npos || n.find("attentions.0.proj.") != std::string::npos ||
-                              n.find("sampler.resample.1.") != std::string::npos || n.find(".time_conv.") != std::string::npos;
+      const bool branch_end =
+          n.find(".conv2.") != std::string::npos || n.find("attentions.0.proj.") != std::string::npos ||
+          n.find("sampler.resample.1.") != std::string::npos || n.find(".time_conv.") != std::string::npos;
       if (branch_end) kv.value().zero_();
     }
   }
@@ -291,10 +311,11 @@ TrainResult train_tiny(const TrainOptions& o) {
     at::NoGradGuard ng;
     vae->quant_conv->bias.narrow(0, cfg.vae.z_dim, cfg.vae.z_dim).fill_(-6.0);
   }
-  if (st.vae_step > 0 || st.stage != "vae") runtime::load_strict(*vae, runtime::TensorSource::open((state_dir / "vae.safetensors").string()));
+  if (st.vae_step > 0 || st.stage != "vae")
+    runtime::load_strict(*vae, runtime::TensorSource::open((state_dir / "vae.safetensors").string()));
   set_trainable(*vae, true);
-  torch::optim::AdamW vae_opt(vae->parameters(),
-                              torch::optim::AdamWOptions(o.vae_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(1e-4));
+  torch::optim::AdamW vae_opt(
+      vae->parameters(), torch::optim::AdamWOptions(o.vae_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(1e-4));
   if (st.vae_step > 0 && st.stage == "vae") torch::load(vae_opt, (state_dir / "vae_optim.pt").string(), dev);
   auto save_vae = [&] {
     save_module(*vae, state_dir / "vae.safetensors");
@@ -304,8 +325,9 @@ TrainResult train_tiny(const TrainOptions& o) {
   if (!o.vae_from.empty() && !o.resume) {
     // Stage 1 taken from an earlier run's trained VAE: the whole budget goes to the transformer.
     load_earlier_part({&*vae}, o.vae_from, "vae", "--vae-from",
-                      "its VAE does not load as one of --vae-width " + std::to_string(o.vae_base_dim) + " and --vae-decoder-width " +
-                          std::to_string(o.vae_decoder_base_dim) + " (the widths must match)");
+                      "its VAE does not load as one of --vae-width " + std::to_string(o.vae_base_dim) +
+                          " and --vae-decoder-width " + std::to_string(o.vae_decoder_base_dim) +
+                          " (the widths must match)");
     st.stage = "dit";
     save_module(*vae, state_dir / "vae.safetensors");  // where --resume reads the VAE of stage 2 from
     log::info("stage 1 skipped: the VAE of " + o.vae_from);
@@ -335,7 +357,8 @@ TrainResult train_tiny(const TrainOptions& o) {
         st.stage = "dit";
         save_vae();
         progress.clear();
-        log::info(fmt("stage 1 (VAE) done: %.0f steps in %.1f min", static_cast<double>(st.vae_step), st.vae_seconds / 60));
+        log::info(
+            fmt("stage 1 (VAE) done: %.0f steps in %.1f min", static_cast<double>(st.vae_step), st.vae_seconds / 60));
         break;
       }
       const auto t0 = Clock::now();
@@ -344,14 +367,16 @@ TrainResult train_tiny(const TrainOptions& o) {
       for (int64_t i = 0; i < o.vae_batch; ++i) {
         const auto index = static_cast<uint64_t>(st.vae_step * o.vae_batch + i);
         scenes.push_back(make_scene(o.seed ^ 0x76616531ull, index, o.mix));
-        starts.push_back(static_cast<int64_t>(mix(o.seed ^ 0x77696e64ull ^ (index * 0x100000001b3ull)) % static_cast<uint64_t>(o.frames - o.vae_frames + 1)));
+        starts.push_back(static_cast<int64_t>(mix(o.seed ^ 0x77696e64ull ^ (index * 0x100000001b3ull)) %
+                                              static_cast<uint64_t>(o.frames - o.vae_frames + 1)));
       }
       // A window of vae_frames of the transformer's clip (o.frames), at its motion per frame: rendering
       // the whole motion into vae_frames would train on objects moving o.frames/vae_frames times
       // faster than in the clips the VAE encodes for the transformer (and the evaluation decodes), each
       // latent frame smearing an object over 4 distant positions.
-      const Rendered r = o.vae_frames < o.frames ? render(scenes, o.vae_frames, o.height, o.width, dev, o.frames, starts)
-                                                 : render(scenes, o.vae_frames, o.height, o.width, dev);
+      const Rendered r = o.vae_frames < o.frames
+                             ? render(scenes, o.vae_frames, o.height, o.width, dev, o.frames, starts)
+                             : render(scenes, o.vae_frames, o.height, o.width, dev);
       auto gen = reseeded(dev, mix(o.seed * 31 + 1) ^ static_cast<uint64_t>(st.vae_step));
       const auto [mu, logvar] = vae->encode(r.video);
       const at::Tensor z = mu + at::exp(0.5 * logvar) * at::randn(mu.sizes(), gen, mu.options());
@@ -390,8 +415,10 @@ TrainResult train_tiny(const TrainOptions& o) {
         res.vae_loss = mean;
         const json dj = diag_json(in_window);
         loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds, dj);
-        progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step), mean, lr, st.vae_seconds / 60) +
-                                            fmt("  object mse %.4f  background mse %.4f", dj["object_mse"].get<double>(), dj["background_mse"].get<double>()));
+        progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step),
+                                            mean, lr, st.vae_seconds / 60) +
+                                            fmt("  object mse %.4f  background mse %.4f",
+                                                dj["object_mse"].get<double>(), dj["background_mse"].get<double>()));
         window.zero_();
         diag.zero_();
         in_window = 0;
@@ -399,8 +426,9 @@ TrainResult train_tiny(const TrainOptions& o) {
       if (session_over()) {
         save_vae();
         progress.clear();
-        log::info(fmt("session limit (--session-minutes %.1f) reached in stage 1 at step %.0f: checkpointed; --resume continues",
-                      o.session_minutes, static_cast<double>(st.vae_step)));
+        log::info(fmt(
+            "session limit (--session-minutes %.1f) reached in stage 1 at step %.0f: checkpointed; --resume continues",
+            o.session_minutes, static_cast<double>(st.vae_step)));
         res.vae_steps = st.vae_step;
         res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
         return res;
@@ -456,10 +484,11 @@ TrainResult train_tiny(const TrainOptions& o) {
   {
     std::vector<at::Tensor> parts;
     for (size_t i = 0; i < captions.size(); i += 64) {
-      std::vector<std::string> c(captions.begin() + static_cast<long>(i), captions.begin() + static_cast<long>(std::min(captions.size(), i + 64)));
+      std::vector<std::string> c(captions.begin() + static_cast<long>(i),
+                                 captions.begin() + static_cast<long>(std::min(captions.size(), i + 64)));
       parts.push_back(runtime::encode_prompts(text, tok, c, 512, at::kFloat).clone());
     }
-    emb = at::cat(parts, 0);  // [U, 512, text_dim]
+    emb = at::cat(parts, 0);                                                       // [U, 512, text_dim]
     null_emb = runtime::encode_prompts(text, tok, {""}, 512, at::kFloat).clone();  // CFG's negative prompt
   }
   runtime::device_synchronize(dev);
@@ -488,8 +517,8 @@ TrainResult train_tiny(const TrainOptions& o) {
     log::info("stage 2 starts from the transformer of " + o.transformer_from);
   }
   set_trainable(*dit, true);
-  torch::optim::AdamW dit_opt(dit->parameters(),
-                              torch::optim::AdamWOptions(o.dit_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(0.01));
+  torch::optim::AdamW dit_opt(
+      dit->parameters(), torch::optim::AdamWOptions(o.dit_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(0.01));
   if (st.dit_step > 0 && st.stage == "dit") torch::load(dit_opt, (state_dir / "dit_optim.pt").string(), dev);
   auto vae_cfg = cfg.vae;
   vae_cfg.latents_mean = st.latents_mean;
@@ -522,7 +551,8 @@ TrainResult train_tiny(const TrainOptions& o) {
         st.stage = "done";
         save_dit();
         progress.clear();
-        log::info(fmt("stage 2 (transformer) done: %.0f steps in %.1f min", static_cast<double>(st.dit_step), st.dit_seconds / 60));
+        log::info(fmt("stage 2 (transformer) done: %.0f steps in %.1f min", static_cast<double>(st.dit_step),
+                      st.dit_seconds / 60));
         break;
       }
       const auto t0 = Clock::now();
@@ -543,7 +573,8 @@ TrainResult train_tiny(const TrainOptions& o) {
       const at::Tensor loss = (pred.to(at::kFloat) - (noise - x0)).pow(2).mean();
       double progress_frac = 0;
       if (o.dit_steps > 0) progress_frac = static_cast<double>(st.dit_step) / static_cast<double>(o.dit_steps);
-      if (budget > 0) progress_frac = std::max(progress_frac, (used - st.vae_seconds) / std::max(1.0, budget - st.vae_seconds));
+      if (budget > 0)
+        progress_frac = std::max(progress_frac, (used - st.vae_seconds) / std::max(1.0, budget - st.vae_seconds));
       const double lr = lr_at(o.dit_lr, st.dit_step, progress_frac, budget > 0 ? -1 : o.dit_steps);
       set_lr(dit_opt, lr);
       dit_opt.zero_grad();
@@ -552,7 +583,8 @@ TrainResult train_tiny(const TrainOptions& o) {
       dit_opt.step();
       {
         at::NoGradGuard ng;
-        const double d = std::min(o.ema_decay, (1.0 + static_cast<double>(st.dit_step)) / (10.0 + static_cast<double>(st.dit_step)));
+        const double d =
+            std::min(o.ema_decay, (1.0 + static_cast<double>(st.dit_step)) / (10.0 + static_cast<double>(st.dit_step)));
         for (size_t i = 0; i < params.size(); ++i) ema_params[i].mul_(d).add_(params[i].detach(), 1 - d);
       }
       window += loss.detach();
@@ -565,15 +597,17 @@ TrainResult train_tiny(const TrainOptions& o) {
         if (res.first_dit_loss == 0) res.first_dit_loss = mean;
         res.dit_loss = mean;
         loss_log.row("dit", st.dit_step, mean, lr, st.dit_seconds);
-        progress.update("training transformer", fmt("step %.0f  loss %.4f  lr %.2e  %.1f min", static_cast<double>(st.dit_step), mean, lr, st.dit_seconds / 60));
+        progress.update("training transformer", fmt("step %.0f  loss %.4f  lr %.2e  %.1f min",
+                                                    static_cast<double>(st.dit_step), mean, lr, st.dit_seconds / 60));
         window.zero_();
         in_window = 0;
       }
       if (session_over() || (o.stop_at_step > 0 && st.dit_step >= o.stop_at_step)) {
         save_dit();
         progress.clear();
-        log::info(fmt("session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",
-                      o.session_minutes, static_cast<double>(st.dit_step)));
+        log::info(fmt(
+            "session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",
+            o.session_minutes, static_cast<double>(st.dit_step)));
         res.vae_steps = st.vae_step;
         res.dit_steps = st.dit_step;
         res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -603,14 +637,29 @@ TrainResult train_tiny(const TrainOptions& o) {
                {"device_minutes", total / 60},
                {"continued_from", st.continued_from},
                {"device_minutes_with_earlier_runs", total / 60 + earlier_minutes(st.continued_from)},
-               {"final_vae_reconstruction_loss", st.vae_step > 0 ? json(res.vae_loss) : json(nullptr)},  // --vae-from: see continued_from
+               {"final_vae_reconstruction_loss",
+                st.vae_step > 0 ? json(res.vae_loss) : json(nullptr)},  // --vae-from: see continued_from
                {"final_transformer_loss", res.dit_loss},
                {"options",
-                {{"minutes", o.minutes}, {"vae_share", o.vae_share}, {"vae_batch", o.vae_batch}, {"vae_frames", o.vae_frames},
-                 {"dit_batch", o.dit_batch}, {"scenes", o.scenes}, {"frames", o.frames}, {"height", o.height},
-                 {"width", o.width}, {"vae_base_dim", o.vae_base_dim}, {"vae_decoder_base_dim", o.vae_decoder_base_dim}, {"vae_lr", o.vae_lr}, {"dit_lr", o.dit_lr}, {"kl_weight", o.kl_weight},
-                 {"object_weight", o.object_weight}, {"ema_decay", o.ema_decay}, {"cfg_dropout", o.cfg_dropout},
-                 {"flow_shift", shift}, {"vertical_share", o.mix.vertical_share}}}};
+                {{"minutes", o.minutes},
+                 {"vae_share", o.vae_share},
+                 {"vae_batch", o.vae_batch},
+                 {"vae_frames", o.vae_frames},
+                 {"dit_batch", o.dit_batch},
+                 {"scenes", o.scenes},
+                 {"frames", o.frames},
+                 {"height", o.height},
+                 {"width", o.width},
+                 {"vae_base_dim", o.vae_base_dim},
+                 {"vae_decoder_base_dim", o.vae_decoder_base_dim},
+                 {"vae_lr", o.vae_lr},
+                 {"dit_lr", o.dit_lr},
+                 {"kl_weight", o.kl_weight},
+                 {"object_weight", o.object_weight},
+                 {"ema_decay", o.ema_decay},
+                 {"cfg_dropout", o.cfg_dropout},
+                 {"flow_shift", shift},
+                 {"vertical_share", o.mix.vertical_share}}}};
   write_json(out / "train_info.json", info);
   log::info(fmt("training done: %.1f device-minutes in all (VAE %.1f, data %.1f, transformer %.1f)", total / 60,
                 st.vae_seconds / 60, st.prep_seconds / 60, st.dit_seconds / 60));

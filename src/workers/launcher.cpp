@@ -27,7 +27,8 @@ namespace autooptim::workers {
 std::vector<WorkerSlot> plan_slots(const std::string& gpus, int64_t workers, int64_t gpu_count, int64_t cpu_cores) {
   std::vector<WorkerSlot> out;
   if (!gpus.empty()) {
-    if (gpu_count <= 0) throw Error("--gpus " + gpus + ": no CUDA GPU is visible to this build (run on the CPU with --workers N)");
+    if (gpu_count <= 0)
+      throw Error("--gpus " + gpus + ": no CUDA GPU is visible to this build (run on the CPU with --workers N)");
     std::vector<int64_t> ids;
     if (gpus == "all") {
       for (int64_t i = 0; i < gpu_count; ++i) ids.push_back(i);
@@ -39,7 +40,8 @@ std::vector<WorkerSlot> plan_slots(const std::string& gpus, int64_t workers, int
           throw Error("--gpus '" + gpus + "': expected all or a list of GPU indices like 0,1");
         const int64_t i = std::stoll(item);
         if (i >= gpu_count)
-          throw Error("--gpus " + gpus + ": GPU " + item + " does not exist (" + std::to_string(gpu_count) + " visible)");
+          throw Error("--gpus " + gpus + ": GPU " + item + " does not exist (" + std::to_string(gpu_count) +
+                      " visible)");
         for (int64_t j : ids)
           if (j == i) throw Error("--gpus " + gpus + ": GPU " + item + " is listed twice");
         ids.push_back(i);
@@ -54,7 +56,9 @@ std::vector<WorkerSlot> plan_slots(const std::string& gpus, int64_t workers, int
       while (std::getline(s, item, ',')) visible.push_back(item);
     }
     for (int64_t i : ids)
-      out.push_back({"gpu" + std::to_string(i), i < static_cast<int64_t>(visible.size()) ? visible[static_cast<size_t>(i)] : std::to_string(i), 0});
+      out.push_back({"gpu" + std::to_string(i),
+                     i < static_cast<int64_t>(visible.size()) ? visible[static_cast<size_t>(i)] : std::to_string(i),
+                     0});
     return out;
   }
   if (workers < 1) throw Error("--workers " + std::to_string(workers) + ": at least 1");
@@ -63,8 +67,12 @@ std::vector<WorkerSlot> plan_slots(const std::string& gpus, int64_t workers, int
   return out;
 }
 
-LocalLauncher::LocalLauncher(std::string run_dir, std::vector<std::string> model_cli, std::vector<WorkerSlot> slots, int max_restarts)
-    : run_(std::move(run_dir)), model_cli_(std::move(model_cli)), slots_(std::move(slots)), max_restarts_(max_restarts) {}
+LocalLauncher::LocalLauncher(std::string run_dir, std::vector<std::string> model_cli, std::vector<WorkerSlot> slots,
+                             int max_restarts)
+    : run_(std::move(run_dir)),
+      model_cli_(std::move(model_cli)),
+      slots_(std::move(slots)),
+      max_restarts_(max_restarts) {}
 
 LocalLauncher::~LocalLauncher() {
   try {
@@ -81,8 +89,9 @@ pid_t LocalLauncher::spawn(const WorkerSlot& s) {
   if (s.threads > 0) args.insert(args.end(), {"--threads", std::to_string(s.threads)});
   runtime::SelfSpawn sp;
   sp.args = args;
-  sp.env = s.cuda_visible.empty() ? runtime::environment_with({}, {})
-                                  : runtime::environment_with({"CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES=" + s.cuda_visible});
+  sp.env = s.cuda_visible.empty()
+               ? runtime::environment_with({}, {})
+               : runtime::environment_with({"CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES=" + s.cuda_visible});
   sp.log_file = (fs::path(l.workers()) / (s.id + ".log")).string();
   sp.truncate_log = false;  // a restarted worker appends to its earlier lines
   sp.header = "autooptim worker " + s.id + ": starting (" + base::utc_timestamp() + "):";

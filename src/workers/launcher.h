@@ -24,7 +24,8 @@ std::vector<WorkerSlot> plan_slots(const std::string& gpus, int64_t workers, int
 class LocalLauncher {
  public:
   // model_cli: the model options passed to every worker (--model ... --device ...).
-  LocalLauncher(std::string run_dir, std::vector<std::string> model_cli, std::vector<WorkerSlot> slots, int max_restarts = 2);
+  LocalLauncher(std::string run_dir, std::vector<std::string> model_cli, std::vector<WorkerSlot> slots,
+                int max_restarts = 2);
   ~LocalLauncher();  // stop()
   void start();
   // Reaps workers that exited: one that died while the run goes on is restarted (at most max_restarts

@@ -24,7 +24,9 @@ using nlohmann::json;
 namespace autooptim::workers {
 
 namespace {
-double steady_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double steady_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::string host_name() {
   char b[256] = {0};
@@ -33,7 +35,8 @@ std::string host_name() {
 }
 
 std::string ns_stamp() {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   char b[32];
   std::snprintf(b, sizeof b, "%020lld", static_cast<long long>(ns));
   return b;
@@ -73,7 +76,8 @@ void stop_all(const std::string& run_dir) {
 
 Client::Client(std::string run_dir, std::string client_name, ClientOptions options)
     : layout_{std::move(run_dir)}, name_(std::move(client_name)), opt_(options) {
-  for (const auto& d : {layout_.queue(), layout_.responses(), layout_.cancel(), layout_.workers()}) fs::create_directories(d);
+  for (const auto& d : {layout_.queue(), layout_.responses(), layout_.cancel(), layout_.workers()})
+    fs::create_directories(d);
 }
 
 std::string Client::submit(json request) {
@@ -87,7 +91,8 @@ std::string Client::submit(json request) {
   request["protocol"] = kProtocolVersion;
   if (!request.contains("attempt")) request["attempt"] = 0;
   request["submitted"] = base::utc_timestamp();
-  gates::write_file_atomic((fs::path(layout_.queue()) / (ns_stamp() + "-" + id + ".json")).string(), request.dump() + "\n");
+  gates::write_file_atomic((fs::path(layout_.queue()) / (ns_stamp() + "-" + id + ".json")).string(),
+                           request.dump() + "\n");
   return id;
 }
 
@@ -144,8 +149,9 @@ int Client::requeue_dead() {
     const fs::path wdir = layout_.worker(w.id);
     std::error_code ec;
     if (w.state != "dead" && w.state != "stopped" && w.state != "failed" && !fs::exists(wdir / "dead"))
-      gates::write_file_atomic((wdir / "dead").string(), "declared dead by " + name_ + " (pid " + std::to_string(getpid()) + ") at " +
-                                                             base::utc_timestamp() + "\n");
+      gates::write_file_atomic(
+          (wdir / "dead").string(),
+          "declared dead by " + name_ + " (pid " + std::to_string(getpid()) + ") at " + base::utc_timestamp() + "\n");
     if (!fs::is_directory(wdir / "claimed", ec)) continue;
     for (const auto& e : fs::directory_iterator(wdir / "claimed", ec)) {
       const std::string name = e.path().filename().string();
@@ -160,10 +166,15 @@ int Client::requeue_dead() {
       }
       const int attempt = req->value("attempt", 0) + 1;
       if (attempt >= opt_.max_attempts) {
-        json resp = {{"id", id}, {"kind", req->value("kind", "")}, {"worker", w.id}, {"ok", false}, {"cancelled", false},
-                     {"attempt", attempt}, {"finished", base::utc_timestamp()},
-                     {"error", "the request was in progress on " + std::to_string(attempt) + " workers that died (last: " + w.id +
-                                   "); not queued again"}};
+        json resp = {{"id", id},
+                     {"kind", req->value("kind", "")},
+                     {"worker", w.id},
+                     {"ok", false},
+                     {"cancelled", false},
+                     {"attempt", attempt},
+                     {"finished", base::utc_timestamp()},
+                     {"error", "the request was in progress on " + std::to_string(attempt) +
+                                   " workers that died (last: " + w.id + "); not queued again"}};
         gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.dump() + "\n");
       } else {
         (*req)["attempt"] = attempt;
@@ -190,7 +201,8 @@ void cancel_client_requests(const std::string& run_dir, const std::string& clien
     if (!w.is_directory()) continue;
     std::error_code ec2;
     for (const auto& e : fs::directory_iterator(w.path() / "claimed", ec2))
-      if (const std::string id = mine(e.path()); !id.empty()) gates::write_file_atomic((fs::path(l.cancel()) / id).string(), client_name + " is gone\n");
+      if (const std::string id = mine(e.path()); !id.empty())
+        gates::write_file_atomic((fs::path(l.cancel()) / id).string(), client_name + " is gone\n");
   }
 }
 
@@ -240,7 +252,8 @@ json Client::call(json request, const std::function<void()>& tick) {
   const std::string kind = request.value("kind", "");
   const json r = wait(submit(std::move(request)), tick);
   if (!r.value("ok", false))
-    throw Error("worker " + r.value("worker", std::string("?")) + ": " + kind + " request failed: " + r.value("error", std::string("?")));
+    throw Error("worker " + r.value("worker", std::string("?")) + ": " + kind +
+                " request failed: " + r.value("error", std::string("?")));
   return r;
 }
 

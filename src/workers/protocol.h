@@ -88,10 +88,10 @@ struct WorkerInfo {
 };
 
 struct ClientOptions {
-  double dead_after_s = 30;     // heartbeat silence that makes a worker dead
-  int max_attempts = 3;         // workers a request may kill before it is answered with an error
-  double no_worker_s = 600;     // waiting with no worker registered, loading or ready: an Error
-  double poll_s = 0.05;         // how often wait() looks for the response
+  double dead_after_s = 30;  // heartbeat silence that makes a worker dead
+  int max_attempts = 3;      // workers a request may kill before it is answered with an error
+  double no_worker_s = 600;  // waiting with no worker registered, loading or ready: an Error
+  double poll_s = 0.05;      // how often wait() looks for the response
 };
 
 // A process that sends requests. Thread-compatible (one per thread).

@@ -66,7 +66,9 @@ long max_rss_kb() {
 
 bool valid_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; });
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
 }
 
 // The identity of the weights for caches: the checkpoint folder's files (path, size, mtime) and the
@@ -101,7 +103,8 @@ class Server {
   void heartbeat_loop();
   json counters();
   bool told_to_stop() const {
-    return g_signal.load() != 0 || fs::exists(layout_.stop_all()) || fs::exists(dir_ / "stop") || fs::exists(dir_ / "dead");
+    return g_signal.load() != 0 || fs::exists(layout_.stop_all()) || fs::exists(dir_ / "stop") ||
+           fs::exists(dir_ / "dead");
   }
   void check_abandon(const std::string& id) {
     if (g_signal.load() != 0 || fs::exists(dir_ / "dead")) throw Abandon(true);
@@ -190,21 +193,24 @@ void Server::heartbeat_loop() {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "worker %s: heartbeat: %s\n", o_.worker_id.c_str(), e.what());
     }
-    for (int i = 0; i < 20 && !quit_.load(); ++i) std::this_thread::sleep_for(std::chrono::duration<double>(o_.heartbeat_s / 20));
+    for (int i = 0; i < 20 && !quit_.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::duration<double>(o_.heartbeat_s / 20));
   }
 }
 
 int Server::run() {
-  if (!valid_id(o_.worker_id)) throw Error("--worker-id '" + o_.worker_id + "': use 1-64 letters, digits, '-', '_' or '.'");
+  if (!valid_id(o_.worker_id))
+    throw Error("--worker-id '" + o_.worker_id + "': use 1-64 letters, digits, '-', '_' or '.'");
   fs::create_directories(dir_);
   for (const auto& d : {layout_.queue(), layout_.responses(), layout_.cancel()}) fs::create_directories(d);
   // An id held by a live worker of this host is refused; a dead predecessor's claims are queued again.
   if (auto prev = read_json_file((dir_ / "worker.json").string())) {
     const std::string st = prev->value("state", "");
     const int64_t pid = prev->value("pid", int64_t{0});
-    if ((st == "loading" || st == "ready") && !fs::exists(dir_ / "dead") && prev->value("host", "") == host_name() && pid > 0 &&
-        pid != getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0)
-      throw Error("--worker-id " + o_.worker_id + " is taken by a live worker (pid " + std::to_string(pid) + ") in " + o_.run_dir);
+    if ((st == "loading" || st == "ready") && !fs::exists(dir_ / "dead") && prev->value("host", "") == host_name() &&
+        pid > 0 && pid != getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0)
+      throw Error("--worker-id " + o_.worker_id + " is taken by a live worker (pid " + std::to_string(pid) + ") in " +
+                  o_.run_dir);
   }
   std::error_code ec;
   if (fs::is_directory(dir_ / "claimed", ec))
@@ -233,17 +239,18 @@ int Server::run() {
 
   if (o_.threads > 0) at::set_num_threads(static_cast<int>(o_.threads));
   const bool cuda = o_.load.precision.device.is_cuda();
-  registration_ = {{"protocol", kProtocolVersion},
-                   {"id", o_.worker_id},
-                   {"host", host_name()},
-                   {"pid", static_cast<int64_t>(getpid())},
-                   {"model", o_.load.model},
-                   {"weights", o_.load.weights_dir.empty() ? "synthetic" : fs::absolute(o_.load.weights_dir).string()},
-                   {"device", cuda ? "cuda" : "cpu"},
-                   {"cuda_visible_devices", std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : ""},
-                   {"threads", at::get_num_threads()},
-                   {"build", gates::Worker::build_id()},
-                   {"started", base::utc_timestamp()}};
+  registration_ = {
+      {"protocol", kProtocolVersion},
+      {"id", o_.worker_id},
+      {"host", host_name()},
+      {"pid", static_cast<int64_t>(getpid())},
+      {"model", o_.load.model},
+      {"weights", o_.load.weights_dir.empty() ? "synthetic" : fs::absolute(o_.load.weights_dir).string()},
+      {"device", cuda ? "cuda" : "cpu"},
+      {"cuda_visible_devices", std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : ""},
+      {"threads", at::get_num_threads()},
+      {"build", gates::Worker::build_id()},
+      {"started", base::utc_timestamp()}};
   write_registration("loading");
   std::thread hb([this] { heartbeat_loop(); });
   struct Join {
@@ -276,8 +283,8 @@ int Server::run() {
     throw;
   }
   write_registration("ready");
-  std::fprintf(stderr, "worker %s: %s loaded in %.1f s on %s; serving %s\n", o_.worker_id.c_str(), o_.load.model.c_str(), load_s_,
-               registration_.value("device_name", "").c_str(), o_.run_dir.c_str());
+  std::fprintf(stderr, "worker %s: %s loaded in %.1f s on %s; serving %s\n", o_.worker_id.c_str(),
+               o_.load.model.c_str(), load_s_, registration_.value("device_name", "").c_str(), o_.run_dir.c_str());
   std::fflush(stderr);
 
   auto idle_since = Clock::now();
@@ -303,7 +310,8 @@ int Server::run() {
     }
     if (o_.max_requests > 0 && requests_ >= o_.max_requests) break;
     if (!served) {
-      if (o_.idle_exit_s > 0 && std::chrono::duration<double>(Clock::now() - idle_since).count() > o_.idle_exit_s) break;
+      if (o_.idle_exit_s > 0 && std::chrono::duration<double>(Clock::now() - idle_since).count() > o_.idle_exit_s)
+        break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -312,7 +320,8 @@ int Server::run() {
     return 1;
   }
   write_registration("stopped");
-  std::fprintf(stderr, "worker %s: stopped after %lld requests\n", o_.worker_id.c_str(), static_cast<long long>(requests_));
+  std::fprintf(stderr, "worker %s: stopped after %lld requests\n", o_.worker_id.c_str(),
+               static_cast<long long>(requests_));
   return 0;
 }
 
@@ -332,14 +341,19 @@ void Server::serve_one(const fs::path& claimed, const std::string& name) {
   const auto t0 = Clock::now();
   const double gen0 = worker_->generating_seconds() + extra_generating_s_;
   const int64_t gens0 = worker_->generations() + extra_generations_;
-  json resp = {{"id", id}, {"kind", req->value("kind", "")}, {"worker", o_.worker_id}, {"attempt", req->value("attempt", 0)},
-               {"ok", false}, {"cancelled", false}};
+  json resp = {{"id", id},
+               {"kind", req->value("kind", "")},
+               {"worker", o_.worker_id},
+               {"attempt", req->value("attempt", 0)},
+               {"ok", false},
+               {"cancelled", false}};
   bool requeue = false;
   try {
     resp["result"] = handle(*req);
     resp["ok"] = true;
   } catch (const Abandon& a) {
-    if (a.requeue) requeue = true;
+    if (a.requeue)
+      requeue = true;
     else {
       resp["cancelled"] = true;
       resp["error"] = "cancelled by its client";
@@ -466,7 +480,8 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
     if (!c.error.empty()) throw Error("trial " + label + ": " + c.error);
     ct.push_back(c.seconds);
     for (const auto& problem : runtime::engagement_problems(opts, c.trace))
-      if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end()) t.not_engaged.push_back(problem);
+      if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end())
+        t.not_engaged.push_back(problem);
     worst = std::min(worst, clip_psnr(c.video, b.video));
     if (c.trace.has("cache.skip_ratio")) skip_sum += c.trace.get("cache.skip_ratio"), ++skip_runs;
     if (c.trace.has("sparse.attention.density")) density_sum += c.trace.get("sparse.attention.density"), ++density_runs;
@@ -505,7 +520,8 @@ json Server::do_gate(const GateRequest& req, const std::string& id) {
   const json& s = req.settings;
   gates::GateSettings g = gates::settings_from_json(s);
   // The baseline is the harness's pinned one; the orchestrator sends it at the run's configuration.
-  if (s.contains("baseline_manifest")) g.baseline_config = gates::parse_manifest(s["baseline_manifest"], "the gate request's baseline").config;
+  if (s.contains("baseline_manifest"))
+    g.baseline_config = gates::parse_manifest(s["baseline_manifest"], "the gate request's baseline").config;
   g.progress = [this, id](const gates::GateProgress& p) {
     check_abandon(id);
     set_stage(p.stage + " (run " + std::to_string(p.run) + "/" + std::to_string(p.runs) + ")");
@@ -662,12 +678,11 @@ ScreenResult Server::do_screen(const ScreenRequest& req, const std::string& id) 
   }
   const double text = cal.text_s;
   const int64_t forwards = cal.forwards_per_clip;
-  const bool skips = !runtime::techniques::techniques_on(gates::to_runtime_options(cand)).empty() &&
-                     [&] {
-                       for (const auto& n : runtime::techniques::techniques_on(gates::to_runtime_options(cand)))
-                         if (const auto* t = runtime::techniques::find(n); t && t->family == "cache") return true;
-                       return false;
-                     }();
+  const bool skips = !runtime::techniques::techniques_on(gates::to_runtime_options(cand)).empty() && [&] {
+    for (const auto& n : runtime::techniques::techniques_on(gates::to_runtime_options(cand)))
+      if (const auto* t = runtime::techniques::find(n); t && t->family == "cache") return true;
+    return false;
+  }();
   const double skip_ratio = req.skip_ratio ? std::clamp(*req.skip_ratio, 0.0, 1.0) : 0.0;
   const double base_est = text + forwards * bf + bd;
   const double cand_est = text + forwards * cf * (1.0 - skip_ratio) + cd;

@@ -13,10 +13,10 @@ struct ServeOptions {
   std::string run_dir;
   std::string worker_id;
   runtime::LoadRequest load;
-  int64_t threads = 0;         // CPU threads (0: libtorch's default)
+  int64_t threads = 0;  // CPU threads (0: libtorch's default)
   double heartbeat_s = 1.0;
-  double idle_exit_s = 0;      // 0: never leave for idleness
-  int64_t max_requests = 0;    // 0: no limit (tests: leave after k requests)
+  double idle_exit_s = 0;    // 0: never leave for idleness
+  int64_t max_requests = 0;  // 0: no limit (tests: leave after k requests)
 };
 
 // Serves until told to stop; returns the process's exit status (0 stopped, 2 could not start).

@@ -5,8 +5,14 @@
 namespace autooptim::workers {
 
 nlohmann::json TrialResult::to_json() const {
-  return {{"label", label}, {"flags", flags}, {"prompts", prompts}, {"baseline_s", baseline_s},
-          {"candidate_s", candidate_s}, {"speedup", speedup}, {"psnr_min", psnr_min}, {"not_engaged", not_engaged},
+  return {{"label", label},
+          {"flags", flags},
+          {"prompts", prompts},
+          {"baseline_s", baseline_s},
+          {"candidate_s", candidate_s},
+          {"speedup", speedup},
+          {"psnr_min", psnr_min},
+          {"not_engaged", not_engaged},
           {"skip_ratio", skip_ratio < 0 ? nlohmann::json(nullptr) : nlohmann::json(skip_ratio)},
           {"density", density < 0 ? nlohmann::json(nullptr) : nlohmann::json(density)}};
 }

@@ -66,14 +66,16 @@ TEST(Cli, UnknownFlagIsExitTwo) {
 
 TEST(Cli, BadSizeIsExitTwoWithTheReason) {
   autooptim::test::TempDir tmp;
-  const auto r = sh("generate --model wan22-tiny --frames 9 --steps 3 --height 100 --width 96 --prompt x --out " + tmp.file("a.mp4"));
+  const auto r = sh("generate --model wan22-tiny --frames 9 --steps 3 --height 100 --width 96 --prompt x --out " +
+                    tmp.file("a.mp4"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("multiple of 32"), std::string::npos) << r.output;
 }
 
 TEST(Cli, MissingOrEmptyWeightsFolderIsExitTwo) {
   autooptim::test::TempDir tmp;
-  auto r = sh("generate --model wan22-ti2v-5b --weights " + tmp.file("nope") + " --prompt x --out " + tmp.file("a.mp4"));
+  auto r =
+      sh("generate --model wan22-ti2v-5b --weights " + tmp.file("nope") + " --prompt x --out " + tmp.file("a.mp4"));
   EXPECT_EQ(r.code, 2) << r.output;
   fs::create_directories(tmp.file("empty"));
   r = sh("generate --model wan22-ti2v-5b --weights " + tmp.file("empty") + " --prompt x --out " + tmp.file("a.mp4"));
@@ -96,7 +98,8 @@ TEST(Cli, GenerateWritesTheClipAndStageTimes) {
   const auto r = sh(std::string("generate ") + kSmall + " --prompt 'a red fox' --out " + tmp.file("a.mp4") +
                     " --frames-dir " + tmp.file("frames"));
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* stage : {"model load", "text encoding", "denoising", "decoding"}) EXPECT_NE(r.output.find(stage), std::string::npos) << stage;
+  for (const char* stage : {"model load", "text encoding", "denoising", "decoding"})
+    EXPECT_NE(r.output.find(stage), std::string::npos) << stage;
   const auto info = autooptim::runtime::probe_video(tmp.file("a.mp4"));
   EXPECT_EQ(info.frames, 9);
   EXPECT_EQ(info.width, 96);
@@ -152,7 +155,8 @@ TEST(Cli, BenchTimesAVaeManifestAndItsHostEnqueue) {
   json m = tiny_patch("wan22-tiny/test/vae-cl", "kernel", {{"vae_channels_last", true}});
   m["lossless"] = true;
   std::ofstream(tmp.file("vae.json")) << m.dump(2);
-  const auto r = sh("bench --model wan22-tiny --vae-only --repeat 1 --vae-manifest " + tmp.file("vae.json") + " --json " + tmp.file("b.json"));
+  const auto r = sh("bench --model wan22-tiny --vae-only --repeat 1 --vae-manifest " + tmp.file("vae.json") +
+                    " --json " + tmp.file("b.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("vae_decode_wan22-tiny_test_vae-cl: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the host enqueued it in"), std::string::npos) << r.output;
@@ -161,17 +165,19 @@ TEST(Cli, BenchTimesAVaeManifestAndItsHostEnqueue) {
   const double enqueue = v.at("host_enqueue_s").get<double>();
   EXPECT_GT(enqueue, 0.0);
   EXPECT_LE(enqueue, v.at("max_s").get<double>() * 1.05 + 0.01);  // a part of the decode it measured
-  EXPECT_GT(v.at("psnr_vs_fp32_db").get<double>(), 60.0);  // channels-last float32: the same decode
+  EXPECT_GT(v.at("psnr_vs_fp32_db").get<double>(), 60.0);         // channels-last float32: the same decode
 }
 
 // gate --object-check off --no-precision-floor: the visual check compares no object, and a lossless claim
 // below the 50 dB rule is judged by the rule alone (no precision control runs); a bad value is exit 2.
 TEST(Cli, GateJudgementOptionsReachTheGate) {
   autooptim::test::TempDir tmp;
-  json m = tiny_patch("wan22-tiny/test/cache-lossless", "cache", {{"easycache", {{"enabled", true}, {"threshold", 0.1}}}});
+  json m =
+      tiny_patch("wan22-tiny/test/cache-lossless", "cache", {{"easycache", {{"enabled", true}, {"threshold", 0.1}}}});
   m["lossless"] = true;
   std::ofstream(tmp.file("m.json")) << m.dump(2);
-  const std::string gate = "gate --model wan22-tiny --manifest " + tmp.file("m.json") + " --split smoke --max-prompts 1 --repeats 1 --json";
+  const std::string gate =
+      "gate --model wan22-tiny --manifest " + tmp.file("m.json") + " --split smoke --max-prompts 1 --repeats 1 --json";
   const auto bad = sh(gate + " --out " + tmp.file("bad") + " --object-check maybe");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--object-check"), std::string::npos) << bad.output;
@@ -182,7 +188,8 @@ TEST(Cli, GateJudgementOptionsReachTheGate) {
   EXPECT_FALSE(q.at("pass").get<bool>());
   EXPECT_FALSE(q.at("details").contains("precision_floor")) << q.dump();
   EXPECT_EQ(q.at("reason").get<std::string>().find("precision floor"), std::string::npos) << q.dump();
-  EXPECT_FALSE(v.at("gates").at("visual").at("details").contains("objects_compared")) << v.at("gates").at("visual").dump();
+  EXPECT_FALSE(v.at("gates").at("visual").at("details").contains("objects_compared"))
+      << v.at("gates").at("visual").dump();
   // With the defaults the same gate judges both.
   const auto d = sh(gate + " --out " + tmp.file("d"));
   ASSERT_EQ(d.code, 1) << d.output;
@@ -194,7 +201,12 @@ TEST(Cli, GateJudgementOptionsReachTheGate) {
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
-  const std::string args = "run --model wan22-tiny --out " + out + " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1 --repeats 1";  // one timed pair per clip: the test checks the run, not the timing
+  const std::string args =
+      "run --model wan22-tiny --out " + out +
+      " --budget-minutes 6 --budget-trials 4 --executor-trials 2 --max-prompts 1 --repeats 1";  // one timed pair per
+                                                                                                // clip: the test checks
+                                                                                                // the run, not the
+                                                                                                // timing
   // A failed start (prompts not found) leaves nothing behind, so the corrected command below is a
   // fresh run, not "already holds a run".
   const auto failed = sh(args + " --prompts-dir " + tmp.file("no-prompts"));
@@ -217,7 +229,8 @@ TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {
   }
   ASSERT_FALSE(rep["candidates"].empty());
   for (const auto& c : rep["candidates"])
-    for (const char* k : {"id", "family", "speedup", "psnr", "ssim", "accepted", "verdicts"}) EXPECT_TRUE(c.contains(k)) << k;
+    for (const char* k : {"id", "family", "speedup", "psnr", "ssim", "accepted", "verdicts"})
+      EXPECT_TRUE(c.contains(k)) << k;
   const std::string junit = slurp(fs::path(out) / "junit.xml");
   EXPECT_NE(junit.find("<testsuites"), std::string::npos);
   EXPECT_NE(junit.find("name='performance'"), std::string::npos);
@@ -301,7 +314,8 @@ TEST(Cli, GenerateReproducesAManifest) {
   const auto r = sh("generate --manifest " + tmp.file("m.json") + " --prompt x --out " + tmp.file("a.mp4"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(autooptim::runtime::probe_video(tmp.file("a.mp4")).frames, 5);
-  EXPECT_NE(r.output.find("timestep_dedup sits idle under uniform_timestep, which does its work"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("timestep_dedup sits idle under uniform_timestep, which does its work"), std::string::npos)
+      << r.output;
 }
 
 TEST(Cli, NumbersAndSplitsAreRefusedBeforeAnyWork) {
@@ -337,7 +351,8 @@ TEST(Cli, NumbersAndSplitsAreRefusedBeforeAnyWork) {
       {gen + "--fps 0", "--fps"},
       {gen + "--guidance nan", "--guidance"},
       {gen + "--steps 2.5", "--steps"},
-      {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --min-psnr nan", "--min-psnr"},
+      {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --min-psnr nan",
+       "--min-psnr"},
       {"gate --manifest manifests/wan22-tiny/baseline.json --split smoke --out " + out + " --repeats 0", "--repeats"},
       {"bench --model wan22-tiny --repeat -1", "--repeat"},
       {"verify --golden tests/data/golden --tolerance nan", "--tolerance"},
@@ -396,10 +411,12 @@ TEST(Cli, RunRefusesABaselineFromAFolderThatIsNotThePinnedOne) {
 TEST(Cli, VerifyFailsAGoldenPairThatComparesNothing) {
   autooptim::test::TempDir tmp;
   const fs::path g = autooptim::test::golden_dir();
-  for (const char* f : {"unipc_io.json", "unipc_io.safetensors", "transformer_tiny_weights.json", "transformer_tiny_weights.safetensors"})
+  for (const char* f : {"unipc_io.json", "unipc_io.safetensors", "transformer_tiny_weights.json",
+                        "transformer_tiny_weights.safetensors"})
     fs::copy_file(g / f, tmp.path() / f);
-  autooptim::runtime::write_safetensors(tmp.file("transformer_tiny_io.safetensors"),
-                                        {{"hidden_states", at::zeros({1, 48, 1, 2, 2})}, {"encoder_hidden_states", at::zeros({1, 4, 40})}});
+  autooptim::runtime::write_safetensors(
+      tmp.file("transformer_tiny_io.safetensors"),
+      {{"hidden_states", at::zeros({1, 48, 1, 2, 2})}, {"encoder_hidden_states", at::zeros({1, 4, 40})}});
   const auto r = sh("verify --golden " + tmp.path().string());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("no expected outputs"), std::string::npos) << r.output;
@@ -426,8 +443,8 @@ TEST(Cli, AFullDiskEndsTheRunWithTheReasonAndNoEmptyFiles) {
   base["config"]["frames"] = 5;
   base["config"]["steps"] = 2;
   std::ofstream(tmp.file("base.json")) << base.dump();
-  const auto e = sh("executor --family cache --base " + tmp.file("base.json") + " --prompts prompts/visible.jsonl --outbox " +
-                    (disk / "outbox").string() + " --budget-trials 1");
+  const auto e = sh("executor --family cache --base " + tmp.file("base.json") +
+                    " --prompts prompts/visible.jsonl --outbox " + (disk / "outbox").string() + " --budget-trials 1");
   EXPECT_EQ(e.code, 2) << e.output;
   EXPECT_NE(e.output.find("No space left on device"), std::string::npos) << e.output;
   EXPECT_FALSE(fs::exists(disk / "outbox" / "done"));
@@ -532,10 +549,12 @@ TEST(Cli, DeeplyNestedJsonIsExitTwoNamingFileAndKey) {
   fs::create_directories(tmp.file("golden"));
   for (const char* f : {"transformer_tiny_io.safetensors", "transformer_tiny_weights.safetensors"})
     fs::copy_file(g / f, fs::path(tmp.file("golden")) / f);
-  autooptim::test::write_bytes(tmp.file("golden/transformer_tiny_weights.json"), "{\"config\": {\"eps\": " + deep + "}}");
+  autooptim::test::write_bytes(tmp.file("golden/transformer_tiny_weights.json"),
+                               "{\"config\": {\"eps\": " + deep + "}}");
   r = sh("verify --golden " + tmp.file("golden"));
   EXPECT_EQ(r.code, 2) << r.output.substr(0, 500);
-  EXPECT_NE(r.output.find("transformer_tiny_weights.json: nesting deeper than 64 levels at 'config.eps'"), std::string::npos)
+  EXPECT_NE(r.output.find("transformer_tiny_weights.json: nesting deeper than 64 levels at 'config.eps'"),
+            std::string::npos)
       << r.output.substr(0, 500);
 }
 
@@ -550,7 +569,8 @@ struct Split {
 
 Split sh_in(const std::string& dir, const std::string& env, const std::string& args) {
   autooptim::test::TempDir tmp;
-  const std::string cmd = "cd " + dir + " && env " + env + " " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+  const std::string cmd = "cd " + dir + " && env " + env + " " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") +
+                          " 2>" + tmp.file("err");
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(tmp.file("out")), slurp(tmp.file("err"))};
 }
@@ -566,20 +586,23 @@ std::string small_baseline(const autooptim::test::TempDir& tmp) {
   return tmp.file("small.json");
 }
 
-const char* kReduced = "--model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1";
+const char* kReduced =
+    "--model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1";
 
 }  // namespace
 
 TEST(CliUx, VersionSaysFlavourLibrariesAndCommit) {
   const auto r = sh_in(kSrc, "", "--version");
   EXPECT_EQ(r.code, 0) << r.err;
-  for (const char* k : {"CPU build", "commit", "libtorch", "CUDA", "cuDNN"}) EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+  for (const char* k : {"CPU build", "commit", "libtorch", "CUDA", "cuDNN"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
   EXPECT_EQ(r.out.find("commit    unknown"), std::string::npos) << r.out;  // the build's git commit is embedded
 }
 
 TEST(CliUx, DeviceAutoOnACpuBuildWithTheBigModelSaysSo) {
   autooptim::test::TempDir tmp;
-  const auto r = sh_in(kSrc, "", "generate --model wan22-ti2v-5b --synthetic-weights --prompt x --out " + tmp.file("a.mp4"));
+  const auto r =
+      sh_in(kSrc, "", "generate --model wan22-ti2v-5b --synthetic-weights --prompt x --out " + tmp.file("a.mp4"));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("CPU build"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("make gpu"), std::string::npos) << r.err;
@@ -604,7 +627,9 @@ TEST(CliUx, HelpShowsTheDefaultsEachModelUses) {
 TEST(CliUx, GenerateOffATerminalWritesShortLinesAndQuietSilencesProgress) {
   autooptim::test::TempDir tmp;
   // Off a terminal: no carriage returns or escape codes, one line per event (steps at most every N s).
-  auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", "generate --model wan22-tiny --frames 9 --steps 6 --height 64 --width 96 --prompt x --out " + tmp.file("a.mp4"));
+  auto r = sh_in(
+      kSrc, "AUTOOPTIM_TTY=0",
+      "generate --model wan22-tiny --frames 9 --steps 6 --height 64 --width 96 --prompt x --out " + tmp.file("a.mp4"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\033'), std::string::npos) << r.err;
@@ -613,16 +638,20 @@ TEST(CliUx, GenerateOffATerminalWritesShortLinesAndQuietSilencesProgress) {
   // --quiet (after the subcommand too) and AUTOOPTIM_LOG_LEVEL: nothing below a warning.
   // (A caption the trained tiny model knows: another prompt gets a warning, which --quiet keeps.)
   const std::string known = " --prompt 'a red circle quickly moves left across a striped background'";
-  r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("generate ") + kSmall + " --quiet" + known + " --out " + tmp.file("b.mp4"));
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=0",
+            std::string("generate ") + kSmall + " --quiet" + known + " --out " + tmp.file("b.mp4"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  r = sh_in(kSrc, "AUTOOPTIM_TTY=0 AUTOOPTIM_LOG_LEVEL=warn", std::string("generate ") + kSmall + known + " --out " + tmp.file("c.mp4"));
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=0 AUTOOPTIM_LOG_LEVEL=warn",
+            std::string("generate ") + kSmall + known + " --out " + tmp.file("c.mp4"));
   EXPECT_EQ(r.err, "");
   // The flag wins over the environment.
-  r = sh_in(kSrc, "AUTOOPTIM_TTY=0 AUTOOPTIM_LOG_LEVEL=warn", std::string("--log-level info generate ") + kSmall + " --prompt x --out " + tmp.file("d.mp4"));
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=0 AUTOOPTIM_LOG_LEVEL=warn",
+            std::string("--log-level info generate ") + kSmall + " --prompt x --out " + tmp.file("d.mp4"));
   EXPECT_NE(r.err.find("denoising done"), std::string::npos) << r.err;
   // On a terminal the step line is redrawn in place.
-  r = sh_in(kSrc, "AUTOOPTIM_TTY=1 NO_COLOR=1", std::string("generate ") + kSmall + " --prompt x --out " + tmp.file("e.mp4"));
+  r = sh_in(kSrc, "AUTOOPTIM_TTY=1 NO_COLOR=1",
+            std::string("generate ") + kSmall + " --prompt x --out " + tmp.file("e.mp4"));
   EXPECT_NE(r.err.find("\r\033[Kdenoising  step 1/3"), std::string::npos) << r.err;
 }
 
@@ -630,13 +659,15 @@ TEST(CliUx, GateFromAnotherFolderReportsItsProgress) {
   autooptim::test::TempDir tmp;
   const std::string m = small_baseline(tmp);
   // From / : prompts/ and manifests/ are found from the binary, not the working directory.
-  const auto r = sh_in("/", "AUTOOPTIM_TTY=0", "gate --manifest " + m + " --split smoke --max-prompts 1 --repeats 1 --out " + tmp.file("g"));
+  const auto r = sh_in("/", "AUTOOPTIM_TTY=0",
+                       "gate --manifest " + m + " --split smoke --max-prompts 1 --repeats 1 --out " + tmp.file("g"));
   ASSERT_EQ(r.code, 1) << r.out << r.err;  // the reduced size is off the official setting
   EXPECT_NE(r.err.find("warm-up baseline  run 1/"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("off run: flags off  run "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos);
   // An explicit folder that is not there is named.
-  const auto bad = sh_in("/", "", "gate --manifest " + m + " --split smoke --prompts-dir /nonexistent --out " + tmp.file("h"));
+  const auto bad =
+      sh_in("/", "", "gate --manifest " + m + " --split smoke --prompts-dir /nonexistent --out " + tmp.file("h"));
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("/nonexistent: no such folder"), std::string::npos) << bad.err;
 }
@@ -646,12 +677,15 @@ TEST(CliUx, GateFromAnotherFolderReportsItsProgress) {
 TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
   autooptim::test::TempDir tmp;
   json m = json::parse(slurp(small_baseline(tmp)));  // 5 frames, 2 steps, 64x96
-  m.update({{"id", "wan22-tiny/test/kv-small"}, {"kind", "patch"}, {"family", "kernel"}, {"base", "wan22-tiny/baseline"}});
+  m.update(
+      {{"id", "wan22-tiny/test/kv-small"}, {"kind", "patch"}, {"family", "kernel"}, {"base", "wan22-tiny/baseline"}});
   m["flags"]["cross_kv_cache"] = true;
   std::ofstream(tmp.file("kv-small.json")) << m.dump();
-  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
-                                                    " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
-                                                    tmp.file("g"));
+  const auto r =
+      sh_in(kSrc, "AUTOOPTIM_TTY=0",
+            "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
+                " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
+                tmp.file("g"));
   ASSERT_EQ(r.code, 1) << r.err;
   const json v = json::parse(r.out);
   EXPECT_EQ(v["integrity"]["baseline"]["source"], "pinned, at the harness's configuration") << v["integrity"].dump();
@@ -659,21 +693,25 @@ TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
   EXPECT_TRUE(v["gates"]["quality"]["pass"].get<bool>()) << v["gates"]["quality"].dump();  // same-size clips, lossless
   EXPECT_TRUE(v["gates"]["off_identity"]["pass"].get<bool>()) << v["gates"]["off_identity"].dump();
   // Without the reduced configuration the same manifest meets a baseline of another size.
-  const auto full = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
-                                                       " --split smoke --max-prompts 1 --repeats 1 --json --out " + tmp.file("h"));
+  const auto full = sh_in(kSrc, "AUTOOPTIM_TTY=0",
+                          "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
+                              " --split smoke --max-prompts 1 --repeats 1 --json --out " + tmp.file("h"));
   ASSERT_EQ(full.code, 1) << full.err;
   EXPECT_FALSE(json::parse(full.out)["gates"]["quality"]["pass"].get<bool>());
   // With the shipped trained weights the gate takes wan22-tiny's own prompts, as run does: the split's clip
   // is tiny-01's, and the visual check compared its object.
-  const auto trained = sh_in(kSrc, "AUTOOPTIM_TTY=0", "gate --model wan22-tiny --manifest " + tmp.file("kv-small.json") +
-                                                          " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
-                                                          tmp.file("t"));
+  const auto trained =
+      sh_in(kSrc, "AUTOOPTIM_TTY=0",
+            "gate --model wan22-tiny --manifest " + tmp.file("kv-small.json") +
+                " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
+                tmp.file("t"));
   ASSERT_EQ(trained.code, 1) << trained.err;
   const json tq = json::parse(slurp(tmp.file("t") + "/quality.json"));
   EXPECT_TRUE(tq["visual"].contains("tiny-01")) << tq["visual"].dump().substr(0, 300);
   EXPECT_TRUE(json::parse(trained.out)["gates"]["visual"]["details"].contains("objects_compared"));
   // A value off the grid is a parse error naming the option.
-  const auto bad = sh_in(kSrc, "", "gate --manifest " + tmp.file("kv-small.json") + " --split smoke --frames 6 --out " + tmp.file("i"));
+  const auto bad = sh_in(
+      kSrc, "", "gate --manifest " + tmp.file("kv-small.json") + " --split smoke --frames 6 --out " + tmp.file("i"));
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--frames"), std::string::npos) << bad.err;
 }
@@ -682,7 +720,8 @@ TEST(CliUx, RunThatGatesNothingExitsTwoWithTheReason) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
   // One gate run: the baseline takes it, no candidate is gated.
-  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("run ") + kReduced + " --budget-trials 1 --budget-minutes 3 --out " + out);
+  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0",
+                       std::string("run ") + kReduced + " --budget-trials 1 --budget-minutes 3 --out " + out);
   EXPECT_EQ(r.code, 2) << r.err;
   // The kernel executor always proposes its single switches, so there are candidates, none gated.
   EXPECT_NE(r.err.find("candidates was gated"), std::string::npos) << r.err;
@@ -696,7 +735,9 @@ TEST(CliUx, RunThatGatesNothingExitsTwoWithTheReason) {
 TEST(CliUx, FailIfNoTierOnAReducedRunIsExitOne) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
-  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("run ") + kReduced + " --budget-trials 4 --budget-minutes 3 --out " + out + " --fail-if-no-tier");
+  const auto r = sh_in(
+      kSrc, "AUTOOPTIM_TTY=0",
+      std::string("run ") + kReduced + " --budget-trials 4 --budget-minutes 3 --out " + out + " --fail-if-no-tier");
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("no tier was reached"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("reduced configuration"), std::string::npos) << r.err;
@@ -711,12 +752,14 @@ TEST(CliUx, SigtermStopsTheExecutorsWritesTheReportAndResumeContinues) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     setenv("AUTOOPTIM_TTY", "0", 1);
-    const std::string cmd = "cd " + kSrc + " && exec " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+    const std::string cmd =
+        "cd " + kSrc + " && exec " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  while (!fs::exists(fs::path(out) / "outbox" / "kernel.log") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(180))
+  while (!fs::exists(fs::path(out) / "outbox" / "kernel.log") &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(180))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
@@ -749,7 +792,8 @@ TEST(CliUx, SigtermStopsTheExecutorsWritesTheReportAndResumeContinues) {
   std::string line;
   while (std::getline(in, line)) {
     const json row = json::parse(line);
-    EXPECT_TRUE(seen.insert({row.value("manifest_hash", ""), row.value("split", "")}).second) << "gated twice: " << row.value("manifest", "");
+    EXPECT_TRUE(seen.insert({row.value("manifest_hash", ""), row.value("split", "")}).second)
+        << "gated twice: " << row.value("manifest", "");
   }
 }
 
@@ -765,7 +809,8 @@ TEST(CliUx, ResumeAfterKillNineDuringTheBaselineGateMeasuresTheBaseline) {
   if (pid == 0) {
     setpgid(0, 0);  // its own process group: the orchestrator, its workers and executors
     setenv("AUTOOPTIM_TTY", "0", 1);
-    const std::string cmd = "cd " + kSrc + " && exec " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
+    const std::string cmd =
+        "cd " + kSrc + " && exec " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err");
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -798,9 +843,12 @@ TEST(CliUx, ResumeAfterKillNineDuringTheBaselineGateMeasuresTheBaseline) {
 TEST(CliUx, TheOriginalNonDiffusersLayoutIsRecognised) {
   autooptim::test::TempDir tmp;
   fs::create_directories(tmp.file("orig"));
-  for (const char* f : {"Wan2.2_VAE.pth", "models_t5_umt5-xxl-enc-bf16.pth", "diffusion_pytorch_model-00001-of-00003.safetensors", "config.json"})
+  for (const char* f : {"Wan2.2_VAE.pth", "models_t5_umt5-xxl-enc-bf16.pth",
+                        "diffusion_pytorch_model-00001-of-00003.safetensors", "config.json"})
     std::ofstream(tmp.file("orig") + "/" + f) << "x";
-  const auto r = sh_in(kSrc, "", "generate --model wan22-ti2v-5b --weights " + tmp.file("orig") + " --prompt x --out " + tmp.file("a.mp4"));
+  const auto r =
+      sh_in(kSrc, "",
+            "generate --model wan22-ti2v-5b --weights " + tmp.file("orig") + " --prompt x --out " + tmp.file("a.mp4"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("original (non-diffusers) Wan2.2 release"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Wan-AI/Wan2.2-TI2V-5B-Diffusers"), std::string::npos) << r.err;
@@ -814,9 +862,14 @@ TEST(CliUx, AnImageOfAnotherAspectIsCroppedAsTheReferenceAndSaysSo) {
   cv::Mat img(64, 192, CV_8UC3, cv::Scalar(0, 0, 255));
   img.colRange(96, 192).setTo(cv::Scalar(255, 0, 0));
   ASSERT_TRUE(cv::imwrite(tmp.file("wide.png"), img));
-  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0", std::string("generate ") + kSmall + " --prompt x --image " + tmp.file("wide.png") + " --out " + tmp.file("a.mp4"));
+  const auto r = sh_in(kSrc, "AUTOOPTIM_TTY=0",
+                       std::string("generate ") + kSmall + " --prompt x --image " + tmp.file("wide.png") + " --out " +
+                           tmp.file("a.mp4"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("--image 192x64 resized to 96x64: another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped"), std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "--image 192x64 resized to 96x64: another aspect ratio, so scaled (Lanczos) to cover it and centre-cropped"),
+      std::string::npos)
       << r.err;
 }
 #endif
@@ -828,7 +881,8 @@ TEST(Cli, MistypedCommandsAndOptionsGetADidYouMean) {
   EXPECT_NE(r.output.find("unknown command 'rnu'; did you mean 'run'?"), std::string::npos) << r.output;
   r = sh("run --modle wan22-tiny --out /tmp/never");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("autooptim run: unknown option --modle; did you mean --model?"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("autooptim run: unknown option --modle; did you mean --model?"), std::string::npos)
+      << r.output;
   r = sh("--log-level warn genrate --prompt x");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("did you mean 'generate'?"), std::string::npos) << r.output;
@@ -847,7 +901,8 @@ TEST(Cli, BareCommandAndHelpCommandShowReadableHelp) {
   for (const char* group : {"Model:", "Output and budget:", "Prompts and gate:", "Workers:", "Deploy check:"})
     EXPECT_NE(r.output.find(group), std::string::npos) << group << "\n" << r.output;
   // No parser internals: no mapping of names to numbers, no flag default in braces, no six-decimal ranges.
-  for (const char* internal : {"->-1", "{false}", "0.000000", "OR {"}) EXPECT_EQ(r.output.find(internal), std::string::npos) << internal << "\n" << r.output;
+  for (const char* internal : {"->-1", "{false}", "0.000000", "OR {"})
+    EXPECT_EQ(r.output.find(internal), std::string::npos) << internal << "\n" << r.output;
   EXPECT_NE(r.output.find("--object-check {auto,off,on}"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(default: auto)"), std::string::npos) << r.output;
   r = sh("help nosuch");

@@ -78,7 +78,9 @@ TEST(AtomicFile, WritesReplacesAndLeavesNoTemporary) {
   write_file_atomic(tmp.file("empty"), "");
   EXPECT_EQ(fs::file_size(tmp.file("empty")), 0u);
   EXPECT_EQ(entries(tmp.path()), 2u);
-  EXPECT_NE(error_of([&] { write_file_atomic(tmp.file("no/such/folder/x"), "x"); }).find("no/such/folder/x: cannot write"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { write_file_atomic(tmp.file("no/such/folder/x"), "x"); }).find("no/such/folder/x: cannot write"),
+      std::string::npos);
   append_line_durable(tmp.file("rows.jsonl"), "{\"a\":1}");
   append_line_durable(tmp.file("rows.jsonl"), "{\"a\":2}");
   EXPECT_EQ(slurp(tmp.file("rows.jsonl")), "{\"a\":1}\n{\"a\":2}\n");
@@ -94,12 +96,17 @@ TEST(AtomicFile, AFullDiskKeepsTheOldContentAndSaysWhy) {
   EXPECT_EQ(slurp(p), "old report\n");
   EXPECT_EQ(entries(disk.path()), 1u);  // no temporary left behind
   // A new file on a full disk is absent afterwards, not empty.
-  { std::ofstream fill(disk.path() / "filler", std::ios::binary); fill << std::string(128 << 10, 'f'); }
-  EXPECT_NE(error_of([&] { write_file_atomic((disk.path() / "done").string(), "3\n"); }).find("No space left on device"),
-            std::string::npos);
+  {
+    std::ofstream fill(disk.path() / "filler", std::ios::binary);
+    fill << std::string(128 << 10, 'f');
+  }
+  EXPECT_NE(
+      error_of([&] { write_file_atomic((disk.path() / "done").string(), "3\n"); }).find("No space left on device"),
+      std::string::npos);
   EXPECT_FALSE(fs::exists(disk.path() / "done"));
-  EXPECT_NE(error_of([&] { append_line_durable((disk.path() / "trials.jsonl").string(), std::string(8192, 'r')); })
-                .find("No space left on device"),
+  EXPECT_NE(error_of([&] {
+              append_line_durable((disk.path() / "trials.jsonl").string(), std::string(8192, 'r'));
+            }).find("No space left on device"),
             std::string::npos);
 }
 
@@ -135,7 +142,8 @@ TEST(FolderLock, OneHolderAtATime) {
   {
     FolderLock first(lock_path, "--out folder X");
     const std::string msg = error_of([&] { FolderLock second(lock_path, "--out folder X"); });
-    EXPECT_NE(msg.find("--out folder X is in use by another autooptim run (pid " + std::to_string(getpid()) + ")"), std::string::npos)
+    EXPECT_NE(msg.find("--out folder X is in use by another autooptim run (pid " + std::to_string(getpid()) + ")"),
+              std::string::npos)
         << msg;
   }
   FolderLock again(lock_path, "--out folder X");  // released with its holder

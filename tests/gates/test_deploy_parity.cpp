@@ -61,13 +61,15 @@ TEST(DeployParity, GenerateReproducesTheGatesClipAndSpeed) {
   m["flags"] = {{"text_trim", true}, {"easycache", {{"enabled", true}, {"order", 1}, {"threshold", 0.15}}}};
   const std::string manifest = tmp.file("m.json");
   std::ofstream(manifest) << m.dump(2);
-  const auto gate = sh("gate --manifest " + manifest + " --split smoke --max-prompts 1 --repeats 2 --out " + tmp.file("g") + " --json");
+  const auto gate = sh("gate --manifest " + manifest + " --split smoke --max-prompts 1 --repeats 2 --out " +
+                       tmp.file("g") + " --json");
   ASSERT_LE(gate.code, 1) << gate.output;
   const json clips = read_json(tmp.file("g") + "/clips.json");
   const json verdict = read_json(tmp.file("g") + "/verdict.json");
   const auto [id, text] = first_smoke_prompt();
   ASSERT_TRUE(clips["clips"].contains(id)) << clips.dump(2);
-  const std::string want = clips["clips"][id]["frames_sha256"], want_base = clips["clips"][id]["baseline_frames_sha256"];
+  const std::string want = clips["clips"][id]["frames_sha256"],
+                    want_base = clips["clips"][id]["baseline_frames_sha256"];
   ASSERT_EQ(want.size(), 64u);
   ASSERT_NE(want, want_base) << "a lossy candidate makes another clip than the baseline";
 
@@ -75,9 +77,11 @@ TEST(DeployParity, GenerateReproducesTheGatesClipAndSpeed) {
   // process (what a user running generate once waits for) and the second (the steady state the gate times).
   std::vector<double> base_s, cand_s, base_first_s, cand_first_s;
   for (int i = 0; i < 2; ++i) {
-    const auto b = sh("generate --model wan22-tiny --prompt '" + text + "' --seed 42 --repeat 2 --quiet --json " + tmp.file("b.json"));
+    const auto b = sh("generate --model wan22-tiny --prompt '" + text + "' --seed 42 --repeat 2 --quiet --json " +
+                      tmp.file("b.json"));
     ASSERT_EQ(b.code, 0) << b.output;
-    const auto c = sh("generate --manifest " + manifest + " --prompt '" + text + "' --seed 42 --repeat 2 --quiet --json " + tmp.file("c.json"));
+    const auto c = sh("generate --manifest " + manifest + " --prompt '" + text +
+                      "' --seed 42 --repeat 2 --quiet --json " + tmp.file("c.json"));
     ASSERT_EQ(c.code, 0) << c.output;
     const json bj = read_json(tmp.file("b.json")), cj = read_json(tmp.file("c.json"));
     EXPECT_EQ(bj["frames_sha256"], want_base) << "plain generate at the official seed is the gate's baseline clip";
@@ -92,10 +96,14 @@ TEST(DeployParity, GenerateReproducesTheGatesClipAndSpeed) {
   // first fresh process that the allocator's thresholds caused).
   const double gated = verdict["speedup"], noise = verdict["gates"]["performance"]["details"].value("margin", 0.0);
   const double deployed = median(base_s) / median(cand_s);
-  const double spread = (*std::max_element(base_s.begin(), base_s.end()) - *std::min_element(base_s.begin(), base_s.end())) / median(base_s);
+  const double spread =
+      (*std::max_element(base_s.begin(), base_s.end()) - *std::min_element(base_s.begin(), base_s.end())) /
+      median(base_s);
   const double tolerance = std::max({noise, spread, 0.15});
-  EXPECT_GE(deployed, gated * (1 - tolerance)) << "gated " << gated << "x, deployed " << deployed << "x, tolerance " << tolerance;
-  EXPECT_LE(deployed, gated * (1 + tolerance)) << "gated " << gated << "x, deployed " << deployed << "x, tolerance " << tolerance;
+  EXPECT_GE(deployed, gated * (1 - tolerance))
+      << "gated " << gated << "x, deployed " << deployed << "x, tolerance " << tolerance;
+  EXPECT_LE(deployed, gated * (1 + tolerance))
+      << "gated " << gated << "x, deployed " << deployed << "x, tolerance " << tolerance;
   // The first clip of a fresh process too: that is where the allocator's history once made text_trim's
   // denoising twice as slow (docs/runtime.md, "One process, one allocator").
   const double first = median(base_first_s) / median(cand_first_s);
@@ -103,18 +111,22 @@ TEST(DeployParity, GenerateReproducesTheGatesClipAndSpeed) {
 }
 
 TEST(DeployParity, AManifestCarriesItsConfigurationSoSizeFlagsAreRefused) {
-  const auto r = sh("generate --manifest manifests/wan22-tiny/baseline.json --prompt x --steps 3 --frames 5 --json /dev/null");
+  const auto r =
+      sh("generate --manifest manifests/wan22-tiny/baseline.json --prompt x --steps 3 --frames 5 --json /dev/null");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--steps cannot be combined with --manifest"), std::string::npos) << r.output;
 }
 
 TEST(DeployParity, APromptOutsideTheTinyModelsCaptionsIsSaid) {
   autooptim::test::TempDir tmp;
-  const auto r = sh("generate --model wan22-tiny --prompt 'a blue ball bouncing' --steps 2 --frames 5 --json " + tmp.file("j.json"));
+  const auto r = sh("generate --model wan22-tiny --prompt 'a blue ball bouncing' --steps 2 --frames 5 --json " +
+                    tmp.file("j.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("'ball', 'bouncing' are outside them"), std::string::npos) << r.output;
-  const auto known = sh("generate --model wan22-tiny --prompt 'a blue square slowly moves up across a striped background' --steps 2 --frames 5 --json " +
-                        tmp.file("k.json"));
+  const auto known =
+      sh("generate --model wan22-tiny --prompt 'a blue square slowly moves up across a striped background' --steps 2 "
+         "--frames 5 --json " +
+         tmp.file("k.json"));
   ASSERT_EQ(known.code, 0) << known.output;
   EXPECT_EQ(known.output.find("outside them"), std::string::npos) << known.output;
 }

@@ -113,7 +113,8 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   Ledger ledger(f.tmp.file("ledger.jsonl"));
   const Manifest m = patch("kv", {{"cross_kv_cache", true}, {"timestep_dedup", true}}, true);
   const auto v = f.gate(m, &ledger);
-  for (const char* g : {"artifacts", "official_config", "performance", "off_identity", "quality", "visual", "authenticity"})
+  for (const char* g :
+       {"artifacts", "official_config", "performance", "off_identity", "quality", "visual", "authenticity"})
     EXPECT_NE(v.check(g), nullptr) << g;
   EXPECT_TRUE(passed(v, "artifacts")) << v.to_json().dump(2);
   EXPECT_TRUE(passed(v, "official_config"));
@@ -141,8 +142,8 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
     EXPECT_LE(r.at("text_s").get<double>() + r.at("denoise_s").get<double>() + r.at("decode_s").get<double>(),
               r.at("total_s").get<double>() + 1e-6);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"candidate", "baseline", "candidate", "baseline", "candidate_split", "audit",
-                                             "baseline_check", "off"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"candidate", "baseline", "candidate", "baseline", "candidate_split",
+                                             "audit", "baseline_check", "off"}));
   // The pairs ran on fresh seeds (never the official one), each pair's baseline on its candidate's.
   EXPECT_NE(runs[0].at("seed"), 42);
   EXPECT_EQ(runs[0].at("seed"), runs[1].at("seed"));
@@ -152,9 +153,11 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
   EXPECT_EQ(v.baseline_hash, manifest_hash(pinned_baseline("wan22-tiny")));
   EXPECT_GT(v.integrity.at("baseline_speed").at("efficiency").get<double>(), 0.0);
   EXPECT_EQ(v.integrity.at("untimed_work").at("threads").at("most_extra"), 0);
-  EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(), v.integrity.at("untimed_work").at("bound_s").get<double>());
+  EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(),
+            v.integrity.at("untimed_work").at("bound_s").get<double>());
   const fs::path dir = f.tmp.file("kv");
-  for (const char* file : {"manifest.json", "metadata.json", "trace.json", "benchmark.json", "quality.json", "verdict.json"})
+  for (const char* file :
+       {"manifest.json", "metadata.json", "trace.json", "benchmark.json", "quality.json", "verdict.json"})
     EXPECT_TRUE(fs::exists(dir / file)) << file;
   EXPECT_TRUE(fs::exists(dir / "video.mp4") || fs::exists(dir / "video.y4m"));
   const auto rows = ledger.read_all();
@@ -181,7 +184,8 @@ TEST(Gate, TrainedTinyModelsObjectIsCompared) {
   // Every clip (the split's and the timed pairs') shows one object in the baseline: all were compared.
   EXPECT_EQ(vis->details.at("objects_compared"), 3) << vis->details.dump();
   EXPECT_EQ(vis->details.at("semantics_lost"), json::array());
-  EXPECT_NE(vis->reason.find("keeps the baseline's colour and motion in 3 of 3 clips"), std::string::npos) << vis->reason;
+  EXPECT_NE(vis->reason.find("keeps the baseline's colour and motion in 3 of 3 clips"), std::string::npos)
+      << vis->reason;
   const json q = json::parse(std::ifstream(f.tmp.file("kv-trained") + "/quality.json"));
   for (const auto& [clip, vis_clip] : q.at("visual").items()) {
     const json& b = vis_clip.at("object").at("baseline");
@@ -201,8 +205,9 @@ TEST(Gate, TrainedTinyModelsObjectIsCompared) {
     low.min_psnr = 1.0;
     low.min_ssim = 0.0;
     low.audit_psnr_slack = 1.0;
-    const Manifest rev = patch("reversed", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"reverse_time", true}}}},
-                               false, "cache", &trained);
+    const Manifest rev = patch(
+        "reversed", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"reverse_time", true}}}},
+        false, "cache", &trained);
     const auto rv = run_gate(trained, rev, "smoke", f.tmp.file("reversed"), low, nullptr);
     EXPECT_FALSE(rv.accepted);
     EXPECT_TRUE(passed(rv, "quality")) << rv.check("quality")->reason;
@@ -222,7 +227,8 @@ TEST(Gate, RedTeamNoOpCacheFailsAuthenticity) {
   const auto v = f.gate(patch("noop", {{"easycache", {{"enabled", true}, {"threshold", 1e-9}}}}, false, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
-  EXPECT_NE(v.check("authenticity")->reason.find("no forward was skipped"), std::string::npos) << v.check("authenticity")->reason;
+  EXPECT_NE(v.check("authenticity")->reason.find("no forward was skipped"), std::string::npos)
+      << v.check("authenticity")->reason;
 }
 
 TEST(Gate, RedTeamFortyStepsFailsOfficialConfig) {
@@ -255,11 +261,13 @@ TEST(Gate, LowerResolutionIsRejectedNotACrash) {
 TEST(Gate, RedTeamFewerStepsWithHonestCountersFailsAuthenticity) {
   AllowRedTeam allow;
   Fixture f;
-  const auto v = f.gate(patch("fewer-steps", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"fewer_steps", true}}}},
-                              false, "cache"));
+  const auto v = f.gate(patch(
+      "fewer-steps", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}, {"redteam", {{"fewer_steps", true}}}},
+      false, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
-  EXPECT_TRUE(has_problem(v, "authenticity", "the denoising loop ran 25 of the manifest's 50 steps")) << reasons(v, "authenticity");
+  EXPECT_TRUE(has_problem(v, "authenticity", "the denoising loop ran 25 of the manifest's 50 steps"))
+      << reasons(v, "authenticity");
 }
 
 // Work deferred to a thread: the run returns with its buffer unwritten and a thread writes the clip after the
@@ -270,7 +278,8 @@ TEST(Gate, RedTeamOutputWrittenAfterTheTimedWindowFailsArtifacts) {
   const auto v = f.gate(patch("late", {{"cross_kv_cache", true}, {"redteam", {{"write_output_late", true}}}}, true));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "artifacts"));
-  EXPECT_TRUE(has_problem(v, "artifacts", "the output was not complete when the run returned")) << v.check("artifacts")->reason;
+  EXPECT_TRUE(has_problem(v, "artifacts", "the output was not complete when the run returned"))
+      << v.check("artifacts")->reason;
 }
 
 TEST(Gate, RedTeamOffLeakFailsOffIdentity) {
@@ -286,7 +295,10 @@ TEST(Gate, RedTeamOffLeakFailsOffIdentity) {
 TEST(Gate, RedTeamLossyBeyondToleranceFailsQuality) {
   Fixture f;
   // Skips nearly every step after one dense step: far from the baseline's clip.
-  const auto v = f.gate(patch("cliff", {{"easycache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 1}, {"dense_last_step", false}}}}, false, "cache"));
+  const auto v = f.gate(
+      patch("cliff",
+            {{"easycache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 1}, {"dense_last_step", false}}}},
+            false, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "quality")) << v.to_json().dump(2);
   EXPECT_TRUE(passed(v, "authenticity"));  // it did engage: the problem is quality
@@ -303,7 +315,8 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
   int control_runs = 0;
   f.settings.progress = [&](const GateProgress& p) { control_runs += p.stage == "precision control"; };
 
-  const auto lossy = f.gate(patch("cache-claims-lossless", {{"easycache", {{"enabled", true}, {"threshold", 0.1}}}}, true, "cache"));
+  const auto lossy =
+      f.gate(patch("cache-claims-lossless", {{"easycache", {{"enabled", true}, {"threshold", 0.1}}}}, true, "cache"));
   const auto* q = lossy.check("quality");
   ASSERT_NE(q, nullptr);
   EXPECT_FALSE(q->pass);
@@ -314,7 +327,8 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
   ASSERT_EQ(fl.at("clips").size(), 1u) << fl.dump();
   const json& c = fl.at("clips").begin().value();
   EXPECT_LT(c.at("psnr_margin_db").get<double>(), -f.settings.floor_psnr_slack) << c.dump();
-  EXPECT_LT(c.at("candidate_vs_control").at("psnr_mean").get<double>(), c.at("baseline_vs_control").at("psnr_mean").get<double>());
+  EXPECT_LT(c.at("candidate_vs_control").at("psnr_mean").get<double>(),
+            c.at("baseline_vs_control").at("psnr_mean").get<double>());
   EXPECT_EQ(control_runs, 1);
   int cached = 0;
   for (const auto& e : fs::recursive_directory_iterator(f.tmp.file("cache")))
@@ -330,7 +344,7 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
   const json& pf = pq->details.at("precision_floor");
   EXPECT_TRUE(pf.at("pass").get<bool>()) << pf.dump();
   EXPECT_GE(pf.at("worst_psnr_margin_db").get<double>(), 0.0);  // it is the control's own computation
-  EXPECT_EQ(control_runs, 1);  // the control's clip came from the cache
+  EXPECT_EQ(control_runs, 1);                                   // the control's clip came from the cache
 
   // Off: the rule alone decides.
   f.settings.precision_floor = false;
@@ -450,7 +464,6 @@ TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   EXPECT_THROW(patch("rt", {{"redteam", {{"sandbagging", true}}}}, true), Error);
 }
 
-
 // ---- Issue 16: a slowed baseline ("sandbagging") -------------------------------------------------------
 
 // The sandbag switch makes every later run with every technique off (the baseline, the off run) three
@@ -462,7 +475,8 @@ TEST(Gate, RedTeamSandbaggedBaselineIsAnErrorOfTheRun) {
   f.settings.min_baseline_efficiency = 0;  // the records alone first
   const auto honest = f.gate(patch("honest", {{"cross_kv_cache", true}}, true));
   const double efficiency = honest.integrity.at("baseline_speed").at("efficiency").get<double>();
-  std::cout << "honest baseline efficiency per run: " << honest.integrity.at("baseline_speed").at("efficiency_runs").dump() << "\n";
+  std::cout << "honest baseline efficiency per run: "
+            << honest.integrity.at("baseline_speed").at("efficiency_runs").dump() << "\n";
   ASSERT_GT(efficiency, 0.0);
   ASSERT_TRUE(honest.integrity.at("baseline_speed").at("records").at("recorded").get<bool>());
   ASSERT_TRUE(fs::exists(f.tmp.file("baseline-records.json")));
@@ -470,7 +484,8 @@ TEST(Gate, RedTeamSandbaggedBaselineIsAnErrorOfTheRun) {
   const Manifest sandbag = patch("sandbag", {{"cross_kv_cache", true}, {"redteam", {{"sandbag", true}}}}, true);
   try {
     const auto v = f.gate(sandbag);
-    ADD_FAILURE() << "a sandbagged baseline was not refused: " << v.integrity.dump(1) << "\nhonest: " << honest.integrity.dump(1);
+    ADD_FAILURE() << "a sandbagged baseline was not refused: " << v.integrity.dump(1)
+                  << "\nhonest: " << honest.integrity.dump(1);
   } catch (const BaselineError& e) {
     std::cout << e.what() << "\n";
     EXPECT_NE(std::string(e.what()).find("slower than the records"), std::string::npos) << e.what();
@@ -517,7 +532,8 @@ TEST(Gate, RedTeamPrefetchInABackgroundThreadFailsAuthenticity) {
   const auto v = f.gate(patch("prefetch", {{"cross_kv_cache", true}, {"redteam", {{"prefetch", true}}}}, true));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
-  EXPECT_TRUE(has_problem(v, "authenticity", "thread(s) running beyond the harness's own")) << reasons(v, "authenticity");
+  EXPECT_TRUE(has_problem(v, "authenticity", "thread(s) running beyond the harness's own"))
+      << reasons(v, "authenticity");
   EXPECT_TRUE(has_problem(v, "authenticity", "untimed work")) << reasons(v, "authenticity");
   EXPECT_GT(v.integrity.at("untimed_work").at("other_threads_in_baseline_runs_cpu_s").get<double>(), 0.2);
 }
@@ -591,25 +607,29 @@ TEST(Gate, RedTeamReplayedBaselineOutputFailsAuthenticity) {
   // An honest gate first: the baseline's official-seed clip is now in this process and in the cache.
   ASSERT_TRUE(passed(f.gate(patch("before-replay", {{"cross_kv_cache", true}}, true)), "artifacts"));
   const json cache_flags = {{"enabled", true}, {"threshold", 1e-9}};
-  const auto v = f.gate(patch("replay", {{"easycache", cache_flags}, {"redteam", {{"replay_baseline", true}}}}, true, "cache"));
+  const auto v =
+      f.gate(patch("replay", {{"easycache", cache_flags}, {"redteam", {{"replay_baseline", true}}}}, true, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_NE(v.check("authenticity")->reason.find("bit-identical to the baseline's"), std::string::npos)
       << v.check("authenticity")->reason;
   EXPECT_TRUE(has_problem(v, "authenticity", "faster on prompts/seeds whose baseline output already exists"))
       << reasons(v, "authenticity");
-  EXPECT_TRUE(has_problem(v, "authenticity", "below the work floor") || has_problem(v, "authenticity", "no denoising loop ran"))
+  EXPECT_TRUE(has_problem(v, "authenticity", "below the work floor") ||
+              has_problem(v, "authenticity", "no denoising loop ran"))
       << reasons(v, "authenticity");
   // No replay reached a timed run: their prompts and seeds were fresh and the candidate ran first.
   for (const auto& p : v.check("authenticity")->details.at("problems"))
-    if (p.get<std::string>().rfind("pair", 0) == 0) EXPECT_EQ(p.get<std::string>().find("bit-identical"), std::string::npos) << p;
+    if (p.get<std::string>().rfind("pair", 0) == 0)
+      EXPECT_EQ(p.get<std::string>().find("bit-identical"), std::string::npos) << p;
   for (const auto& w : v.check("authenticity")->details.at("work"))
     if (w.at("clip").get<std::string>().rfind("pair", 0) == 0) EXPECT_EQ(w.at("forwards_looped"), 100) << w.dump();
 
   // From the cache on disk (a cheat that knows its layout).
   setenv("AUTOOPTIM_REDTEAM_BASELINE_CACHE", f.settings.cache_dir.c_str(), 1);
   setenv("AUTOOPTIM_REDTEAM_PROMPTS", (kSrc + "/prompts/visible.jsonl").c_str(), 1);
-  const auto d = f.gate(patch("replay-disk", {{"easycache", cache_flags}, {"redteam", {{"replay_baseline_cache", true}}}}, true, "cache"));
+  const auto d = f.gate(patch(
+      "replay-disk", {{"easycache", cache_flags}, {"redteam", {{"replay_baseline_cache", true}}}}, true, "cache"));
   unsetenv("AUTOOPTIM_REDTEAM_BASELINE_CACHE");
   unsetenv("AUTOOPTIM_REDTEAM_PROMPTS");
   EXPECT_FALSE(d.accepted);
@@ -622,7 +642,8 @@ TEST(Gate, RedTeamReplayedBaselineOutputFailsAuthenticity) {
 TEST(Gate, RedTeamCudaGraphClaimedOnTheCpuFailsAuthenticity) {
   AllowRedTeam allow;
   Fixture f;
-  const auto v = f.gate(patch("fake-graph", {{"cross_kv_cache", true}, {"cuda_graph", true}, {"redteam", {{"inflate_counters", true}}}}, true));
+  const auto v = f.gate(patch(
+      "fake-graph", {{"cross_kv_cache", true}, {"cuda_graph", true}, {"redteam", {{"inflate_counters", true}}}}, true));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "CUDA-graph replays on a CPU device")) << reasons(v, "authenticity");
@@ -659,22 +680,26 @@ TEST(Gate, RedTeamSkipCountersWithoutSkippingFailAuthenticity) {
   AllowRedTeam allow;
   Fixture f;
   // A cache that never skips, with half of its forwards reported as skipped.
-  const auto v = f.gate(patch("fake-skips", {{"easycache", {{"enabled", true}, {"threshold", 1e-9}}}, {"redteam", {{"inflate_counters", true}}}},
-                              false, "cache"));
+  const auto v =
+      f.gate(patch("fake-skips",
+                   {{"easycache", {{"enabled", true}, {"threshold", 1e-9}}}, {"redteam", {{"inflate_counters", true}}}},
+                   false, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "the trace claims 50 transformer forwards, the denoising loop ran 100"))
       << reasons(v, "authenticity");
   // The skips it claims are not backed by missing work: the loop ran every forward, every block.
-  EXPECT_TRUE(has_problem(v, "authenticity", "the cache claims 50 skipped forwards, but only 0 forwards' or blocks' work is missing"))
+  EXPECT_TRUE(has_problem(v, "authenticity",
+                          "the cache claims 50 skipped forwards, but only 0 forwards' or blocks' work is missing"))
       << reasons(v, "authenticity");
 }
 
 TEST(Gate, RedTeamCacheSkippingItsWarmupFailsTheWorkFloor) {
   AllowRedTeam allow;
   Fixture f;
-  const auto v = f.gate(patch("no-warmup", {{"easycache", {{"enabled", true}, {"threshold", 0.3}, {"warmup_steps", 10}}},
-                                            {"redteam", {{"skip_warmup", true}}}},
+  const auto v = f.gate(patch("no-warmup",
+                              {{"easycache", {{"enabled", true}, {"threshold", 0.3}, {"warmup_steps", 10}}},
+                               {"redteam", {{"skip_warmup", true}}}},
                               false, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
@@ -687,8 +712,9 @@ TEST(Gate, RedTeamCacheSkippingItsWarmupFailsTheWorkFloor) {
 TEST(Gate, RedTeamBlockCacheSkippingItsWarmupFailsTheWorkFloor) {
   AllowRedTeam allow;
   Fixture f;
-  const auto v = f.gate(patch("fbc-no-warmup", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}},
-                                                {"redteam", {{"skip_warmup", true}}}},
+  const auto v = f.gate(patch("fbc-no-warmup",
+                              {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}},
+                               {"redteam", {{"skip_warmup", true}}}},
                               false, "cache"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
@@ -701,8 +727,9 @@ TEST(Gate, RedTeamBlockCacheSkippingItsWarmupFailsTheWorkFloor) {
 TEST(Gate, RedTeamSparseSkippingItsDenseStepsFailsTheWorkFloor) {
   AllowRedTeam allow;
   Fixture f;
-  const auto v = f.gate(patch("sparse-no-dense", {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}},
-                                                  {"redteam", {{"sparse_skip_dense", true}}}},
+  const auto v = f.gate(patch("sparse-no-dense",
+                              {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}},
+                               {"redteam", {{"sparse_skip_dense", true}}}},
                               false, "sparse"));
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
@@ -714,11 +741,14 @@ TEST(Gate, RedTeamSparseSkippingItsDenseStepsFailsTheWorkFloor) {
 TEST(Gate, HonestBlockCacheAndSparseAttentionMeetTheirWorkFloors) {
   Fixture f;
   for (const auto& [slug, flags, family] :
-       {std::tuple<std::string, json, std::string>{"fbc", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}}}, "cache"},
-        {"sparse", {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}}}, "sparse"}}) {
+       {std::tuple<std::string, json, std::string>{
+            "fbc", {{"first_block_cache", {{"enabled", true}, {"threshold", 1.0}, {"warmup_steps", 10}}}}, "cache"},
+        {"sparse",
+         {{"sparse", {{"pattern", "spatial_temporal"}, {"dense_steps", 5}, {"dense_layers", 1}}}},
+         "sparse"}}) {
     const auto v = f.gate(patch(slug, flags, false, family));
-    for (const char* text : {"warm-up steps", "dense last step", "dense work was skipped", "work floor", "first step ran",
-                             "work is missing", "sparse attention calls", "trace claims"})
+    for (const char* text : {"warm-up steps", "dense last step", "dense work was skipped", "work floor",
+                             "first step ran", "work is missing", "sparse attention calls", "trace claims"})
       EXPECT_FALSE(has_problem(v, "authenticity", text)) << slug << ": " << reasons(v, "authenticity");
     // Work was skipped and the counts say where: fewer blocks than the baseline's, or sparse calls.
     double blocks = 0, sparse = 0;
@@ -726,8 +756,10 @@ TEST(Gate, HonestBlockCacheAndSparseAttentionMeetTheirWorkFloors) {
       blocks += w.at("blocks_run").get<double>();
       sparse += w.at("sparse_attention_run").get<double>();
     }
-    if (slug == "fbc") EXPECT_LT(blocks, 4.0 * 100 * v.check("authenticity")->details.at("work").size()) << slug;
-    else EXPECT_GT(sparse, 0.0) << slug;
+    if (slug == "fbc")
+      EXPECT_LT(blocks, 4.0 * 100 * v.check("authenticity")->details.at("work").size()) << slug;
+    else
+      EXPECT_GT(sparse, 0.0) << slug;
   }
 }
 
@@ -766,7 +798,8 @@ TEST(Gate, BaselineCacheIsKeyedAndCheckedAgainstAFreshRun) {
   const Manifest m = patch("cached", {{"cross_kv_cache", true}}, true);
   const auto first = f.gate(m, &ledger);
   const json& cache = first.integrity.at("baseline_cache");
-  for (const char* k : {"build", "weights_hash", "device", "device_name", "dtype", "cpu_threads", "blas", "baseline_hash"})
+  for (const char* k :
+       {"build", "weights_hash", "device", "device_name", "dtype", "cpu_threads", "blas", "baseline_hash"})
     EXPECT_TRUE(cache.at("key").contains(k)) << k;
   EXPECT_EQ(cache.at("key").at("weights_hash"), worker().weights_hash());
   const fs::path dir = cache.at("dir").get<std::string>();
@@ -786,9 +819,17 @@ TEST(Gate, BaselineCacheIsKeyedAndCheckedAgainstAFreshRun) {
   EXPECT_THROW(f.gate(patch("cached-stale", {{"cross_kv_cache", true}}, true)), BaselineError);
 
   // A rejection recorded under other weights does not refuse a retry here.
-  json row = {{"manifest", "x"}, {"manifest_hash", manifest_hash(m)}, {"split", "smoke"}, {"accepted", false},
-              {"refused", false}, {"failure_signature", "slowdown"}, {"build", Worker::build_id()},
-              {"weights_hash", "someone-else"}, {"device", "cpu"}, {"device_name", "x"}, {"dtype", "Float"}};
+  json row = {{"manifest", "x"},
+              {"manifest_hash", manifest_hash(m)},
+              {"split", "smoke"},
+              {"accepted", false},
+              {"refused", false},
+              {"failure_signature", "slowdown"},
+              {"build", Worker::build_id()},
+              {"weights_hash", "someone-else"},
+              {"device", "cpu"},
+              {"device_name", "x"},
+              {"dtype", "Float"}};
   EXPECT_FALSE(same_environment(row, worker()));
   json here = row;
   here["weights_hash"] = worker().weights_hash();
@@ -833,7 +874,8 @@ TEST(GateGpu, HonestFullSizeCandidateLeavesNothingUntimed) {
   const auto v = run_gate(w, m, "smoke", tmp.file("gate"), s, nullptr);
   std::cout << v.integrity.dump(1) << "\n" << v.to_json()["gates"].dump(1) << std::endl;
   EXPECT_TRUE(v.integrity.at("untimed_work").at("threads").at("most_extra") == 0);
-  EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(), v.integrity.at("untimed_work").at("bound_s").get<double>());
+  EXPECT_LE(v.integrity.at("untimed_work").at("cpu_s").get<double>(),
+            v.integrity.at("untimed_work").at("bound_s").get<double>());
   EXPECT_GE(v.integrity.at("baseline_speed").at("efficiency").get<double>(), 0.25);
   EXPECT_TRUE(passed(v, "authenticity")) << reasons(v, "authenticity");
   EXPECT_TRUE(passed(v, "off_identity")) << v.check("off_identity")->reason;

@@ -165,7 +165,8 @@ TEST(Ledger, ConcurrentWritersKeepEveryLineIntact) {
         Ledger ledger(path);
         // Rows of different sizes, some larger than a pipe buffer's atomic limit.
         for (int i = 0; i < kRows; ++i) {
-          ledger.append({{"writer", w}, {"i", i}, {"payload", std::string(size_t(1 + (i * 97) % 9000), char('a' + w))}});
+          ledger.append(
+              {{"writer", w}, {"i", i}, {"payload", std::string(size_t(1 + (i * 97) % 9000), char('a' + w))}});
         }
       } catch (...) {
         code = 1;

@@ -89,7 +89,8 @@ TEST(Manifest, ErrorsNameFileAndKeyPath) {
                   "manifests/x.json: flags: unknown flag 'fuse_qkv' (did you mean 'fused_qkv'?)");
   expect_contains(mutated_error([](json& j) { j["flags"]["easycache"]["thresh"] = 0.1; }),
                   "manifests/x.json: flags.easycache: unknown key 'thresh'");
-  expect_contains(mutated_error([](json& j) { j["config"]["cfg"] = 1; }), "manifests/x.json: config: unknown key 'cfg'");
+  expect_contains(mutated_error([](json& j) { j["config"]["cfg"] = 1; }),
+                  "manifests/x.json: config: unknown key 'cfg'");
 }
 
 TEST(Manifest, RejectsWrongTypesAndRanges) {
@@ -110,12 +111,23 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
       {[](json& j) { j["flags"]["attention_backend"] = "sdpa"; }, "flags.attention_backend: 'sdpa' is not one of"},
       {[](json& j) { j["flags"]["cuda_graph"] = 1; }, "flags.cuda_graph: expected true or false"},
       {[](json& j) { j["flags"]["easycache"] = true; }, "flags.easycache: expected an object"},
-      {[](json& j) { j["flags"]["easycache"]["threshold"] = 0; }, "flags.easycache.threshold: 0 is out of range (0, 1]"},
+      {[](json& j) { j["flags"]["easycache"]["threshold"] = 0; },
+       "flags.easycache.threshold: 0 is out of range (0, 1]"},
       {[](json& j) { j["flags"]["easycache"]["warmup_steps"] = 0; }, "flags.easycache.warmup_steps: 0 is out of range"},
-      {[](json& j) { j["flags"]["easycache"]["warmup_steps"] = 2.5; }, "flags.easycache.warmup_steps: expected an integer"},
-      {[](json& j) { j["flags"]["sparse"] = {{"pattern", "radial"}}; }, "flags.sparse.pattern: 'radial' is not one of"},
-      {[](json& j) { j["flags"]["sparse"] = {{"window_frames", -1}}; }, "flags.sparse.window_frames: -1 is out of range"},
-      {[](json& j) { j["flags"]["sparse"] = {{"dense_steps", "5"}}; }, "flags.sparse.dense_steps: expected an integer"},
+      {[](json& j) { j["flags"]["easycache"]["warmup_steps"] = 2.5; },
+       "flags.easycache.warmup_steps: expected an integer"},
+      {[](json& j) {
+         j["flags"]["sparse"] = {{"pattern", "radial"}};
+       },
+       "flags.sparse.pattern: 'radial' is not one of"},
+      {[](json& j) {
+         j["flags"]["sparse"] = {{"window_frames", -1}};
+       },
+       "flags.sparse.window_frames: -1 is out of range"},
+      {[](json& j) {
+         j["flags"]["sparse"] = {{"dense_steps", "5"}};
+       },
+       "flags.sparse.dense_steps: expected an integer"},
       {[](json& j) { j["config"]["frames"] = 121.0; }, "config.frames: expected an integer"},
       {[](json& j) { j["config"]["width"] = 0; }, "config.width: 0 is out of range"},
       {[](json& j) { j["config"]["steps"] = 0; }, "config.steps: 0 is out of range [1, 1000]"},
@@ -129,7 +141,10 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
       {[](json& j) { j["config"]["flow_shift"] = -5.0; }, "config.flow_shift: -5.0 must be > 0"},
       {[](json& j) { j["description"] = 3; }, "description: expected a string"},
       {[](json& j) { j["parents"] = "a"; }, "parents: expected an array"},
-      {[](json& j) { j["parents"] = json::array({"ok", "Not OK"}); }, "parents[1]: 'Not OK' must match"},
+      {[](json& j) {
+         j["parents"] = json::array({"ok", "Not OK"});
+       },
+       "parents[1]: 'Not OK' must match"},
       {[](json& j) { j["base"] = nullptr; }, "base: is null, but only a baseline may have no base"},
       {[](json& j) { j["base"] = j["id"]; }, "base: a manifest cannot be its own base"},
       {[](json& j) { j["family"] = "none"; }, "family: a patch must name its technique family"},
@@ -139,15 +154,18 @@ TEST(Manifest, RejectsWrongTypesAndRanges) {
          j["base"] = nullptr;
        },
        "flags: a baseline sets no technique flags, but sets: easycache.enabled, easycache.threshold"},
-      {[](json& j) { j["flags"]["vae_head_pad"] = 12; }, "flags.vae_head_pad: must be 0 (off) or a multiple of 8, got 12"},
+      {[](json& j) { j["flags"]["vae_head_pad"] = 12; },
+       "flags.vae_head_pad: must be 0 (off) or a multiple of 8, got 12"},
       {[](json& j) { j["flags"]["vae_head_pad"] = 512; }, "flags.vae_head_pad: 512 is out of range [0, 256]"},
-      {[](json& j) { j["flags"]["vae_causal_ring"] = 1; }, "flags.vae_causal_ring: must be 0 (off) or at least 2 chunks, got 1"},
+      {[](json& j) { j["flags"]["vae_causal_ring"] = 1; },
+       "flags.vae_causal_ring: must be 0 (off) or at least 2 chunks, got 1"},
       {[](json& j) { j["flags"]["vae_causal_ring"] = 17; }, "flags.vae_causal_ring: 17 is out of range [0, 16]"},
       {[](json& j) {
          j["flags"]["vae_subpixel_upsample"] = true;
          j["flags"]["vae_transposed_upsample"] = true;
        },
-       "flags: vae_subpixel_upsample and vae_transposed_upsample cannot both be on (one vae_upsample technique at a time)"},
+       "flags: vae_subpixel_upsample and vae_transposed_upsample cannot both be on (one vae_upsample technique at a "
+       "time)"},
   };
   for (const auto& [mutate, expected] : cases) {
     const std::string message = mutated_error(mutate);
@@ -220,7 +238,8 @@ TEST(Manifest, HostileFilesAreRefusedWithTheKeyNamed) {
   nested += "1" + std::string(5000, '}');
   text.insert(text.find("\"threshold\":") + 12, nested + ",\"t\":");
   test::write_bytes(path, text);
-  EXPECT_NE(error_of_load(path).find("at 'flags.easycache.threshold"), std::string::npos) << error_of_load(path).substr(0, 200);
+  EXPECT_NE(error_of_load(path).find("at 'flags.easycache.threshold"), std::string::npos)
+      << error_of_load(path).substr(0, 200);
   // NUL byte with junk after it (nlohmann stops at the NUL).
   test::write_bytes(path, valid_patch().dump() + std::string(1, '\0') + "{\"junk\"");
   EXPECT_NE(error_of_load(path).find("NUL byte"), std::string::npos) << error_of_load(path);
@@ -228,7 +247,8 @@ TEST(Manifest, HostileFilesAreRefusedWithTheKeyNamed) {
   for (const char* id : {"wan22-tiny/../../x", "..", "wan22-tiny//x", "/abs", "wan22-tiny/./x", "x/"}) {
     json j = valid_patch();
     j["id"] = id;
-    EXPECT_NE(parse_error(j).find("id: '" + std::string(id) + "' must match"), std::string::npos) << id << ": " << parse_error(j);
+    EXPECT_NE(parse_error(j).find("id: '" + std::string(id) + "' must match"), std::string::npos)
+        << id << ": " << parse_error(j);
   }
   json j = valid_patch();
   j["id"] = "wan22-tiny/cache/ec-0.1.off";
@@ -243,12 +263,12 @@ TEST(Manifest, ResolvedJsonHasEveryFlagAndRoundTrips) {
   const Manifest m = parse_manifest(valid_patch(), "x");
   const json j = to_json(m);
   const json& flags = j["flags"];
-  for (const char* name : {"dtype", "cpu_threads", "attention_backend", "fused_qkv", "cross_kv_cache",
-                           "timestep_dedup", "cuda_graph", "easycache", "sparse"}) {
+  for (const char* name : {"dtype", "cpu_threads", "attention_backend", "fused_qkv", "cross_kv_cache", "timestep_dedup",
+                           "cuda_graph", "easycache", "sparse"}) {
     EXPECT_TRUE(flags.contains(name)) << name;
   }
-  EXPECT_EQ(flags["easycache"], (json{{"enabled", true}, {"threshold", 0.1}, {"warmup_steps", 10},
-                                     {"dense_last_step", true}}));
+  EXPECT_EQ(flags["easycache"],
+            (json{{"enabled", true}, {"threshold", 0.1}, {"warmup_steps", 10}, {"dense_last_step", true}}));
   EXPECT_EQ(flags["sparse"]["pattern"], "none");
   EXPECT_EQ(flags["dtype"], "bf16");
   EXPECT_EQ(j["base"], "wan22-tiny/baseline");
@@ -267,10 +287,10 @@ TEST(Manifest, HashIgnoresCosmeticsOnly) {
   json cosmetic = valid_patch();
   cosmetic["id"] = "another/name";
   cosmetic["description"] = "reworded";
-  cosmetic["config"]["guidance"] = 5;             // 5 vs 5.0
-  cosmetic["flags"]["fused_qkv"] = false;         // a default written out
+  cosmetic["config"]["guidance"] = 5;      // 5 vs 5.0
+  cosmetic["flags"]["fused_qkv"] = false;  // a default written out
   cosmetic["flags"]["easycache"]["warmup_steps"] = 10;
-  cosmetic["flags"]["easycache"]["order"] = 0;     // a default that is not written (manifests from before it)
+  cosmetic["flags"]["easycache"]["order"] = 0;  // a default that is not written (manifests from before it)
   cosmetic["flags"]["dtype"] = "bf16";
   cosmetic.erase("description");
   EXPECT_EQ(manifest_hash(parse_manifest(cosmetic, "y")), h);
@@ -341,8 +361,8 @@ TEST(Manifest, MapsFlagsOntoRuntimeOptions) {
 
   EXPECT_EQ(technique_flags_set(m),
             (std::vector<std::string>{"attention_backend", "cross_kv_cache", "cuda_graph", "easycache.dense_last_step",
-                                      "easycache.enabled", "easycache.threshold", "easycache.warmup_steps",
-                                      "fused_qkv", "sparse.dense_layers", "sparse.dense_steps", "sparse.pattern",
+                                      "easycache.enabled", "easycache.threshold", "easycache.warmup_steps", "fused_qkv",
+                                      "sparse.dense_layers", "sparse.dense_steps", "sparse.pattern",
                                       "sparse.window_frames", "sparse.window_tiles", "timestep_dedup"}));
 
   const Manifest off = with_flags_off(m);
@@ -396,8 +416,8 @@ TEST(ShippedManifests, EveryFileValidates) {
     EXPECT_EQ(m.model, entry.path().parent_path().filename().string());
     EXPECT_TRUE(by_id.emplace(m.id, m).second) << "duplicate id " << m.id;
   }
-  for (const char* id : {"wan22-ti2v-5b/baseline", "wan22-ti2v-5b/control-fp32", "wan22-tiny/baseline",
-                         "wan22-tiny/control-fp64"}) {
+  for (const char* id :
+       {"wan22-ti2v-5b/baseline", "wan22-ti2v-5b/control-fp32", "wan22-tiny/baseline", "wan22-tiny/control-fp64"}) {
     ASSERT_TRUE(by_id.count(id)) << id;
   }
   for (const auto& [id, m] : by_id) {
@@ -456,8 +476,9 @@ TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
 TEST(ManifestRegistry, ShippedManifestsKeepThePreRegistryCanonicalFlags) {
   // The registry writes the flags that predate it exactly as before and newer ones only when set, so
   // every shipped manifest's canonical form (and hash) is unchanged.
-  const std::set<std::string> before = {"dtype",          "cpu_threads", "onednn",     "attention_backend", "fused_qkv",
-                                        "cross_kv_cache", "timestep_dedup", "cuda_graph", "easycache",      "sparse"};
+  const std::set<std::string> before = {"dtype",     "cpu_threads",    "onednn",         "attention_backend",
+                                        "fused_qkv", "cross_kv_cache", "timestep_dedup", "cuda_graph",
+                                        "easycache", "sparse"};
   const std::filesystem::path root = std::filesystem::path(AUTOOPTIM_SOURCE_DIR) / "manifests";
   int seen = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
@@ -485,9 +506,13 @@ TEST(ManifestRegistry, ShippedManifestsKeepThePreRegistryCanonicalFlags) {
 }
 
 TEST(ManifestRegistry, UnregisteredTechniqueFlagIsRefusedByKey) {
-  expect_contains(mutated_error([](json& j) { j["flags"]["pisa"] = {{"enabled", true}}; }),
+  expect_contains(mutated_error([](json& j) {
+                    j["flags"]["pisa"] = {{"enabled", true}};
+                  }),
                   "manifests/x.json: flags: unknown flag 'pisa'");
-  expect_contains(mutated_error([](json& j) { j["flags"]["first_block_cache"] = {{"enable", true}}; }),
+  expect_contains(mutated_error([](json& j) {
+                    j["flags"]["first_block_cache"] = {{"enable", true}};
+                  }),
                   "manifests/x.json: flags.first_block_cache: unknown key 'enable' (did you mean 'enabled'?)");
 }
 
@@ -506,9 +531,19 @@ TEST(Manifest, SwitchesBelongToTheFamilyTheManifestNames) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
-  refused([](json& j) { j["kind"] = "control"; j["family"] = "none"; }, "a control changes precision or threads only");
+  refused(
+      [](json& j) {
+        j["kind"] = "control";
+        j["family"] = "none";
+      },
+      "a control changes precision or threads only");
   refused([](json& j) { j["family"] = "kernel"; }, "'kernel', but the flags set easycache (cache)");
-  refused([](json& j) { j["family"] = "sparse"; j["flags"]["sparse"] = {{"pattern", "spatial_temporal"}}; }, "easycache (cache)");
+  refused(
+      [](json& j) {
+        j["family"] = "sparse";
+        j["flags"]["sparse"] = {{"pattern", "spatial_temporal"}};
+      },
+      "easycache (cache)");
   refused([](json& j) { j["family"] = "sparse"; }, "'sparse', but the flags set easycache (cache)");
   refused([](json& j) { j["flags"] = {{"cpu_threads", 1}}; }, "a patch turns on at least one technique");
   // Accepted: a cache patch that also turns on kernel switches, and a composite of anything.

@@ -338,7 +338,8 @@ TEST(Detectors, BandingOfAQuantisedRamp) {
     q.push_back(x);
   }
   const Banding bq = detect_banding(q);
-  EXPECT_TRUE(bq.present) << bq.score << " " << bq.steps[0] << " " << bq.steps[1] << " " << bq.flat_pairs[0] << " " << bq.flat_pairs[1];
+  EXPECT_TRUE(bq.present) << bq.score << " " << bq.steps[0] << " " << bq.steps[1] << " " << bq.flat_pairs[0] << " "
+                          << bq.flat_pairs[1];
 }
 
 TEST(Detectors, ColourShift) {
@@ -517,5 +518,7 @@ TEST(ObjectTrack, LostSemanticsNamesWhatTheCandidateLost) {
   EXPECT_TRUE(lost_semantics(detect_object_track(disc_clip(kRed, 30, 60, 3, 0, 0)), wall_track).empty());
   // A baseline without an object, or one that does not move, has nothing to lose there.
   EXPECT_TRUE(lost_semantics(base, detect_object_track(disc_clip(kRed, 30, 60, 3, 0, 0))).empty());
-  EXPECT_TRUE(lost_semantics(detect_object_track(disc_clip(kRed, 60, 60, 0, 0)), detect_object_track(disc_clip(kRed, 60, 60, 0.2, 0))).empty());
+  EXPECT_TRUE(lost_semantics(detect_object_track(disc_clip(kRed, 60, 60, 0, 0)),
+                             detect_object_track(disc_clip(kRed, 60, 60, 0.2, 0)))
+                  .empty());
 }

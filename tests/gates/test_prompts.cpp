@@ -51,8 +51,7 @@ TEST(Sha256, FipsVectors) {
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
-            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
@@ -152,9 +151,7 @@ TEST(Prompts, ExecutorsCannotReachHeldOut) {
   EXPECT_NE(unknown.find("smoke, val, core, heldout16, heldout60"), std::string::npos) << unknown;
 }
 
-TEST(Prompts, PinMatchesShippedFile) {
-  EXPECT_EQ(sha256_file_hex(prompts_dir() + "/heldout.jsonl"), kHeldoutSha256);
-}
+TEST(Prompts, PinMatchesShippedFile) { EXPECT_EQ(sha256_file_hex(prompts_dir() + "/heldout.jsonl"), kHeldoutSha256); }
 
 TEST(Prompts, ModifiedHeldOutIsRefused) {
   test::TempDir dir;
@@ -187,15 +184,19 @@ TEST(Prompts, MalformedLinesNameFileAndLine) {
       {R"({"id":"x-02","category":"weather","prompt":"p","splits":["core"]})", ":2: category: 'weather'"},
       {R"({"id":"x-02","category":"low-motion","prompt":"","splits":["core"]})", ":2: prompt: expected a non-empty"},
       {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":[]})", ":2: splits: expected a non-empty array"},
-      {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["train"]})", ":2: splits: \"train\" is not one of"},
-      {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["val"]})", ":2: splits: 'val' is nested in 'core'"},
-      {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["core","core"]})", ":2: splits: 'core' is listed twice"},
+      {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["train"]})",
+       ":2: splits: \"train\" is not one of"},
+      {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["val"]})",
+       ":2: splits: 'val' is nested in 'core'"},
+      {R"({"id":"x-02","category":"low-motion","prompt":"p","splits":["core","core"]})",
+       ":2: splits: 'core' is listed twice"},
       {R"({"id":"x-01","category":"low-motion","prompt":"p","splits":["core"]})", ":2: id 'x-01' appears twice"},
   };
   for (const auto& [line, expected] : cases) {
     test::write_bytes(path, good + "\n" + line + "\n");
     const std::string message = error_of([&] { load_prompt_file(path); });
-    EXPECT_EQ(message.rfind(path + expected, 0), 0u) << "expected '" << path + expected << "...', got '" << message << "'";
+    EXPECT_EQ(message.rfind(path + expected, 0), 0u)
+        << "expected '" << path + expected << "...', got '" << message << "'";
   }
   test::write_bytes(path, good + "\n\n");
   EXPECT_EQ(load_prompt_file(path).size(), 1u);
@@ -203,7 +204,8 @@ TEST(Prompts, MalformedLinesNameFileAndLine) {
 
   // A held-out split in the visible file is refused.
   test::write_bytes(dir.file("visible.jsonl"),
-                    R"({"id":"x-01","category":"low-motion","prompt":"p","splits":["heldout60"]})" "\n");
+                    R"({"id":"x-01","category":"low-motion","prompt":"p","splits":["heldout60"]})"
+                    "\n");
   EXPECT_NE(error_of([&] { load_prompts(dir.path().string(), false); }).find("does not belong in this file"),
             std::string::npos);
 }
@@ -214,10 +216,11 @@ TEST(Prompts, IdsAreSafeFileNames) {
   test::TempDir dir;
   const std::string path = dir.file("p.jsonl");
   auto line = [](const std::string& id) {
-    return json{{"id", id}, {"category", "low-motion"}, {"prompt", "A still pond."}, {"splits", {"core"}}}.dump() + "\n";
+    return json{{"id", id}, {"category", "low-motion"}, {"prompt", "A still pond."}, {"splits", {"core"}}}.dump() +
+           "\n";
   };
-  for (const std::string& bad : std::vector<std::string>{"../../x", "..", ".", ".hidden", "a/b", "a\\b", "a b", "x\ny", "caf\xc3\xa9",
-                                std::string(65, 'a'), std::string("a\0b", 3)}) {
+  for (const std::string& bad : std::vector<std::string>{"../../x", "..", ".", ".hidden", "a/b", "a\\b", "a b", "x\ny",
+                                                         "caf\xc3\xa9", std::string(65, 'a'), std::string("a\0b", 3)}) {
     test::write_bytes(path, line(bad));
     const std::string message = error_of([&] { load_prompt_file(path); });
     EXPECT_NE(message.find(path + ":1: id: "), std::string::npos) << "'" << bad << "': " << message;
@@ -236,10 +239,12 @@ TEST(Prompts, HostileLinesAreRefusedNotCrashes) {
   const std::string good = R"({"id":"x-01","category":"low-motion","prompt":"A still pond.","splits":["core"]})";
   test::write_bytes(path, R"({"id":"x-01","category":"low-motion","prompt":"p","splits":)" + std::string(100000, '[') +
                               std::string(100000, ']') + "}\n");
-  EXPECT_NE(error_of([&] { load_prompt_file(path); }).find(":1: nesting deeper than 64 levels at 'splits'"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_prompt_file(path); }).find(":1: nesting deeper than 64 levels at 'splits'"),
+            std::string::npos);
   test::write_bytes(path, good + std::string(1, '\0') + "junk\n");
   EXPECT_NE(error_of([&] { load_prompt_file(path); }).find(":1: not valid JSON: NUL byte"), std::string::npos);
-  test::write_bytes(path, R"({"id":"x-01","id":"../x","category":"low-motion","prompt":"p","splits":["core"]})" "\n");
+  test::write_bytes(path, R"({"id":"x-01","id":"../x","category":"low-motion","prompt":"p","splits":["core"]})"
+                          "\n");
   EXPECT_NE(error_of([&] { load_prompt_file(path); }).find("key 'id' is given twice"), std::string::npos);
 }
 
@@ -250,7 +255,10 @@ TEST(Prompts, HostileLinesAreRefusedNotCrashes) {
 TEST(Prompts, AByteOrderMarkIsRefusedByName) {
   autooptim::test::TempDir tmp;
   const std::string path = tmp.file("p.jsonl");
-  std::ofstream(path, std::ios::binary) << "\xEF\xBB\xBF" << R"({"id":"a-01","category":"low-motion","prompt":"x","splits":["smoke","val","core"]})" << "\n";
+  std::ofstream(path, std::ios::binary)
+      << "\xEF\xBB\xBF"
+      << R"({"id":"a-01","category":"low-motion","prompt":"x","splits":["smoke","val","core"]})"
+      << "\n";
   try {
     autooptim::gates::load_prompt_file(path);
     FAIL() << "a BOM was accepted";

@@ -43,22 +43,30 @@ json candidate(const std::string& id, double speedup, double psnr, double spread
 }
 
 json tier(const std::string& id, double speedup, double psnr) {
-  return {{"manifest", id}, {"speedup", speedup}, {"psnr", psnr}, {"ssim", psnr >= 100 ? 1.0 : 0.95}, {"family", "cache"}, {"heldout_accepted", true}};
+  return {{"manifest", id},    {"speedup", speedup},      {"psnr", psnr}, {"ssim", psnr >= 100 ? 1.0 : 0.95},
+          {"family", "cache"}, {"heldout_accepted", true}};
 }
 
 // A report with a 1.5x tier (lossless kernel candidate) and a 2x tier (lossy cache candidate), each timed
 // with the given spread; baseline 2 s.
 json report(double s15 = 1.6, double s2 = 2.2, double psnr2 = 34.0, double spread = 0.05, double base_s = 2.0) {
-  json r = {{"schema_version", 2},
-            {"model", "wan22-tiny"},
-            {"device", "cpu"},
-            {"device_name", "test cpu"},
-            {"config", {{"frames", 49}, {"height", 96}, {"width", 160}, {"steps", 4}}},
-            {"baseline", {{"manifest", "wan22-tiny/baseline"}, {"seconds", base_s}, {"timing", timing(base_s, spread)}}},
-            {"tiers", {{"1.5x", tier("wan22-tiny/kernel/fused", s15, 100.0)}, {"2x", tier("wan22-tiny/cache/t0.05", s2, psnr2)}, {"3x", nullptr}, {"4x", nullptr}}},
-            {"environment", {{"timestamp", "2026-12-03T02:00:00.000Z"}, {"thresholds", {{"min_psnr_db", 30.0}, {"min_margin", 0.03}}},
-                             {"build", {{"commit", "0123456789abcdef"}}}}},
-            {"candidates", json::array()}};
+  json r = {
+      {"schema_version", 2},
+      {"model", "wan22-tiny"},
+      {"device", "cpu"},
+      {"device_name", "test cpu"},
+      {"config", {{"frames", 49}, {"height", 96}, {"width", 160}, {"steps", 4}}},
+      {"baseline", {{"manifest", "wan22-tiny/baseline"}, {"seconds", base_s}, {"timing", timing(base_s, spread)}}},
+      {"tiers",
+       {{"1.5x", tier("wan22-tiny/kernel/fused", s15, 100.0)},
+        {"2x", tier("wan22-tiny/cache/t0.05", s2, psnr2)},
+        {"3x", nullptr},
+        {"4x", nullptr}}},
+      {"environment",
+       {{"timestamp", "2026-12-03T02:00:00.000Z"},
+        {"thresholds", {{"min_psnr_db", 30.0}, {"min_margin", 0.03}}},
+        {"build", {{"commit", "0123456789abcdef"}}}}},
+      {"candidates", json::array()}};
   r["candidates"].push_back(candidate("wan22-tiny/kernel/fused", s15, 100.0, spread, base_s));
   r["candidates"].push_back(candidate("wan22-tiny/cache/t0.05", s2, psnr2, spread, base_s));
   return r;
@@ -77,7 +85,8 @@ struct Cli {
   std::string out, err;
 };
 Cli run_compare(const TempDir& tmp, const std::string& args) {
-  const std::string cmd = std::string(AUTOOPTIM_BIN) + " compare " + args + " >" + tmp.file("stdout") + " 2>" + tmp.file("stderr");
+  const std::string cmd =
+      std::string(AUTOOPTIM_BIN) + " compare " + args + " >" + tmp.file("stdout") + " 2>" + tmp.file("stderr");
   const int status = std::system(cmd.c_str());
   Cli r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

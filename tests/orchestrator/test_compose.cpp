@@ -47,7 +47,8 @@ gates::Manifest part_manifest(const gates::Manifest& base, const std::string& id
 
 TEST(Compose, PartsFromTwoFamiliesMergeIntoOneManifest) {
   const auto base = base_manifest();
-  const json cache = resolved_flags(base, {{"easycache", {{"enabled", true}, {"threshold", 0.02}, {"warmup_steps", 10}}}}, "cache");
+  const json cache =
+      resolved_flags(base, {{"easycache", {{"enabled", true}, {"threshold", 0.02}, {"warmup_steps", 10}}}}, "cache");
   const json kernel = resolved_flags(base, {{"cross_kv_cache", true}, {"fused_qkv", true}}, "kernel");
   ASSERT_TRUE(cache.contains("fused_qkv"));  // spelled out at the baseline's value: must not conflict
   const json base_flags = gates::to_json(base)["flags"];
@@ -71,16 +72,22 @@ TEST(Compose, PartsFromTwoFamiliesMergeIntoOneManifest) {
 
 TEST(Compose, ConflictingPartsAreRefused) {
   const json base_flags = {{"attention_backend", "auto"}, {"fused_qkv", false}};
-  EXPECT_TRUE(orchestrator::compose_flags(base_flags, {{{"attention_backend", "math"}}, {{"attention_backend", "flash"}}}).is_null());
+  EXPECT_TRUE(
+      orchestrator::compose_flags(base_flags, {{{"attention_backend", "math"}}, {{"attention_backend", "flash"}}})
+          .is_null());
   // Equal settings from two parts are not a conflict; dtype is never taken over from a part.
-  const json m = orchestrator::compose_flags(base_flags, {{{"fused_qkv", true}, {"dtype", "fp32"}}, {{"fused_qkv", true}}});
+  const json m =
+      orchestrator::compose_flags(base_flags, {{{"fused_qkv", true}, {"dtype", "fp32"}}, {{"fused_qkv", true}}});
   EXPECT_EQ(m, json({{"fused_qkv", true}}));
 }
 
 TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
   const auto base = base_manifest();
-  auto part = [&](const std::string& id, const json& flags, bool lossless) { return part_manifest(base, id, flags, lossless); };
-  const auto cache = part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}}, false);
+  auto part = [&](const std::string& id, const json& flags, bool lossless) {
+    return part_manifest(base, id, flags, lossless);
+  };
+  const auto cache =
+      part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}}, false);
   const auto kernel = part("wan22-tiny/kernel/cross_kv_cache", {{"cross_kv_cache", true}}, true);
   const auto m = orchestrator::compose_manifest(base, {&cache, &kernel});
   ASSERT_TRUE(m.has_value());
@@ -90,7 +97,8 @@ TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
   EXPECT_FALSE(m->lossless);
   const auto o = gates::to_runtime_options(*m);
   EXPECT_TRUE(o.easycache.enabled && o.cross_kv_cache);
-  const auto other = part("wan22-tiny/cache/easycache-t0.05", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}}, false);
+  const auto other =
+      part("wan22-tiny/cache/easycache-t0.05", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}}, false);
   EXPECT_FALSE(orchestrator::compose_manifest(base, {&cache, &other}).has_value());
 }
 
@@ -99,7 +107,8 @@ TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
 TEST(Compose, ATechniqueAnotherPartSupersedesIsLeftOut) {
   const auto base = base_manifest();
   auto part = [&](const std::string& id, const json& flags) { return part_manifest(base, id, flags, false); };
-  const auto kernel = part("wan22-tiny/kernel/greedy", {{"gelu_epilogue", true}, {"fused_qkv", true}, {"attention_backend", "cudnn"}});
+  const auto kernel =
+      part("wan22-tiny/kernel/greedy", {{"gelu_epilogue", true}, {"fused_qkv", true}, {"attention_backend", "cudnn"}});
   const auto quant = part("wan22-tiny/quant/fp8", {{"quant", {{"fp8", true}}}});
   const auto m = orchestrator::compose_manifest(base, {&kernel, &quant});
   ASSERT_TRUE(m.has_value());
@@ -110,7 +119,8 @@ TEST(Compose, ATechniqueAnotherPartSupersedesIsLeftOut) {
   EXPECT_FALSE(m->flags.contains("gelu_epilogue"));
   EXPECT_NE(m->description.find("gelu_epilogue left out (fp8 does its work)"), std::string::npos) << m->description;
   // Without the superseding part, the kernel part's flags are kept whole.
-  const auto cache = part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}});
+  const auto cache =
+      part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}});
   const auto alone = orchestrator::compose_manifest(base, {&kernel, &cache});
   ASSERT_TRUE(alone.has_value());
   EXPECT_TRUE(gates::to_runtime_options(*alone).gelu_epilogue);
@@ -169,9 +179,10 @@ TEST(Executors, CacheOrderIsRoundRobinMiddleFirst) {
   }
   const auto all_labels = labels(order);
   ASSERT_GE(all_labels.size(), first_round.size());
-  EXPECT_EQ(std::vector<std::string>(all_labels.begin(), all_labels.begin() + static_cast<long>(first_round.size())), first_round);
-  EXPECT_EQ(taylorseer, (std::vector<std::string>{"taylorseer-o1-n4", "taylorseer-o1-n6", "taylorseer-o1-n3", "taylorseer-o1-n8",
-                                                  "taylorseer-o1-n2"}));
+  EXPECT_EQ(std::vector<std::string>(all_labels.begin(), all_labels.begin() + static_cast<long>(first_round.size())),
+            first_round);
+  EXPECT_EQ(taylorseer, (std::vector<std::string>{"taylorseer-o1-n4", "taylorseer-o1-n6", "taylorseer-o1-n3",
+                                                  "taylorseer-o1-n8", "taylorseer-o1-n2"}));
   EXPECT_EQ(order.front().label, "easycache-o1-t0.15");
 }
 
@@ -215,10 +226,9 @@ TEST(Executors, AnAdaptivePolicyThatSkippedNothingBringsTheFixedScheduleForward)
 TEST(Executors, TheClosestMissIsTheEngagedFasterTrialWithTheBestPsnr) {
   const auto* ts = runtime::techniques::find("taylorseer");
   std::vector<Candidate> tried = {
-      {ts, "slow-but-good", {}, trial(0.95, 40, true)},   // not faster
-      {ts, "idle", {}, trial(1.5, 100, false)},           // not engaged
-      {ts, "fast-poor", {}, trial(2.0, 14, true)},
-      {ts, "closest", {}, trial(1.3, 21.5, true)},
+      {ts, "slow-but-good", {}, trial(0.95, 40, true)},  // not faster
+      {ts, "idle", {}, trial(1.5, 100, false)},          // not engaged
+      {ts, "fast-poor", {}, trial(2.0, 14, true)},      {ts, "closest", {}, trial(1.3, 21.5, true)},
       {ts, "fast-poorer", {}, trial(2.5, 11, true)},
   };
   const Candidate* c = executors::closest_miss(tried);
@@ -264,7 +274,8 @@ TEST(Executors, TheKernelStartingSetIsAValidManifestWithTheRestAsAlternatives) {
   size_t lossy = 0;
   while (lossy < k.on.size() && !k.lossless.at(k.on[lossy].first)) ++lossy;
   EXPECT_GT(lossy, 0u);
-  for (size_t i = lossy; i < k.on.size(); ++i) EXPECT_TRUE(k.lossless.at(k.on[i].first)) << k.on[i].first << " after a lossless switch";
+  for (size_t i = lossy; i < k.on.size(); ++i)
+    EXPECT_TRUE(k.lossless.at(k.on[i].first)) << k.on[i].first << " after a lossless switch";
   EXPECT_NE(k.slot.at("vae_frame_convs"), k.slot.at("vae_subpixel_upsample"));
   // The starting set is a manifest the gates accept (before: both upsamplers on, refused).
   const gates::Manifest base = base_manifest();
@@ -293,7 +304,8 @@ TEST(Orchestrator, HeldOutChecksOfTierWinnersKeepTheirShareOfTheBudget) {
   // Nothing accepted: nothing kept.
   EXPECT_EQ(orchestrator::heldout_reserve_s({v("a", false, 2.5, 40)}, {}, 20.0, 1), 0.0);
   // 1.5x winner "b" (best PSNR at >= 1.5x), 2x winner "c" (the only one at >= 2x); "d" is below every tier.
-  const std::vector<json> verdicts = {v("b", true, 1.6, 38), v("c", true, 2.1, 31), v("d", true, 1.2, 45), v("e", false, 3.0, 20)};
+  const std::vector<json> verdicts = {v("b", true, 1.6, 38), v("c", true, 2.1, 31), v("d", true, 1.2, 45),
+                                      v("e", false, 3.0, 20)};
   EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {}, 20.0, 1), 1.25 * 20.0 * 2);
   EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {"b"}, 20.0, 1), 1.25 * 20.0);
   EXPECT_EQ(orchestrator::heldout_reserve_s(verdicts, {"b", "c"}, 20.0, 1), 0.0);

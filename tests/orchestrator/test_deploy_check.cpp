@@ -82,7 +82,7 @@ TEST(DeployCheck, EachBucketIsJudgedOnTheDeployPathsFigure) {
   EXPECT_FALSE(r.reproduced) << "14% below the gated speedup, beyond its 10% noise";
   const auto j = r.to_json();
   EXPECT_TRUE(orch::deliverable(j, 2.0));
-  EXPECT_TRUE(orch::deliverable(j, 3.0));   // 2.83 >= 3 x 0.9
+  EXPECT_TRUE(orch::deliverable(j, 3.0));  // 2.83 >= 3 x 0.9
   EXPECT_FALSE(orch::deliverable(j, 4.0));
   auto other = measured({3.0, 3.0}, {1.0, 1.0}, false);
   orch::judge_deploy(other, gated(3.0, 0.1));

@@ -55,13 +55,16 @@ class SlurmCluster : public ::testing::Test {
     fs::create_directories(run_);
     // The stand-in worker: registers with what Slurm told it, then serves until RUN/stop.
     worker_ = (run_ / "fake-worker.sh").string();
-    std::ofstream(worker_) << "#!/bin/sh\n"
-                              "run=$3; id=$5\n"
-                              "mkdir -p \"$run/workers/$id\"\n"
-                              "printf '{\"id\":\"%s\",\"job\":\"%s\",\"array_job\":\"%s\",\"task\":\"%s\",\"host\":\"%s\",\"args\":\"%s\"}\\n' "
-                              "\"$id\" \"$SLURM_JOB_ID\" \"$SLURM_ARRAY_JOB_ID\" \"$SLURM_ARRAY_TASK_ID\" \"$(hostname)\" \"$*\" > \"$run/workers/$id/worker.json.tmp\"\n"
-                              "mv \"$run/workers/$id/worker.json.tmp\" \"$run/workers/$id/worker.json\"\n"
-                              "while [ ! -e \"$run/stop\" ]; do sleep 0.2; done\n";
+    std::ofstream(worker_)
+        << "#!/bin/sh\n"
+           "run=$3; id=$5\n"
+           "mkdir -p \"$run/workers/$id\"\n"
+           "printf "
+           "'{\"id\":\"%s\",\"job\":\"%s\",\"array_job\":\"%s\",\"task\":\"%s\",\"host\":\"%s\",\"args\":\"%s\"}\\n' "
+           "\"$id\" \"$SLURM_JOB_ID\" \"$SLURM_ARRAY_JOB_ID\" \"$SLURM_ARRAY_TASK_ID\" \"$(hostname)\" \"$*\" > "
+           "\"$run/workers/$id/worker.json.tmp\"\n"
+           "mv \"$run/workers/$id/worker.json.tmp\" \"$run/workers/$id/worker.json\"\n"
+           "while [ ! -e \"$run/stop\" ]; do sleep 0.2; done\n";
     fs::permissions(worker_, fs::perms::owner_all);
   }
   orch::SlurmOptions options(int64_t workers) const {
@@ -114,16 +117,20 @@ TEST_F(SlurmCluster, ArrayTasksRegisterInTheRunFolderAndStopSendsThemHome) {
   std::ifstream sf(l.script_path());
   std::stringstream script;
   script << sf.rdbuf();
-  EXPECT_NE(script.str().find("--worker-id \"slurm-${SLURM_ARRAY_JOB_ID}-${SLURM_ARRAY_TASK_ID}\""), std::string::npos) << script.str();
+  EXPECT_NE(script.str().find("--worker-id \"slurm-${SLURM_ARRAY_JOB_ID}-${SLURM_ARRAY_TASK_ID}\""), std::string::npos)
+      << script.str();
   EXPECT_NE(script.str().find("#SBATCH --cpus-per-task=1"), std::string::npos);
 
   for (int64_t t : {0, 1}) {
     const std::string id = orch::SlurmLauncher::worker_id(job, t);
     ASSERT_TRUE(eventually([&] { return !registration(id).is_null(); }, 60)) << id << " never registered";
     const json reg = registration(id);
-    EXPECT_EQ(reg["array_job"], job);            // it ran as a task of our array ...
-    EXPECT_EQ(reg["task"], std::to_string(t));   // ... this task
-    EXPECT_NE(reg["args"].get<std::string>().find("worker --serve " + fs::absolute(run_).string() + " --worker-id " + id), std::string::npos) << reg;
+    EXPECT_EQ(reg["array_job"], job);           // it ran as a task of our array ...
+    EXPECT_EQ(reg["task"], std::to_string(t));  // ... this task
+    EXPECT_NE(
+        reg["args"].get<std::string>().find("worker --serve " + fs::absolute(run_).string() + " --worker-id " + id),
+        std::string::npos)
+        << reg;
     EXPECT_NE(reg["args"].get<std::string>().find("--model wan22-tiny"), std::string::npos) << reg;
     EXPECT_EQ(squeue_state(job + "_" + std::to_string(t)), "RUNNING");
   }
@@ -133,7 +140,8 @@ TEST_F(SlurmCluster, ArrayTasksRegisterInTheRunFolderAndStopSendsThemHome) {
   l.stop(30);
   EXPECT_TRUE(l.all_gone());
   EXPECT_TRUE(fs::exists(run_ / "stop"));
-  for (const auto& t : l.describe()["tasks"]) EXPECT_EQ(t["state"], "COMPLETED") << t;  // left on RUN/stop, not cancelled
+  for (const auto& t : l.describe()["tasks"])
+    EXPECT_EQ(t["state"], "COMPLETED") << t;  // left on RUN/stop, not cancelled
   EXPECT_EQ(squeue_state(job + "_0"), "COMPLETED");
   EXPECT_TRUE(l.check().empty());  // a stop is not a death
 }
@@ -147,10 +155,13 @@ TEST_F(SlurmCluster, ACancelledTaskIsDetectedAndReplaced) {
 
   ASSERT_EQ(orch::run_command({"scancel", job + "_1"}).status, 0);
   std::vector<std::string> died;
-  ASSERT_TRUE(eventually([&] {
-    for (const auto& d : l.check()) died.push_back(d);
-    return !died.empty();
-  }, 60)) << l.describe().dump(1);
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& d : l.check()) died.push_back(d);
+        return !died.empty();
+      },
+      60))
+      << l.describe().dump(1);
   ASSERT_EQ(died, std::vector<std::string>{victim});
   const json d = l.describe();
   ASSERT_EQ(d["jobs"].size(), 2u) << d.dump(1);  // the replacement's submission
@@ -163,7 +174,8 @@ TEST_F(SlurmCluster, ACancelledTaskIsDetectedAndReplaced) {
   EXPECT_NE(events.find("CANCELLED"), std::string::npos) << events;
   const std::string replacement = orch::SlurmLauncher::worker_id(d["jobs"][1].get<std::string>(), 1);
   EXPECT_NE(events.find("replaced by " + replacement), std::string::npos) << events;
-  ASSERT_TRUE(eventually([&] { return !registration(replacement).is_null(); }, 60)) << "the replacement never registered";
+  ASSERT_TRUE(eventually([&] { return !registration(replacement).is_null(); }, 60))
+      << "the replacement never registered";
   EXPECT_EQ(l.worker_ids(), (std::vector<std::string>{orch::SlurmLauncher::worker_id(job, 0), victim, replacement}));
   EXPECT_EQ(registration(orch::SlurmLauncher::worker_id(job, 0))["task"], "0");  // the other worker was left alone
 
@@ -179,10 +191,12 @@ TEST_F(SlurmCluster, NoReplacementAfterNoRestarts) {
   ASSERT_TRUE(eventually([&] { return !registration(orch::SlurmLauncher::worker_id(job, 0)).is_null(); }, 60));
   ASSERT_EQ(orch::run_command({"scancel", job}).status, 0);
   std::vector<std::string> died;
-  ASSERT_TRUE(eventually([&] {
-    for (const auto& d : l.check()) died.push_back(d);
-    return !died.empty();
-  }, 60));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& d : l.check()) died.push_back(d);
+        return !died.empty();
+      },
+      60));
   EXPECT_TRUE(l.all_gone());
   EXPECT_EQ(l.describe()["jobs"].size(), 1u);
   EXPECT_NE(l.describe()["events"].dump().find("not replaced"), std::string::npos);
@@ -210,14 +224,19 @@ TEST_F(SlurmCluster, PreemptedTasksAreDetectedAndReplaced) {
   const std::string job = l.job_ids()[0];
   for (int64_t t : {0, 1})
     ASSERT_TRUE(eventually([&] { return !registration(orch::SlurmLauncher::worker_id(job, t)).is_null(); }, 60));
-  const auto urgent = orch::run_command({"sbatch", "--parsable", "-p", "urgent", "-c", "2", "-o", "/dev/null", "--wrap", "sleep 3"});
+  const auto urgent =
+      orch::run_command({"sbatch", "--parsable", "-p", "urgent", "-c", "2", "-o", "/dev/null", "--wrap", "sleep 3"});
   ASSERT_EQ(urgent.status, 0) << urgent.err;
   std::set<std::string> died;
-  ASSERT_TRUE(eventually([&] {
-    for (const auto& d : l.check()) died.insert(d);
-    return died.size() == 2;
-  }, 60)) << l.describe().dump(1);
-  EXPECT_EQ(died, (std::set<std::string>{orch::SlurmLauncher::worker_id(job, 0), orch::SlurmLauncher::worker_id(job, 1)}));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& d : l.check()) died.insert(d);
+        return died.size() == 2;
+      },
+      60))
+      << l.describe().dump(1);
+  EXPECT_EQ(died,
+            (std::set<std::string>{orch::SlurmLauncher::worker_id(job, 0), orch::SlurmLauncher::worker_id(job, 1)}));
   const json d = l.describe();
   for (const auto& t : d["tasks"])
     if (t["job"] == job) EXPECT_EQ(t["state"], "PREEMPTED") << t;
@@ -227,7 +246,8 @@ TEST_F(SlurmCluster, PreemptedTasksAreDetectedAndReplaced) {
   for (const auto& t : d["tasks"]) {
     if (t["job"] == job) continue;
     const std::string id = t["worker"].get<std::string>();
-    EXPECT_TRUE(eventually([&] { return !registration(id).is_null(); }, 60)) << "replacement " << id << " never registered";
+    EXPECT_TRUE(eventually([&] { return !registration(id).is_null(); }, 60))
+        << "replacement " << id << " never registered";
   }
   l.stop(30);
   EXPECT_TRUE(l.all_gone());

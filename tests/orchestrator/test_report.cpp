@@ -19,72 +19,156 @@ namespace orch = autooptim::orchestrator;
 
 namespace {
 
-json timing(double median) { return {{"median_s", median}, {"min_s", median * 0.97}, {"max_s", median * 1.04}, {"spread", 0.07}, {"runs_s", {median, median * 0.97, median * 1.04}}}; }
+json timing(double median) {
+  return {{"median_s", median},
+          {"min_s", median * 0.97},
+          {"max_s", median * 1.04},
+          {"spread", 0.07},
+          {"runs_s", {median, median * 0.97, median * 1.04}}};
+}
 
 json report() {
-  json r = {{"schema_version", 2},
-            {"model", "wan22-tiny"},
-            {"weights", "synthetic"},
-            {"device", "cpu"},
-            {"device_name", "test cpu"},
-            {"build", "0123456789abcdef0123"},
-            {"official_config", true},
-            {"config", json::object()},
-            {"split", "val"},
-            {"heldout_split", "heldout16"},
-            {"gate_runs", 4},
-            {"baseline", {{"manifest", "wan22-tiny/baseline"}, {"seconds", 2.5}, {"gate_run", "gates/wan22-tiny_baseline/val"}, {"timing", timing(2.5)},
-                          {"clips", {{"mh-01", "gates/wan22-tiny_baseline/val/videos/mh-01.mp4"}}}}},
-            {"tiers", {{"1.5x", nullptr}, {"2x", nullptr}, {"3x", nullptr}, {"4x", nullptr}}},
-            {"tier_notes", {{"1.5x", {"nearest miss: wan22-tiny/cache/easycache-t0.12 at 2.10x, worst PSNR 16.40 dB, failed quality"}},
-                            {"2x", json::array()}, {"3x", json::array()}, {"4x", json::array()}}},
-            {"executors", {{{"family", "kernel"}, {"state", "finished"}, {"reason", "finished its search"}, {"log", "outbox/kernel.log"},
-                            {"explored", {{"trials", {{{"label", "all"}, {"speedup", 1.1}, {"psnr", 100.0}, {"prompts", 2}, {"engaged", true}}}},
-                                          {"proposed", {"greedy"}}}}},
-                           {{"family", "cache"}, {"state", "finished"}, {"reason", ""}, {"log", "outbox/cache.log"},
-                            {"explored", {{"trials", {{{"label", "threshold 0.05"}, {"speedup", 1.8}, {"psnr", 17.0}, {"prompts", 1}, {"engaged", true}},
-                                                      {{"label", "threshold 0.12"}, {"speedup", 2.4}, {"psnr", 15.0}, {"prompts", 1}, {"engaged", true}}}},
-                                          {"proposed", {"easycache-t0.12"}}}}},
-                           {{"family", "sparse"}, {"state", "failed"}, {"reason", "exit 2, see outbox/sparse.log: autooptim: error: boom"},
-                            {"log", "outbox/sparse.log"}, {"explored", {{"trials", json::array()}, {"proposed", json::array()}}}}}},
-            {"prompt_categories", {{"mh-01", "motion"}, {"tx-02", "text"}}},
-            {"prompt_texts", {{"mh-01", "a red fox runs left"}}},
-            {"device_seconds", {{"devices", 1}, {"total_s", 200.0}, {"gating_s", 120.0}, {"exploration_s", 70.0}, {"kind", "CPU"}}},
-            {"environment", {{"timestamp", "2026-12-03T09:00:00.000Z"}, {"finished", "2026-12-03T09:03:20.000Z"},
-                             {"command_line", "autooptim run --model wan22-tiny --out x"},
-                             {"thresholds", {{"min_psnr_db", 30.0}, {"min_ssim", 0.9}}},
-                             {"build", {{"version", "0.1.0"}, {"commit", "abc123def456"}, {"flavour", "CPU"}, {"build_type", "Release"},
-                                        {"libtorch", "1.13.0"}, {"cuda", "none"}, {"cudnn", "none"}, {"driver", "none"}}}}},
-            {"candidates", json::array()}};
+  json r = {
+      {"schema_version", 2},
+      {"model", "wan22-tiny"},
+      {"weights", "synthetic"},
+      {"device", "cpu"},
+      {"device_name", "test cpu"},
+      {"build", "0123456789abcdef0123"},
+      {"official_config", true},
+      {"config", json::object()},
+      {"split", "val"},
+      {"heldout_split", "heldout16"},
+      {"gate_runs", 4},
+      {"baseline",
+       {{"manifest", "wan22-tiny/baseline"},
+        {"seconds", 2.5},
+        {"gate_run", "gates/wan22-tiny_baseline/val"},
+        {"timing", timing(2.5)},
+        {"clips", {{"mh-01", "gates/wan22-tiny_baseline/val/videos/mh-01.mp4"}}}}},
+      {"tiers", {{"1.5x", nullptr}, {"2x", nullptr}, {"3x", nullptr}, {"4x", nullptr}}},
+      {"tier_notes",
+       {{"1.5x", {"nearest miss: wan22-tiny/cache/easycache-t0.12 at 2.10x, worst PSNR 16.40 dB, failed quality"}},
+        {"2x", json::array()},
+        {"3x", json::array()},
+        {"4x", json::array()}}},
+      {"executors",
+       {{{"family", "kernel"},
+         {"state", "finished"},
+         {"reason", "finished its search"},
+         {"log", "outbox/kernel.log"},
+         {"explored",
+          {{"trials", {{{"label", "all"}, {"speedup", 1.1}, {"psnr", 100.0}, {"prompts", 2}, {"engaged", true}}}},
+           {"proposed", {"greedy"}}}}},
+        {{"family", "cache"},
+         {"state", "finished"},
+         {"reason", ""},
+         {"log", "outbox/cache.log"},
+         {"explored",
+          {{"trials",
+            {{{"label", "threshold 0.05"}, {"speedup", 1.8}, {"psnr", 17.0}, {"prompts", 1}, {"engaged", true}},
+             {{"label", "threshold 0.12"}, {"speedup", 2.4}, {"psnr", 15.0}, {"prompts", 1}, {"engaged", true}}}},
+           {"proposed", {"easycache-t0.12"}}}}},
+        {{"family", "sparse"},
+         {"state", "failed"},
+         {"reason", "exit 2, see outbox/sparse.log: autooptim: error: boom"},
+         {"log", "outbox/sparse.log"},
+         {"explored", {{"trials", json::array()}, {"proposed", json::array()}}}}}},
+      {"prompt_categories", {{"mh-01", "motion"}, {"tx-02", "text"}}},
+      {"prompt_texts", {{"mh-01", "a red fox runs left"}}},
+      {"device_seconds",
+       {{"devices", 1}, {"total_s", 200.0}, {"gating_s", 120.0}, {"exploration_s", 70.0}, {"kind", "CPU"}}},
+      {"environment",
+       {{"timestamp", "2026-12-03T09:00:00.000Z"},
+        {"finished", "2026-12-03T09:03:20.000Z"},
+        {"command_line", "autooptim run --model wan22-tiny --out x"},
+        {"thresholds", {{"min_psnr_db", 30.0}, {"min_ssim", 0.9}}},
+        {"build",
+         {{"version", "0.1.0"},
+          {"commit", "abc123def456"},
+          {"flavour", "CPU"},
+          {"build_type", "Release"},
+          {"libtorch", "1.13.0"},
+          {"cuda", "none"},
+          {"cudnn", "none"},
+          {"driver", "none"}}}}},
+      {"candidates", json::array()}};
   // Accepted, lossless: bit-identical output.
-  r["candidates"].push_back({{"id", "wan22-tiny/kernel/greedy"}, {"family", "kernel"}, {"speedup", 1.12}, {"psnr", 100.0}, {"ssim", 1.0},
-                             {"accepted", true}, {"gated", true}, {"lossless", true}, {"failure_signature", ""},
-                             {"verdicts", {{"performance", {{"pass", true}, {"reason", "1.12x faster"}}}, {"quality", {{"pass", true}, {"reason", "identical"}}}}},
-                             {"baseline_timing", timing(2.4)}, {"candidate_timing", timing(2.14)},
-                             {"quality_by_prompt", {{"mh-01", {{"psnr", 100.0}, {"ssim", 1.0}}}, {"tx-02", {{"psnr", 100.0}, {"ssim", 1.0}}}}},
-                             {"clips", {{"mh-01", "gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4"}}},
-                             {"heldout", {{"accepted", true}, {"speedup", 1.1}, {"psnr", 100.0}, {"ssim", 1.0}, {"failure_signature", ""},
-                                          {"quality_by_prompt", {{"ho-07", {{"psnr", 100.0}}}, {"ho-11", {{"psnr", 100.0}}}}}}}});
+  r["candidates"].push_back(
+      {{"id", "wan22-tiny/kernel/greedy"},
+       {"family", "kernel"},
+       {"speedup", 1.12},
+       {"psnr", 100.0},
+       {"ssim", 1.0},
+       {"accepted", true},
+       {"gated", true},
+       {"lossless", true},
+       {"failure_signature", ""},
+       {"verdicts",
+        {{"performance", {{"pass", true}, {"reason", "1.12x faster"}}},
+         {"quality", {{"pass", true}, {"reason", "identical"}}}}},
+       {"baseline_timing", timing(2.4)},
+       {"candidate_timing", timing(2.14)},
+       {"quality_by_prompt",
+        {{"mh-01", {{"psnr", 100.0}, {"ssim", 1.0}}}, {"tx-02", {{"psnr", 100.0}, {"ssim", 1.0}}}}},
+       {"clips", {{"mh-01", "gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4"}}},
+       {"heldout",
+        {{"accepted", true},
+         {"speedup", 1.1},
+         {"psnr", 100.0},
+         {"ssim", 1.0},
+         {"failure_signature", ""},
+         {"quality_by_prompt", {{"ho-07", {{"psnr", 100.0}}}, {"ho-11", {{"psnr", 100.0}}}}}}}});
   // Rejected by the quality gate: the gate did its job.
-  r["candidates"].push_back({{"id", "wan22-tiny/cache/easycache-t0.12"}, {"family", "cache"}, {"speedup", 2.1}, {"psnr", 16.4}, {"ssim", 0.61},
-                             {"accepted", false}, {"gated", true}, {"lossless", false}, {"failure_signature", "quality-cliff"},
-                             {"verdicts", {{"performance", {{"pass", true}, {"reason", "2.1x faster"}}},
-                                           {"quality", {{"pass", false}, {"reason", "quality below tolerance: worst PSNR 16.4 dB (needs 30)"}}}}},
-                             {"quality_by_prompt", {{"mh-01", {{"psnr", 16.4}, {"ssim", 0.6}}}, {"tx-02", {{"psnr", 22.0}, {"ssim", 0.7}}}}}});
+  r["candidates"].push_back(
+      {{"id", "wan22-tiny/cache/easycache-t0.12"},
+       {"family", "cache"},
+       {"speedup", 2.1},
+       {"psnr", 16.4},
+       {"ssim", 0.61},
+       {"accepted", false},
+       {"gated", true},
+       {"lossless", false},
+       {"failure_signature", "quality-cliff"},
+       {"verdicts",
+        {{"performance", {{"pass", true}, {"reason", "2.1x faster"}}},
+         {"quality", {{"pass", false}, {"reason", "quality below tolerance: worst PSNR 16.4 dB (needs 30)"}}}}},
+       {"quality_by_prompt",
+        {{"mh-01", {{"psnr", 16.4}, {"ssim", 0.6}}}, {"tx-02", {{"psnr", 22.0}, {"ssim", 0.7}}}}}});
   // Never gated: the budget was spent first.
-  r["candidates"].push_back({{"id", "wan22-tiny/composite/greedy-plus-easycache-t0.05"}, {"family", "composite"}, {"speedup", 0.0}, {"psnr", 0.0},
-                             {"ssim", 0.0}, {"accepted", false}, {"gated", false}, {"lossless", false}, {"failure_signature", ""},
-                             {"verdicts", json::object()}, {"not_gated_reason", "gate-run budget spent (4 of --budget-trials)"}});
+  r["candidates"].push_back({{"id", "wan22-tiny/composite/greedy-plus-easycache-t0.05"},
+                             {"family", "composite"},
+                             {"speedup", 0.0},
+                             {"psnr", 0.0},
+                             {"ssim", 0.0},
+                             {"accepted", false},
+                             {"gated", false},
+                             {"lossless", false},
+                             {"failure_signature", ""},
+                             {"verdicts", json::object()},
+                             {"not_gated_reason", "gate-run budget spent (4 of --budget-trials)"}});
   // Could not run.
-  r["candidates"].push_back({{"id", "wan22-tiny/sparse/st-ds1"}, {"family", "sparse"}, {"speedup", 0.0}, {"psnr", 0.0}, {"ssim", 0.0},
-                             {"accepted", false}, {"gated", true}, {"lossless", false}, {"failure_signature", "could-not-run"},
-                             {"verdicts", {{"artifacts", {{"pass", false}, {"reason", "the manifest's flags cannot run: sparse needs 2 frames"}}}}}});
+  r["candidates"].push_back(
+      {{"id", "wan22-tiny/sparse/st-ds1"},
+       {"family", "sparse"},
+       {"speedup", 0.0},
+       {"psnr", 0.0},
+       {"ssim", 0.0},
+       {"accepted", false},
+       {"gated", true},
+       {"lossless", false},
+       {"failure_signature", "could-not-run"},
+       {"verdicts",
+        {{"artifacts", {{"pass", false}, {"reason", "the manifest's flags cannot run: sparse needs 2 frames"}}}}}});
   return r;
 }
 
 json with_outcome(json r, const std::string& fail_if_no_tier = "") {
   const auto o = orch::judge_run(r, fail_if_no_tier);
-  r["outcome"] = {{"exit_code", o.exit_code}, {"problems", o.problems}, {"warnings", o.warnings}, {"fail_if_no_tier", fail_if_no_tier}};
+  r["outcome"] = {{"exit_code", o.exit_code},
+                  {"problems", o.problems},
+                  {"warnings", o.warnings},
+                  {"fail_if_no_tier", fail_if_no_tier}};
   return r;
 }
 
@@ -108,7 +192,8 @@ TEST(RunOutcome, HealthyRunWithOneFailedExecutorIsZeroWithAWarning) {
 
 TEST(RunOutcome, EveryExecutorFailedIsExitTwoWithTheReasons) {
   json r = report();
-  for (auto& e : r["executors"]) e["state"] = "failed", e["reason"] = "exit 2, see outbox/" + e["family"].get<std::string>() + ".log: bad";
+  for (auto& e : r["executors"])
+    e["state"] = "failed", e["reason"] = "exit 2, see outbox/" + e["family"].get<std::string>() + ".log: bad";
   const auto o = orch::judge_run(r, "");
   EXPECT_EQ(o.exit_code, 2);
   ASSERT_FALSE(o.problems.empty());
@@ -189,7 +274,8 @@ TEST(Report, GateReasonsAreTextAndVerdictsAreWords) {
   const json r = with_outcome(report());
   const std::string html = orch::render_html(r);
   // The failed gate's reason is in the page's text, not only in a title attribute, next to a word.
-  EXPECT_NE(html.find("FAIL</span> quality: quality below tolerance: worst PSNR 16.4 dB (needs 30)</li>"), std::string::npos);
+  EXPECT_NE(html.find("FAIL</span> quality: quality below tolerance: worst PSNR 16.4 dB (needs 30)</li>"),
+            std::string::npos);
   EXPECT_NE(html.find("<strong>REJECTED</strong>"), std::string::npos);
   EXPECT_NE(html.find("<strong>ACCEPTED</strong>"), std::string::npos);
   const std::string mdoc = orch::render_markdown(r);
@@ -226,8 +312,9 @@ TEST(Report, TimesSpreadCategoriesHeldOutClipsAndEnvironment) {
     // Absolute seconds with the spread, for the header's baseline and each candidate's own.
     EXPECT_NE(doc.find("2.500 s (2.425-2.600, spread 7.0%, 3 runs)"), std::string::npos);
     EXPECT_NE(doc.find("2.140 s ("), std::string::npos);
-    EXPECT_NE(doc.find("gates/wan22-tiny_baseline/val"), std::string::npos);  // which gate run the header's baseline is from
-    EXPECT_NE(doc.find("motion"), std::string::npos);                         // per-category quality
+    EXPECT_NE(doc.find("gates/wan22-tiny_baseline/val"),
+              std::string::npos);                      // which gate run the header's baseline is from
+    EXPECT_NE(doc.find("motion"), std::string::npos);  // per-category quality
     EXPECT_NE(doc.find("Held-out"), std::string::npos);
     EXPECT_NE(doc.find("abc123def456"), std::string::npos);  // commit
     EXPECT_NE(doc.find("1.13.0"), std::string::npos);        // libtorch
@@ -241,13 +328,19 @@ TEST(Report, TimesSpreadCategoriesHeldOutClipsAndEnvironment) {
   for (const std::string& doc : {mdoc, html}) EXPECT_NE(doc.find("ho-11"), std::string::npos);
   EXPECT_NE(mdoc.find("per prompt: ho-07 identical ho-11 identical"), std::string::npos) << mdoc;
   // Clips: baseline next to the candidate, as links in the markdown.
-  EXPECT_NE(mdoc.find("| mh-01 | [gates/wan22-tiny_baseline/val/videos/mh-01.mp4](gates/wan22-tiny_baseline/val/videos/mh-01.mp4) | "
-                      "[gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4](gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4) |"),
-            std::string::npos)
+  EXPECT_NE(
+      mdoc.find("| mh-01 | "
+                "[gates/wan22-tiny_baseline/val/videos/mh-01.mp4](gates/wan22-tiny_baseline/val/videos/mh-01.mp4) | "
+                "[gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4](gates/wan22-tiny_kernel_greedy/val/videos/"
+                "mh-01.mp4) |"),
+      std::string::npos)
       << mdoc;
   // In the page: the baseline once per prompt with the prompt's words, each accepted candidate beside it.
-  EXPECT_NE(html.find("<video controls muted loop width='320' src='gates/wan22-tiny_baseline/val/videos/mh-01.mp4'>"), std::string::npos);
-  EXPECT_NE(html.find("<video controls muted loop width='320' src='gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4'>"), std::string::npos);
+  EXPECT_NE(html.find("<video controls muted loop width='320' src='gates/wan22-tiny_baseline/val/videos/mh-01.mp4'>"),
+            std::string::npos);
+  EXPECT_NE(
+      html.find("<video controls muted loop width='320' src='gates/wan22-tiny_kernel_greedy/val/videos/mh-01.mp4'>"),
+      std::string::npos);
   EXPECT_NE(html.find("a red fox runs left"), std::string::npos);
   size_t baseline_videos = 0;
   for (size_t at = html.find("wan22-tiny_baseline/val/videos/mh-01.mp4'>"); at != std::string::npos;
@@ -281,12 +374,16 @@ TEST(Junit, ARejectionIsAPassedCheckAndProblemsAreFailuresOrErrors) {
   EXPECT_NE(junit_case(xml, "wan22-tiny/composite/greedy-plus-easycache-t0.05", "gated")
                 .find("<skipped message='never gated: gate-run budget spent (4 of --budget-trials)'/>"),
             std::string::npos);
-  EXPECT_NE(junit_case(xml, "wan22-tiny/sparse/st-ds1", "gated").find("<error message='could not run: artifacts: "), std::string::npos);
+  EXPECT_NE(junit_case(xml, "wan22-tiny/sparse/st-ds1", "gated").find("<error message='could not run: artifacts: "),
+            std::string::npos);
   // The failed executor: an error naming its log.
-  EXPECT_NE(junit_case(xml, "executors", "sparse").find("<error message='executor failed: exit 2, see outbox/sparse.log"), std::string::npos);
+  EXPECT_NE(
+      junit_case(xml, "executors", "sparse").find("<error message='executor failed: exit 2, see outbox/sparse.log"),
+      std::string::npos);
   EXPECT_EQ(junit_case(xml, "executors", "kernel").find("<error"), std::string::npos);
   // No tier reached: a failure with the nearest miss; the outcome (exit 1) a failure too.
-  EXPECT_NE(junit_case(xml, "tiers", "any tier reached").find("<failure message='no tier reached: nearest miss"), std::string::npos);
+  EXPECT_NE(junit_case(xml, "tiers", "any tier reached").find("<failure message='no tier reached: nearest miss"),
+            std::string::npos);
   EXPECT_NE(junit_case(xml, "run", "outcome").find("<failure message='exit 1: --fail-if-no-tier"), std::string::npos);
   // Counts add up.
   std::smatch m;
@@ -310,16 +407,27 @@ TEST(Junit, ABucketAskedForIsAFailureTheOthersSkipped) {
 // switches the tier turns on.
 TEST(Report, TierRowsSayPromptsMarginDeployAndRollback) {
   json r = report();
-  const json tier = {{"manifest", "wan22-tiny/composite/greedy-plus-easycache"}, {"speedup", 3.0}, {"psnr", 30.74}, {"ssim", 0.97},
-                     {"heldout_accepted", true}, {"heldout_speedup", 2.9}, {"heldout_psnr", 31.2},
-                     {"switches", {"easycache.enabled", "text_trim"}}, {"lossless", false}, {"psnr_floor", 30.0},
-                     {"prompts", 2}, {"split_prompts", 8}, {"heldout_prompts", 16}, {"heldout_split_prompts", 16},
+  const json tier = {{"manifest", "wan22-tiny/composite/greedy-plus-easycache"},
+                     {"speedup", 3.0},
+                     {"psnr", 30.74},
+                     {"ssim", 0.97},
+                     {"heldout_accepted", true},
+                     {"heldout_speedup", 2.9},
+                     {"heldout_psnr", 31.2},
+                     {"switches", {"easycache.enabled", "text_trim"}},
+                     {"lossless", false},
+                     {"psnr_floor", 30.0},
+                     {"prompts", 2},
+                     {"split_prompts", 8},
+                     {"heldout_prompts", 16},
+                     {"heldout_split_prompts", 16},
                      {"deploy", {{"ran", true}, {"reproduced", true}, {"bit_exact", true}, {"speedup", 2.93}}}};
   r["tiers"]["1.5x"] = r["tiers"]["2x"] = r["tiers"]["3x"] = tier;
   r = with_outcome(r);
   const std::string mdoc = orch::render_markdown(r), html = orch::render_html(r);
   EXPECT_NE(mdoc.find("| 1.5x, 2x, 3x | `wan22-tiny/composite/greedy-plus-easycache` | 3.00x on 2 of 8 val prompts | "
-                      "30.74 dB (floor 30.00 dB, margin 0.74 dB: THIN MARGIN) | accepted, 2.90x, 31.20 dB on 16 of 16 heldout16 prompts | "
+                      "30.74 dB (floor 30.00 dB, margin 0.74 dB: THIN MARGIN) | accepted, 2.90x, 31.20 dB on 16 of 16 "
+                      "heldout16 prompts | "
                       "reproduced 2.93x, bit-exact: yes | turn off easycache.enabled, text_trim |"),
             std::string::npos)
       << mdoc;

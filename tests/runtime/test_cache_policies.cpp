@@ -82,7 +82,8 @@ TEST(CachePolicies, TeaCacheAccumulatesTheRescaledChangePerBranch) {
     EXPECT_TRUE(at::allclose(out, h + 3.0)) << step;
     tea.blocks(su, h, step, 1);
   }
-  // 0 warm-up; 1, 2 accumulate 0.1, 0.2; 3 reaches 0.3 and computes; 4, 5 accumulate 0.02, 0.04; 6 jumps; 7 is the last.
+  // 0 warm-up; 1, 2 accumulate 0.1, 0.2; 3 reaches 0.3 and computes; 4, 5 accumulate 0.02, 0.04; 6 jumps; 7 is the
+  // last.
   EXPECT_EQ(skipped(tea, 0), (std::set<int64_t>{1, 2, 4, 5}));
   EXPECT_EQ(skipped(tea, 1), std::set<int64_t>{});  // its own changes, its own decisions
   EXPECT_EQ(cond.runs[0], 4);
@@ -397,7 +398,8 @@ TEST(CachePolicies, TaylorSeerForecastsTheResidualByATaylorSeries) {
       } else {
         EXPECT_GT(worst, 0.1);
       }
-      EXPECT_EQ(trace.get("cache.taylorseer.forecasts"), order >= 1 ? 2.0 * static_cast<double>(want_skipped.size()) : 0.0);
+      EXPECT_EQ(trace.get("cache.taylorseer.forecasts"),
+                order >= 1 ? 2.0 * static_cast<double>(want_skipped.size()) : 0.0);
     }
 
   // Fewer full computations than the order asks for: a lower order. No warm-up, interval 2, order 2 on the
@@ -456,21 +458,50 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
     std::function<void(RuntimeOptions&)> on;
   };
   const std::vector<Case> cases = {
-      {"teacache", [](RuntimeOptions& o) { o.teacache.enabled = true; o.teacache.threshold = 10; o.teacache.warmup_steps = 1; }},
-      {"magcache", [](RuntimeOptions& o) { o.magcache.enabled = true; o.magcache.warmup_steps = 1; o.magcache.ratios = {1.0}; }},
-      {"first_block_cache", [](RuntimeOptions& o) { o.first_block_cache.enabled = true; o.first_block_cache.threshold = 10; }},
-      {"forced_skip", [](RuntimeOptions& o) { o.forced_skip.steps = {2, 3}; }},
+      {"teacache",
+       [](RuntimeOptions& o) {
+         o.teacache.enabled = true;
+         o.teacache.threshold = 10;
+         o.teacache.warmup_steps = 1;
+       }},
+      {"magcache",
+       [](RuntimeOptions& o) {
+         o.magcache.enabled = true;
+         o.magcache.warmup_steps = 1;
+         o.magcache.ratios = {1.0};
+       }},
+      {"first_block_cache",
+       [](RuntimeOptions& o) {
+         o.first_block_cache.enabled = true;
+         o.first_block_cache.threshold = 10;
+       }},
+      {"forced_skip",
+       [](RuntimeOptions& o) {
+         o.forced_skip.steps = {2, 3};
+       }},
       // computed 0 1 | 2 4 | 5 (the last): step 3 forecast linearly
-      {"taylorseer", [](RuntimeOptions& o) { o.taylorseer.enabled = true; o.taylorseer.interval = 2; o.taylorseer.warmup_steps = 2; }},
+      {"taylorseer",
+       [](RuntimeOptions& o) {
+         o.taylorseer.enabled = true;
+         o.taylorseer.interval = 2;
+         o.taylorseer.warmup_steps = 2;
+       }},
       // computed 0 1 2 | 5: steps 3 and 4 forecast on the parabola through steps 0, 1 and 2
-      {"taylorseer", [](RuntimeOptions& o) {
+      {"taylorseer",
+       [](RuntimeOptions& o) {
          o.taylorseer.enabled = true;
          o.taylorseer.interval = 3;
          o.taylorseer.warmup_steps = 2;
          o.taylorseer.order = 2;
        }},
-      {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 2; }},
-      {"easycache", [](RuntimeOptions& o) {
+      {"easycache",
+       [](RuntimeOptions& o) {
+         o.easycache.enabled = true;
+         o.easycache.threshold = 1.0;
+         o.easycache.warmup_steps = 2;
+       }},
+      {"easycache",
+       [](RuntimeOptions& o) {
          o.easycache.enabled = true;
          o.easycache.threshold = 1.0;
          o.easycache.warmup_steps = 2;
@@ -492,7 +523,8 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
     // Order 1 forecasts every skipped branch forward; order 0 (and every other policy) forecasts none.
     EXPECT_EQ(r.trace.get("cache.easycache.forecasts"),
               o.easycache.order == 1 ? r.trace.get("cache.easycache.skipped_forwards") : 0.0);
-    EXPECT_EQ(r.trace.get("cache.taylorseer.forecasts"), o.taylorseer.enabled ? r.trace.get("cache.taylorseer.skipped_forwards") : 0.0);
+    EXPECT_EQ(r.trace.get("cache.taylorseer.forecasts"),
+              o.taylorseer.enabled ? r.trace.get("cache.taylorseer.skipped_forwards") : 0.0);
     if (o.taylorseer.enabled) {  // its schedule, whatever the model: step 3 (interval 2), steps 3 and 4 (interval 3)
       EXPECT_DOUBLE_EQ(r.trace.get("cache.skip_ratio"), o.taylorseer.interval == 2 ? 1.0 / 6.0 : 2.0 / 6.0);
     }

@@ -74,7 +74,9 @@ TEST(Config, IntegersMustBeIntegers) {
   for (const char* required : {"num_attention_heads", "attention_head_dim", "in_channels", "num_layers", "ffn_dim"}) {
     json j = golden_config("transformer_tiny");
     j.erase(required);
-    EXPECT_NE(error_of([&] { WanTransformerConfig::from_json(j); }).find(std::string("'") + required + "' is required but missing"),
+    EXPECT_NE(error_of([&] {
+                WanTransformerConfig::from_json(j);
+              }).find(std::string("'") + required + "' is required but missing"),
               std::string::npos)
         << required;
   }
@@ -84,23 +86,27 @@ TEST(Config, IntegersMustBeIntegers) {
 TEST(Config, EveryComponentIsStrict) {
   json u = golden_config("umt5_tiny");
   u["d_model"] = true;
-  EXPECT_NE(error_of([&] { UMT5Config::from_json(u); }).find("umt5 config: 'd_model' must be an integer, got true"), std::string::npos);
+  EXPECT_NE(error_of([&] { UMT5Config::from_json(u); }).find("umt5 config: 'd_model' must be an integer, got true"),
+            std::string::npos);
   u = golden_config("umt5_tiny");
   u["layer_norm_epsilon"] = -1e-6;
-  EXPECT_NE(error_of([&] { UMT5Config::from_json(u); }).find("'layer_norm_epsilon' must be a positive finite number"), std::string::npos);
+  EXPECT_NE(error_of([&] { UMT5Config::from_json(u); }).find("'layer_norm_epsilon' must be a positive finite number"),
+            std::string::npos);
   u = golden_config("umt5_tiny");
   u.erase("vocab_size");
   EXPECT_NE(error_of([&] { UMT5Config::from_json(u); }).find("'vocab_size' is required"), std::string::npos);
 
   json v = golden_config("vae_tiny");
   v["z_dim"] = 8.5;
-  EXPECT_NE(error_of([&] { WanVAEConfig::from_json(v); }).find("vae config: 'z_dim' must be an integer, got 8.5"), std::string::npos);
+  EXPECT_NE(error_of([&] { WanVAEConfig::from_json(v); }).find("vae config: 'z_dim' must be an integer, got 8.5"),
+            std::string::npos);
   v = golden_config("vae_tiny");
   v["in_channels"] = nullptr;
   EXPECT_NE(error_of([&] { WanVAEConfig::from_json(v); }).find("'in_channels' must not be null"), std::string::npos);
   v = golden_config("vae_tiny");
   v["is_residual"] = 1;
-  EXPECT_NE(error_of([&] { WanVAEConfig::from_json(v); }).find("'is_residual' must be true or false"), std::string::npos);
+  EXPECT_NE(error_of([&] { WanVAEConfig::from_json(v); }).find("'is_residual' must be true or false"),
+            std::string::npos);
   v = golden_config("vae_tiny");
   v["latents_std"][3] = nullptr;
   EXPECT_NE(error_of([&] { WanVAEConfig::from_json(v); }).find("'latents_std' must not hold null"), std::string::npos);
@@ -114,22 +120,27 @@ TEST(Config, EveryComponentIsStrict) {
 
   json s = read_json_file(test::golden_dir() + "/unipc_io.json")["config"];
   s["solver_order"] = 2.5;
-  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("scheduler config: 'solver_order' must be an integer, got 2.5"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { UniPCConfig::from_json(s); }).find("scheduler config: 'solver_order' must be an integer, got 2.5"),
+      std::string::npos);
   s["solver_order"] = true;
-  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("'solver_order' must be an integer, got true"), std::string::npos);
+  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("'solver_order' must be an integer, got true"),
+            std::string::npos);
   s["solver_order"] = 2;
   s["lower_order_final"] = 1;
-  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("'lower_order_final' must be true or false"), std::string::npos);
+  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("'lower_order_final' must be true or false"),
+            std::string::npos);
   s["lower_order_final"] = true;
   s["flow_shift"] = -5;
-  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("'flow_shift' must be a positive finite number"), std::string::npos);
+  EXPECT_NE(error_of([&] { UniPCConfig::from_json(s); }).find("'flow_shift' must be a positive finite number"),
+            std::string::npos);
 }
 
 TEST(Config, CheckpointConfigErrorsNameTheFileAndTheKey) {
   test::TempDir tmp;
   const fs::path d = tmp.path();
-  for (const char* sub : {"transformer", "vae", "text_encoder", "tokenizer", "scheduler"}) fs::create_directories(d / sub);
+  for (const char* sub : {"transformer", "vae", "text_encoder", "tokenizer", "scheduler"})
+    fs::create_directories(d / sub);
   const auto c = ti2v_5b_configs();
   test::write_bytes((d / "model_index.json").string(), R"({"_class_name": "WanPipeline"})");
   json t = c.transformer.to_json();
@@ -148,7 +159,8 @@ TEST(Config, CheckpointConfigErrorsNameTheFileAndTheKey) {
   test::write_bytes((d / "scheduler/scheduler_config.json").string(),
                     R"({"prediction_type": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
   msg = error_of([&] { read_checkpoint_configs(d.string()); });
-  EXPECT_NE(msg.find("scheduler_config.json: nesting deeper than 64 levels at 'prediction_type'"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_NE(msg.find("scheduler_config.json: nesting deeper than 64 levels at 'prediction_type'"), std::string::npos)
+      << msg.substr(0, 300);
 }
 
 namespace {
@@ -168,7 +180,9 @@ TEST(Verify, AGoldenPairWithNoExpectedOutputsFails) {
   // The io file holds the inputs but none of the outputs the transformer verifier compares: the pair
   // checked nothing, which must not pass because the scheduler pair next to it does.
   test::TempDir tmp;
-  golden_with_transformer_io(tmp.path(), {{"hidden_states", at::zeros({1, 48, 1, 2, 2})}, {"encoder_hidden_states", at::zeros({1, 4, 40})}}, golden_config("transformer_tiny"));
+  golden_with_transformer_io(
+      tmp.path(), {{"hidden_states", at::zeros({1, 48, 1, 2, 2})}, {"encoder_hidden_states", at::zeros({1, 4, 40})}},
+      golden_config("transformer_tiny"));
   VerifyOptions o;
   const auto rep = verify_golden_dir(tmp.path().string(), o);
   size_t unipc_pass = 0;
@@ -192,7 +206,8 @@ TEST(Verify, AGoldenConfigErrorNamesTheFile) {
   cfg["num_layers"] = true;
   golden_with_transformer_io(tmp.path(), {{"hidden_states", at::zeros({1})}}, cfg);
   const std::string msg = error_of([&] { verify_golden_dir(tmp.path().string(), VerifyOptions{}); });
-  EXPECT_NE(msg.find("transformer_tiny_weights.json: transformer config: 'num_layers' must be an integer, got true"), std::string::npos)
+  EXPECT_NE(msg.find("transformer_tiny_weights.json: transformer config: 'num_layers' must be an integer, got true"),
+            std::string::npos)
       << msg;
 }
 

@@ -66,7 +66,8 @@ TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
   const auto r = m.pipeline->generate(p);
   m.pipeline->set_options({});
   EXPECT_TRUE(at::equal(r.video, a.video)) << "rope_cache changes the clip on the GPU";
-  EXPECT_EQ(r.trace.get("kernel.rope_cache.hits") + r.trace.get("kernel.rope_cache.misses"), r.trace.get("transformer.forwards"));
+  EXPECT_EQ(r.trace.get("kernel.rope_cache.hits") + r.trace.get("kernel.rope_cache.misses"),
+            r.trace.get("transformer.forwards"));
   EXPECT_LE(r.trace.get("kernel.rope_cache.misses"), 1);
 }
 

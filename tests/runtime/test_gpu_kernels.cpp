@@ -198,7 +198,8 @@ TEST(GpuKernels, GeluEpilogueMatchesLinearThenGelu) {
     lin->bias.copy_(at::randn({N}, f32()) * 0.1);
     const at::Tensor x = at::randn({2, M, K}, bf16());
     const at::Tensor ref = gelu_tanh(lin->forward(x));
-    const at::Tensor ref64 = at::gelu(at::linear(x.to(at::kDouble), lin->weight.to(at::kDouble), lin->bias.to(at::kDouble)), "tanh");
+    const at::Tensor ref64 =
+        at::gelu(at::linear(x.to(at::kDouble), lin->weight.to(at::kDouble), lin->bias.to(at::kDouble)), "tanh");
     const at::Tensor got = techniques::gelu_epilogue_linear(lin, x, &c.fc);
     EXPECT_LT(rel_l2(got, ref), 1e-2) << M << "x" << K << "x" << N;
     // No worse against float64 than the unfused bf16 ops (one rounding instead of two).
@@ -222,8 +223,8 @@ TEST(GpuKernels, GemmAutotuneMatchesLinear) {
     bool gelu;
   };
   int tuned = 0;
-  for (const Case& k : {Case{{301, 3072}, 3072, false}, Case{{2, 37, 3072}, 14336, true}, Case{{1, 301, 14336}, 3072, false},
-                        Case{{2, 37, 3072}, 9216, false}}) {
+  for (const Case& k : {Case{{301, 3072}, 3072, false}, Case{{2, 37, 3072}, 14336, true},
+                        Case{{1, 301, 14336}, 3072, false}, Case{{2, 37, 3072}, 9216, false}}) {
     const int64_t K = k.x.back();
     const at::Tensor x = at::randn(k.x, bf16()), w = at::randn({k.n, K}, bf16()) / std::sqrt(static_cast<double>(K));
     const at::Tensor b = at::randn({k.n}, bf16()) * 0.1;
@@ -304,7 +305,8 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
     auto src = b32->named_parameters();
     for (auto& p : src) {
       const auto n = p.value().numel();
-      const double s = p.key().find("norm") != std::string::npos ? 0.0 : 1.0 / std::sqrt(static_cast<double>(p.value().size(-1)));
+      const double s =
+          p.key().find("norm") != std::string::npos ? 0.0 : 1.0 / std::sqrt(static_cast<double>(p.value().size(-1)));
       p.value().copy_(s == 0.0 ? at::rand(p.value().sizes(), f32()) + 0.5 : at::randn(p.value().sizes(), f32()) * s);
       (void)n;
     }
@@ -326,8 +328,9 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
   EXPECT_LT(e_fused, 2e-2);
   EXPECT_LT(e_fused, e_base * 1.25 + 1e-4) << "unfused bf16 " << e_base;
   EXPECT_LT(rel_l2(f16, r16), 1e-2);
-  for (const char* k : {"kernel.fused_norm_modulate.launches", "kernel.fused_gate_residual.launches",
-                        "kernel.fused_qk_norm_rope.launches", "kernel.gelu_epilogue.launches", "kernel.fused_cross_norm.launches"})
+  for (const char* k :
+       {"kernel.fused_norm_modulate.launches", "kernel.fused_gate_residual.launches",
+        "kernel.fused_qk_norm_rope.launches", "kernel.gelu_epilogue.launches", "kernel.fused_cross_norm.launches"})
     EXPECT_GT(fused.trace.get(k), 0) << k;
   std::printf("full-size block rel L2 to float32: unfused bf16 %.3e, fused %.3e\n", e_base, e_fused);
   if (!hopper_gpu()) return;
@@ -341,8 +344,9 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
   const at::Tensor h16 = b16->forward(x.to(at::kBFloat16), ctx.to(at::kBFloat16), tproj.to(at::kBFloat16), ang.cos(),
                                       ang.sin(), &hop.fc, nullptr);
   const double e_hop = rel_l2(h16, r32);
-  std::printf("full-size block rel L2 to float32 with fused QKV + hopper_attention 6: %.3e (%g attention calls taken)\n", e_hop,
-              hop.trace.get("kernel.hopper_attention.calls"));
+  std::printf(
+      "full-size block rel L2 to float32 with fused QKV + hopper_attention 6: %.3e (%g attention calls taken)\n", e_hop,
+      hop.trace.get("kernel.hopper_attention.calls"));
   EXPECT_LT(e_hop, 2e-2);
   EXPECT_LT(e_hop, e_base * 1.25 + 1e-4) << "unfused bf16 " << e_base;
   EXPECT_GE(hop.trace.get("kernel.hopper_attention.calls"), 1.0);
@@ -417,7 +421,8 @@ TEST(GpuKernels, VaeNormSiluMatchesNormThenSilu) {
         at::NoGradGuard g;
         norm->gamma.normal_(1.0, 0.2);
       }
-      const at::Tensor x = (at::randn({k.T == 4 ? 1 : 2, C, k.T, k.H, k.W}, f32()) * 3).to(at::kBFloat16).contiguous(fmt);
+      const at::Tensor x =
+          (at::randn({k.T == 4 ? 1 : 2, C, k.T, k.H, k.W}, f32()) * 3).to(at::kBFloat16).contiguous(fmt);
       const at::Tensor ref = at::silu(norm->forward(x));
       RuntimeOptions o;
       o.vae_fused_norm_silu = true;
@@ -478,7 +483,7 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   const double e16 = rel_l2(plain16, ref), e = rel_l2(got, ref);
   std::cout << "  bf16 decode rel L2 " << e16 << ", with every switch " << e << "\n";
   EXPECT_LE(e, 3e-2);
-  EXPECT_LE(e, 2 * e16 + 1e-3);  // the switches add no more than bf16's own error
+  EXPECT_LE(e, 2 * e16 + 1e-3);                                     // the switches add no more than bf16's own error
   EXPECT_TRUE(at::equal(fast->decode(z).to(at::kFloat), plain16));  // off: the reference path again
   // Channels-last with every switch, the one-frame convs as 2D convs and the causal buffer among them:
   // as close to float32 as bf16 alone.
@@ -526,10 +531,11 @@ TEST(GpuKernels, VaeFusedShortcutIsBitIdenticalToTheUnfusedAdd) {
     bool temporal, cl;
     int64_t H, W;
   };
-  for (const Case& c : {Case{16, 16, true, false, 5, 7}, Case{16, 8, false, false, 6, 8}, Case{32, 16, true, true, 5, 6},
-                        Case{16, 16, false, true, 3, 5}, Case{24, 24, true, true, 4, 4}}) {
-    SCOPED_TRACE("in " + std::to_string(c.in) + " out " + std::to_string(c.out) + (c.temporal ? " temporal" : " spatial") +
-                 (c.cl ? " channels-last" : " channels-first"));
+  for (const Case& c :
+       {Case{16, 16, true, false, 5, 7}, Case{16, 8, false, false, 6, 8}, Case{32, 16, true, true, 5, 6},
+        Case{16, 16, false, true, 3, 5}, Case{24, 24, true, true, 4, 4}}) {
+    SCOPED_TRACE("in " + std::to_string(c.in) + " out " + std::to_string(c.out) +
+                 (c.temporal ? " temporal" : " spatial") + (c.cl ? " channels-last" : " channels-first"));
     WanResidualUpBlock block(c.in, c.out, 1, c.temporal, true, at::TensorOptions().dtype(at::kFloat));
     {
       auto gen = at::detail::createCPUGenerator(21);
@@ -561,7 +567,8 @@ TEST(GpuKernels, VaeFusedShortcutIsBitIdenticalToTheUnfusedAdd) {
       const at::Tensor want = block->forward(x, plain, chunk == 0);
       const at::Tensor got = block->forward(x, fused, chunk == 0);
       ASSERT_EQ(got.sizes(), want.sizes());
-      EXPECT_TRUE(at::equal(got, want)) << "chunk " << chunk << ": " << differing(got, want) << " of the elements differ";
+      EXPECT_TRUE(at::equal(got, want)) << "chunk " << chunk << ": " << differing(got, want)
+                                        << " of the elements differ";
     }
     EXPECT_EQ(fused_t.get("kernel.vae_fused_shortcut.launches"), 2);
     EXPECT_EQ(plain_t.get("kernel.vae_fused_shortcut.launches"), 0);
@@ -625,7 +632,8 @@ TEST(GpuKernels, VaeCudaGraphReplaysTheEagerDecodeBitForBit) {
         const techniques::VaeRun run{&g, &t};
         const at::Tensor got = vae->decode(z, nullptr, &run);
         ASSERT_EQ(got.sizes(), want.sizes());
-        EXPECT_TRUE(at::equal(got, want)) << "round " << round << ": " << differing(got, want) << " of the pixels differ";
+        EXPECT_TRUE(at::equal(got, want))
+            << "round " << round << ": " << differing(got, want) << " of the pixels differ";
         EXPECT_EQ(t.get("kernel.vae_cuda_graph.captures"), graphs);
         EXPECT_EQ(t.get("kernel.vae_cuda_graph.replays"), chunks - 2);
         EXPECT_EQ(t.get("kernel.vae_cuda_graph.eager_chunks"), 2);
@@ -692,7 +700,8 @@ at::Tensor float32_attention(const at::Tensor& q, const at::Tensor& k, const at:
 // [B, L, H, 128] projections (the baseline's), or contiguous [B, H, L, 128] tensors.
 enum class QkvLayout { fused, token_major, head_major };
 
-std::array<at::Tensor, 3> attention_inputs(int64_t B, int64_t H, int64_t Lq, int64_t Lk, QkvLayout layout, uint64_t seed) {
+std::array<at::Tensor, 3> attention_inputs(int64_t B, int64_t H, int64_t Lq, int64_t Lk, QkvLayout layout,
+                                           uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   auto draw = [&](int64_t L, int64_t n) { return at::randn({B, L, n, H, 128}, gen).to(at::kBFloat16).to(gpu()); };
   if (layout == QkvLayout::fused && Lq == Lk) {
@@ -701,8 +710,9 @@ std::array<at::Tensor, 3> attention_inputs(int64_t B, int64_t H, int64_t Lq, int
   }
   const at::Tensor q = draw(Lq, 1).select(2, 0).transpose(1, 2), kv = draw(Lk, 2);
   at::Tensor k = kv.select(2, 0).transpose(1, 2), v = kv.select(2, 1).transpose(1, 2);
-  if (layout == QkvLayout::token_major) return {q.transpose(1, 2).contiguous().transpose(1, 2), k.transpose(1, 2).contiguous().transpose(1, 2),
-                                                v.transpose(1, 2).contiguous().transpose(1, 2)};
+  if (layout == QkvLayout::token_major)
+    return {q.transpose(1, 2).contiguous().transpose(1, 2), k.transpose(1, 2).contiguous().transpose(1, 2),
+            v.transpose(1, 2).contiguous().transpose(1, 2)};
   if (layout == QkvLayout::head_major) return {q.contiguous(), k.contiguous(), v.contiguous()};
   return {q, k, v};
 }
@@ -717,11 +727,13 @@ std::string attention_error_map(const at::Tensor& out, const at::Tensor& ref) {
   const at::Tensor rows = at::arange(L, at::TensorOptions().device(o.device()).dtype(at::kLong));
   const at::Tensor first = rows.remainder(128).lt(64), second = first.logical_not();
   char buf[320];
-  std::snprintf(buf, sizeof buf, "d 0-63 %.2e, d 64-127 %.2e; rows 0-63 of a tile %.2e, 64-127 %.2e; last tile %.2e; finite %d",
+  std::snprintf(buf, sizeof buf,
+                "d 0-63 %.2e, d 64-127 %.2e; rows 0-63 of a tile %.2e, 64-127 %.2e; last tile %.2e; finite %d",
                 err(o.narrow(3, 0, 64), r.narrow(3, 0, 64)), err(o.narrow(3, 64, 64), r.narrow(3, 64, 64)),
                 err(o.index_select(2, rows.masked_select(first)), r.index_select(2, rows.masked_select(first))),
                 err(o.index_select(2, rows.masked_select(second)), r.index_select(2, rows.masked_select(second))),
-                err(o.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128), r.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128)),
+                err(o.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128),
+                    r.narrow(2, (L - 1) / 128 * 128, L - (L - 1) / 128 * 128)),
                 static_cast<int>(o.isfinite().all().item<bool>()));
   return buf;
 }
@@ -772,10 +784,13 @@ TEST(GpuKernels, HopperAttentionDiagnosticInputs) {
   const at::Tensor probs =
       at::softmax(at::matmul(qkv[0].to(at::kFloat), qkv[1].to(at::kFloat).transpose(-1, -2)) / std::sqrt(128.0), -1);
   for (int variant = 1; variant <= 6; ++variant) {
-    const double pv_err = rel_l2(techniques::hopper_attention_variant(zero_q, qkv[1], qkv[2], variant).to(at::kFloat), mean_v);
-    const double qk_err = rel_l2(techniques::hopper_attention_variant(qkv[0], qkv[1], eye_v, variant).to(at::kFloat), probs);
-    std::printf("hopper_attention %d diagnostics: q = 0 (P V alone) rel L2 %.2e; V = I (Q K^T and softmax alone) rel L2 %.2e\n",
-                variant, pv_err, qk_err);
+    const double pv_err =
+        rel_l2(techniques::hopper_attention_variant(zero_q, qkv[1], qkv[2], variant).to(at::kFloat), mean_v);
+    const double qk_err =
+        rel_l2(techniques::hopper_attention_variant(qkv[0], qkv[1], eye_v, variant).to(at::kFloat), probs);
+    std::printf(
+        "hopper_attention %d diagnostics: q = 0 (P V alone) rel L2 %.2e; V = I (Q K^T and softmax alone) rel L2 %.2e\n",
+        variant, pv_err, qk_err);
     EXPECT_LE(pv_err, 1e-2) << "variant " << variant << ": the P V GEMM or V's layout";
     EXPECT_LE(qk_err, 1e-2) << "variant " << variant << ": the Q K^T GEMM, the masking or the softmax";
   }
@@ -796,8 +811,9 @@ TEST(GpuKernels, HopperAttentionAtTheOfficialShapeAgainstCudnnAndTimed) {
   };
   // The forward's profile had cuDNN at 565 TFLOP/s in the baseline (separate projections) and 539 with
   // the fused QKV projection's interleaved rows: both layouts are timed, for both kernels.
-  for (const auto& [layout, name] : {std::pair<QkvLayout, const char*>{QkvLayout::fused, "fused QKV rows"},
-                                     std::pair<QkvLayout, const char*>{QkvLayout::token_major, "separate projections"}}) {
+  for (const auto& [layout, name] :
+       {std::pair<QkvLayout, const char*>{QkvLayout::fused, "fused QKV rows"},
+        std::pair<QkvLayout, const char*>{QkvLayout::token_major, "separate projections"}}) {
     const auto qkv = attention_inputs(1, H, L, L, layout, 7);
     const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
     const at::Tensor cudnn = compat::sdpa_on("cudnn", q, k, v);
@@ -805,16 +821,19 @@ TEST(GpuKernels, HopperAttentionAtTheOfficialShapeAgainstCudnnAndTimed) {
     // The float32 reference on two heads (3 GB of scores each, in chunks).
     const at::Tensor ref = float32_attention(q.slice(1, 0, 2), k.slice(1, 0, 2), v.slice(1, 0, 2));
     const double cudnn_err = rel_l2(cudnn.slice(1, 0, 2).to(at::kFloat), ref);
-    std::printf("official shape self-attention, %s: cuDNN %.2f ms (%.0f TFLOP/s), rel L2 to float32 %.2e\n", name, cudnn_ms,
-                flops / cudnn_ms * 1e-9, cudnn_err);
+    std::printf("official shape self-attention, %s: cuDNN %.2f ms (%.0f TFLOP/s), rel L2 to float32 %.2e\n", name,
+                cudnn_ms, flops / cudnn_ms * 1e-9, cudnn_err);
     for (int variant = 1; variant <= 6; ++variant) {
       const at::Tensor out = techniques::hopper_attention_variant(q, k, v, variant);
       const double err = rel_l2(out.slice(1, 0, 2).to(at::kFloat), ref);
       const double vs_cudnn = rel_l2(out.to(at::kFloat), cudnn.to(at::kFloat));
       const double ms = time_ms([&] { return techniques::hopper_attention_variant(q, k, v, variant); });
-      std::printf("official shape self-attention, %s: hopper_attention %d %.2f ms (%.0f TFLOP/s), rel L2 to float32 %.2e, to cuDNN %.2e\n",
-                  name, variant, ms, flops / ms * 1e-9, err, vs_cudnn);
-      EXPECT_LE(err, 2.0 * cudnn_err + 1e-3) << name << ", variant " << variant << ": " << attention_error_map(out.slice(1, 0, 2), ref);
+      std::printf(
+          "official shape self-attention, %s: hopper_attention %d %.2f ms (%.0f TFLOP/s), rel L2 to float32 %.2e, to "
+          "cuDNN %.2e\n",
+          name, variant, ms, flops / ms * 1e-9, err, vs_cudnn);
+      EXPECT_LE(err, 2.0 * cudnn_err + 1e-3)
+          << name << ", variant " << variant << ": " << attention_error_map(out.slice(1, 0, 2), ref);
       EXPECT_LE(vs_cudnn, 1e-2) << name << ", variant " << variant;
     }
   }

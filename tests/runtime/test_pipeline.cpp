@@ -37,8 +37,8 @@ TEST(Pipeline, GoldenTextAndImageToVideo) {
     EXPECT_TRUE(r.pass) << r.tensor << " rel_l2 " << r.rel_l2;
     names.insert(r.tensor);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"t2v_final_latents", "t2v_latents_per_step", "t2v_video",
-                                          "i2v_final_latents", "i2v_latents_per_step"}));
+  EXPECT_EQ(names, (std::set<std::string>{"t2v_final_latents", "t2v_latents_per_step", "t2v_video", "i2v_final_latents",
+                                          "i2v_latents_per_step"}));
 }
 
 TEST(Pipeline, BadSizesAreClearErrors) {
@@ -66,12 +66,17 @@ namespace {
 // transformer sharded in two with an index, the text encoder sharded too, the VAE one file.
 void write_checkpoint_folder(const fs::path& dir, const ModelConfigs& c, WanPipeline& pipe, UMT5EncoderModel& te) {
   fs::create_directories(dir);
-  for (const char* sub : {"transformer", "vae", "text_encoder", "tokenizer", "scheduler"}) fs::create_directories(dir / sub);
+  for (const char* sub : {"transformer", "vae", "text_encoder", "tokenizer", "scheduler"})
+    fs::create_directories(dir / sub);
   auto dump = [](const fs::path& f, const nlohmann::json& j) { std::ofstream(f) << j.dump(2); };
-  dump(dir / "model_index.json", {{"_class_name", "WanPipeline"}, {"_diffusers_version", "0.35.0"},
-                                  {"expand_timesteps", true}, {"transformer", {"diffusers", "WanTransformer3DModel"}},
-                                  {"vae", {"diffusers", "AutoencoderKLWan"}}, {"text_encoder", {"transformers", "UMT5EncoderModel"}},
-                                  {"tokenizer", {"transformers", "T5TokenizerFast"}}, {"scheduler", {"diffusers", "UniPCMultistepScheduler"}},
+  dump(dir / "model_index.json", {{"_class_name", "WanPipeline"},
+                                  {"_diffusers_version", "0.35.0"},
+                                  {"expand_timesteps", true},
+                                  {"transformer", {"diffusers", "WanTransformer3DModel"}},
+                                  {"vae", {"diffusers", "AutoencoderKLWan"}},
+                                  {"text_encoder", {"transformers", "UMT5EncoderModel"}},
+                                  {"tokenizer", {"transformers", "T5TokenizerFast"}},
+                                  {"scheduler", {"diffusers", "UniPCMultistepScheduler"}},
                                   {"transformer_2", {nullptr, nullptr}}});
   dump(dir / "transformer/config.json", c.transformer.to_json());
   dump(dir / "vae/config.json", c.vae.to_json());
@@ -139,7 +144,8 @@ TEST(Pipeline, CheckpointFolderLoadsAndGeneratesTheSameClip) {
     load_model(real);
     FAIL() << "truncated shard accepted";
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("diffusion_pytorch_model-00002-of-00002.safetensors"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("diffusion_pytorch_model-00002-of-00002.safetensors"), std::string::npos)
+        << e.what();
   }
   // Missing parts are listed together.
   fs::remove(dir / "vae/config.json");
@@ -188,10 +194,9 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   auto m = load_model(LoadRequest{});
   const GenerateParams p = small_params();
   const RuntimeOptions defaults;
-  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.rope_cache || defaults.text_trim ||
-               defaults.cuda_graph ||
-               defaults.easycache.enabled || defaults.taylorseer.enabled || defaults.sparse.pattern != "none" ||
-               defaults.attention_backend != "auto");
+  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.rope_cache ||
+               defaults.text_trim || defaults.cuda_graph || defaults.easycache.enabled || defaults.taylorseer.enabled ||
+               defaults.sparse.pattern != "none" || defaults.attention_backend != "auto");
   const auto base = m.pipeline->generate(p);
   struct Case {
     const char* name;
@@ -206,7 +211,13 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
       {"rope_cache", [](RuntimeOptions& o) { o.rope_cache = true; }, "kernel.rope_cache.hits"},
       {"text_trim", [](RuntimeOptions& o) { o.text_trim = true; }, "kernel.text_trim.tokens_saved"},
       {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},
-      {"easycache", [](RuntimeOptions& o) { o.easycache.enabled = true; o.easycache.threshold = 1.0; o.easycache.warmup_steps = 1; o.easycache.dense_last_step = false; },
+      {"easycache",
+       [](RuntimeOptions& o) {
+         o.easycache.enabled = true;
+         o.easycache.threshold = 1.0;
+         o.easycache.warmup_steps = 1;
+         o.easycache.dense_last_step = false;
+       },
        "cache.easycache.skipped_forwards"},
       {"taylorseer",
        [](RuntimeOptions& o) {
@@ -216,7 +227,12 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
          o.taylorseer.dense_last_step = false;  // of 3 steps: 0 warm-up, 1 scheduled, 2 forecast
        },
        "cache.taylorseer.skipped_forwards"},
-      {"sparse", [](RuntimeOptions& o) { o.sparse.pattern = "spatial_temporal"; o.sparse.dense_steps = 0; o.sparse.dense_layers = 0; },
+      {"sparse",
+       [](RuntimeOptions& o) {
+         o.sparse.pattern = "spatial_temporal";
+         o.sparse.dense_steps = 0;
+         o.sparse.dense_layers = 0;
+       },
        "sparse.attention.calls"},
   };
   for (const auto& c : cases) {
@@ -313,7 +329,8 @@ TEST(Pipeline, OpenBlasRunsSingleThreadedUnderLibtorch) {
   using GetThreads = int (*)();
   const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   if (!get) GTEST_SKIP() << "no OpenBLAS in this process";
-  if (const char* env = std::getenv("OPENBLAS_NUM_THREADS"); env && *env) GTEST_SKIP() << "OPENBLAS_NUM_THREADS is set: kept";
+  if (const char* env = std::getenv("OPENBLAS_NUM_THREADS"); env && *env)
+    GTEST_SKIP() << "OPENBLAS_NUM_THREADS is set: kept";
   auto m = load_model(LoadRequest{});
   EXPECT_EQ(get(), 1);
   EXPECT_NE(settle_blas_threads().find("1 thread"), std::string::npos) << settle_blas_threads();

@@ -50,23 +50,45 @@ TEST(Registry, ListsEveryTechniqueWithItsFamilyAndLosslessness) {
   std::map<std::string, std::pair<std::string, bool>> got;
   for (const auto& t : all()) got[t.name] = {t.family, t.lossless};
   const std::map<std::string, std::pair<std::string, bool>> want = {
-      {"attention_backend", {"kernel", true}}, {"cross_kv_cache", {"kernel", true}}, {"cuda_graph", {"kernel", true}},
-      {"fused_qkv", {"kernel", true}},         {"text_trim", {"kernel", true}}, {"timestep_dedup", {"kernel", true}}, {"rope_cache", {"kernel", true}}, {"uniform_timestep", {"kernel", true}}, {"easycache", {"cache", false}},
-      {"teacache", {"cache", false}},          {"magcache", {"cache", false}},       {"first_block_cache", {"cache", false}},
-      {"forced_skip", {"cache", false}},       {"taylorseer", {"cache", false}},     {"sparse", {"sparse", false}},
+      {"attention_backend", {"kernel", true}},
+      {"cross_kv_cache", {"kernel", true}},
+      {"cuda_graph", {"kernel", true}},
+      {"fused_qkv", {"kernel", true}},
+      {"text_trim", {"kernel", true}},
+      {"timestep_dedup", {"kernel", true}},
+      {"rope_cache", {"kernel", true}},
+      {"uniform_timestep", {"kernel", true}},
+      {"easycache", {"cache", false}},
+      {"teacache", {"cache", false}},
+      {"magcache", {"cache", false}},
+      {"first_block_cache", {"cache", false}},
+      {"forced_skip", {"cache", false}},
+      {"taylorseer", {"cache", false}},
+      {"sparse", {"sparse", false}},
       // The fused block kernels round differently from libtorch's separate kernels: lossy (measured).
-      {"fused_norm_modulate", {"kernel", false}}, {"fused_gate_residual", {"kernel", false}},
-      {"fused_qk_norm_rope", {"kernel", false}},  {"gelu_epilogue", {"kernel", false}}, {"fused_cross_norm", {"kernel", false}}, {"gemm_autotune", {"kernel", false}},
+      {"fused_norm_modulate", {"kernel", false}},
+      {"fused_gate_residual", {"kernel", false}},
+      {"fused_qk_norm_rope", {"kernel", false}},
+      {"gelu_epilogue", {"kernel", false}},
+      {"fused_cross_norm", {"kernel", false}},
+      {"gemm_autotune", {"kernel", false}},
       {"hopper_attention", {"kernel", true}},  // another attention kernel, as attention_backend's choices are
       {"fp8", {"quant", false}},
       // The VAE decoder's switches: the causal buffer, its ring, the fused shortcut and the graphs compute exactly
       // what the reference computes.
-      {"vae_bf16", {"kernel", false}}, {"vae_channels_last", {"kernel", true}}, {"vae_fused_norm_silu", {"kernel", false}},
-      {"vae_subpixel_upsample", {"kernel", false}}, {"vae_causal_buffer", {"kernel", true}},
-      {"vae_fused_shortcut", {"kernel", true}},     {"vae_cudnn_benchmark", {"kernel", false}},
-      {"vae_chunk_frames", {"kernel", false}},      {"vae_frame_convs", {"kernel", false}},
-      {"vae_transposed_upsample", {"kernel", false}}, {"vae_head_pad", {"kernel", false}},
-      {"vae_pointwise_gemm", {"kernel", false}},   {"vae_causal_ring", {"kernel", true}},
+      {"vae_bf16", {"kernel", false}},
+      {"vae_channels_last", {"kernel", true}},
+      {"vae_fused_norm_silu", {"kernel", false}},
+      {"vae_subpixel_upsample", {"kernel", false}},
+      {"vae_causal_buffer", {"kernel", true}},
+      {"vae_fused_shortcut", {"kernel", true}},
+      {"vae_cudnn_benchmark", {"kernel", false}},
+      {"vae_chunk_frames", {"kernel", false}},
+      {"vae_frame_convs", {"kernel", false}},
+      {"vae_transposed_upsample", {"kernel", false}},
+      {"vae_head_pad", {"kernel", false}},
+      {"vae_pointwise_gemm", {"kernel", false}},
+      {"vae_causal_ring", {"kernel", true}},
       {"vae_cuda_graph", {"kernel", true}}};
   EXPECT_EQ(got, want);
   for (const auto& t : all()) {
@@ -136,12 +158,24 @@ TEST(Registry, EveryFlagIsBoundToItsOwnField) {
       RuntimeOptions o;
       json v;
       switch (f.type) {
-        case FlagType::kBool: v = !f.default_value().get<bool>(); break;
-        case FlagType::kInt: v = f.default_value().get<int64_t>() == f.int_min ? f.int_min + 1 : f.int_min; break;
-        case FlagType::kNumber: v = f.max; break;
-        case FlagType::kChoice: v = f.choices.back(); break;
-        case FlagType::kIntList: v = json::array({f.int_min, f.int_min + 1}); break;
-        case FlagType::kNumberList: v = json::array({f.min + 0.5, f.min + 0.25, f.min + 0.125}); break;
+        case FlagType::kBool:
+          v = !f.default_value().get<bool>();
+          break;
+        case FlagType::kInt:
+          v = f.default_value().get<int64_t>() == f.int_min ? f.int_min + 1 : f.int_min;
+          break;
+        case FlagType::kNumber:
+          v = f.max;
+          break;
+        case FlagType::kChoice:
+          v = f.choices.back();
+          break;
+        case FlagType::kIntList:
+          v = json::array({f.int_min, f.int_min + 1});
+          break;
+        case FlagType::kNumberList:
+          v = json::array({f.min + 0.5, f.min + 0.25, f.min + 0.125});
+          break;
       }
       ASSERT_FALSE(f.validate(v)) << v.dump();
       ASSERT_NE(v, f.default_value());
@@ -155,12 +189,18 @@ TEST(Registry, AManifestWithAFlagOfAnUnregisteredTechniqueIsRefusedByKey) {
   const std::string top = parse_error({{"radial_attention", {{"enabled", true}}}});
   EXPECT_EQ(top.rfind("m.json: flags: unknown flag 'radial_attention'", 0), 0u) << top;
   EXPECT_NE(top.find("teacache"), std::string::npos) << "the message lists the registered flags: " << top;
-  EXPECT_EQ(parse_error({{"teacache", {{"enabled", true}, {"polynomial", {1, 2}}}}}).rfind("m.json: flags.teacache: unknown key 'polynomial'", 0), 0u);
-  EXPECT_EQ(parse_error({{"teacahe", {{"enabled", true}}}}).find("(did you mean 'teacache'?)") != std::string::npos, true);
-  EXPECT_EQ(parse_error({{"forced_skip", {{"steps", {3, -1}}}}}), "m.json: flags.forced_skip.steps[1]: -1 is out of range [0, 999]");
-  EXPECT_EQ(parse_error({{"teacache", {{"threshold", 0}}}}), "m.json: flags.teacache.threshold: 0 is out of range (0, 10]");
-  EXPECT_EQ(parse_error({{"magcache", {{"enabled", true}}}}),
-            "m.json: flags.magcache.ratios: magcache needs its calibrated magnitude-ratio schedule (run its calibration)");
+  EXPECT_EQ(parse_error({{"teacache", {{"enabled", true}, {"polynomial", {1, 2}}}}})
+                .rfind("m.json: flags.teacache: unknown key 'polynomial'", 0),
+            0u);
+  EXPECT_EQ(parse_error({{"teacahe", {{"enabled", true}}}}).find("(did you mean 'teacache'?)") != std::string::npos,
+            true);
+  EXPECT_EQ(parse_error({{"forced_skip", {{"steps", {3, -1}}}}}),
+            "m.json: flags.forced_skip.steps[1]: -1 is out of range [0, 999]");
+  EXPECT_EQ(parse_error({{"teacache", {{"threshold", 0}}}}),
+            "m.json: flags.teacache.threshold: 0 is out of range (0, 10]");
+  EXPECT_EQ(
+      parse_error({{"magcache", {{"enabled", true}}}}),
+      "m.json: flags.magcache.ratios: magcache needs its calibrated magnitude-ratio schedule (run its calibration)");
   EXPECT_EQ(parse_error({{"magcache", {{"enabled", true}, {"ratios", {1.0, 0.98}}}}}), "");
   EXPECT_EQ(parse_error({{"easycache", {{"enabled", true}}}, {"teacache", {{"enabled", true}}}}),
             "m.json: flags: easycache and teacache cannot both be on (one step_cache technique at a time)");
@@ -170,7 +210,9 @@ TEST(Registry, AManifestWithAFlagOfAnUnregisteredTechniqueIsRefusedByKey) {
 // TaylorSeer: its flags parse into its options, their ranges are checked, it excludes the other step
 // caches, and it is the only technique on a fixed schedule.
 TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
-  const json on = {{"taylorseer", {{"enabled", true}, {"interval", 4}, {"order", 2}, {"warmup_steps", 0}, {"dense_last_step", false}}}};
+  const json on = {
+      {"taylorseer",
+       {{"enabled", true}, {"interval", 4}, {"order", 2}, {"warmup_steps", 0}, {"dense_last_step", false}}}};
   ASSERT_EQ(parse_error(on), "");
   const auto m = gates::parse_manifest(patch_with(on), "m");
   const RuntimeOptions o = gates::to_runtime_options(m);
@@ -182,8 +224,10 @@ TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
   EXPECT_EQ(techniques_on(o), std::vector<std::string>{"taylorseer"});
   // A later group: absent from manifests that leave it off, written whole when set.
   const json flags = gates::to_json(m)["flags"];
-  EXPECT_EQ(keys_of(flags["taylorseer"]), (std::set<std::string>{"enabled", "interval", "order", "warmup_steps", "dense_last_step"}));
-  EXPECT_FALSE(gates::to_json(gates::parse_manifest(patch_with({{"fused_qkv", true}}), "m"))["flags"].contains("taylorseer"));
+  EXPECT_EQ(keys_of(flags["taylorseer"]),
+            (std::set<std::string>{"enabled", "interval", "order", "warmup_steps", "dense_last_step"}));
+  EXPECT_FALSE(
+      gates::to_json(gates::parse_manifest(patch_with({{"fused_qkv", true}}), "m"))["flags"].contains("taylorseer"));
   const TaylorSeerOptions defaults;
   EXPECT_FALSE(defaults.enabled);
   EXPECT_EQ(defaults.interval, 3);
@@ -216,35 +260,44 @@ TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
   const auto points = find("taylorseer")->search(SearchContext{30, false});
   ASSERT_EQ(points.size(), 5u);
   EXPECT_EQ(points[2].label, "taylorseer-o1-n4");
-  EXPECT_EQ(points[2].flags, (json{{"taylorseer", {{"enabled", true}, {"interval", 4}, {"order", 1}, {"warmup_steps", 3},
-                                                   {"dense_last_step", true}}}}));
+  EXPECT_EQ(
+      points[2].flags,
+      (json{{"taylorseer",
+             {{"enabled", true}, {"interval", 4}, {"order", 1}, {"warmup_steps", 3}, {"dense_last_step", true}}}}));
   std::vector<std::string> labels;
   for (const auto& p : points) labels.push_back(p.label);
-  EXPECT_EQ(labels, (std::vector<std::string>{"taylorseer-o1-n2", "taylorseer-o1-n3", "taylorseer-o1-n4", "taylorseer-o1-n6",
-                                              "taylorseer-o1-n8"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"taylorseer-o1-n2", "taylorseer-o1-n3", "taylorseer-o1-n4",
+                                              "taylorseer-o1-n6", "taylorseer-o1-n8"}));
   EXPECT_EQ(find("taylorseer")->search(SearchContext{4, false})[0].flags["taylorseer"]["warmup_steps"], 1);
 }
 
 TEST(Registry, CanonicalFormOfTheTechniquesBeforeTheRegistryIsUnchanged) {
   // A manifest with no flags resolves to exactly the flags written before the registry existed, so the
   // shipped manifests keep their canonical form and hash.
-  const json flags = gates::to_json(gates::parse_manifest(patch_with({{"easycache", {{"enabled", true}}}}), "m"))["flags"];
-  EXPECT_EQ(keys_of(flags), (std::set<std::string>{"dtype", "cpu_threads", "onednn", "attention_backend", "fused_qkv",
-                                                   "cross_kv_cache", "timestep_dedup", "cuda_graph", "easycache", "sparse"}));
-  EXPECT_EQ(keys_of(flags["easycache"]), (std::set<std::string>{"enabled", "threshold", "warmup_steps", "dense_last_step"}));
+  const json flags =
+      gates::to_json(gates::parse_manifest(patch_with({{"easycache", {{"enabled", true}}}}), "m"))["flags"];
+  EXPECT_EQ(keys_of(flags),
+            (std::set<std::string>{"dtype", "cpu_threads", "onednn", "attention_backend", "fused_qkv", "cross_kv_cache",
+                                   "timestep_dedup", "cuda_graph", "easycache", "sparse"}));
+  EXPECT_EQ(keys_of(flags["easycache"]),
+            (std::set<std::string>{"enabled", "threshold", "warmup_steps", "dense_last_step"}));
   EXPECT_EQ(keys_of(flags["sparse"]),
             (std::set<std::string>{"pattern", "window_frames", "window_tiles", "dense_layers", "dense_steps"}));
   // A newer technique's group appears only when set, and then whole.
   const json tea = gates::to_json(gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}}}}), "m"))["flags"];
-  EXPECT_EQ(keys_of(tea["teacache"]),
-            (std::set<std::string>{"enabled", "threshold", "warmup_steps", "dense_last_step", "coefficients", "calibrate"}));
+  EXPECT_EQ(keys_of(tea["teacache"]), (std::set<std::string>{"enabled", "threshold", "warmup_steps", "dense_last_step",
+                                                             "coefficients", "calibrate"}));
   EXPECT_EQ(tea["teacache"]["coefficients"], json::array({0.0, 1.0}));
   // Defaults spelled out or not: the same hash; a changed value: another.
   const auto h = gates::manifest_hash(gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}}}}), "m"));
   EXPECT_EQ(gates::manifest_hash(gates::parse_manifest(
-                patch_with({{"teacache", {{"enabled", true}, {"threshold", 0.1}, {"calibrate", false}}}, {"forced_skip", {{"steps", json::array()}}}}), "m")),
+                patch_with({{"teacache", {{"enabled", true}, {"threshold", 0.1}, {"calibrate", false}}},
+                            {"forced_skip", {{"steps", json::array()}}}}),
+                "m")),
             h);
-  EXPECT_NE(gates::manifest_hash(gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}, {"threshold", 0.2}}}}), "m")), h);
+  EXPECT_NE(gates::manifest_hash(
+                gates::parse_manifest(patch_with({{"teacache", {{"enabled", true}, {"threshold", 0.2}}}}), "m")),
+            h);
   // The off run keeps the settings only.
   const auto m = gates::parse_manifest(patch_with({{"dtype", "fp32"}, {"forced_skip", {{"steps", {2, 3}}}}}), "m");
   EXPECT_EQ(gates::technique_flags_set(m), std::vector<std::string>{"forced_skip.steps"});
@@ -285,7 +338,7 @@ TEST(Registry, AnIdleSupersededTechniqueIsNamedWithTheOneThatDoesItsWork) {
   o.uniform_timestep = true;
   o.gelu_epilogue = true;  // no quant.fp8: not superseded
   EXPECT_EQ(superseded(o), (std::vector<std::pair<std::string, std::string>>{{"attention_backend", "hopper_attention"},
-                                                                               {"timestep_dedup", "uniform_timestep"}}));
+                                                                             {"timestep_dedup", "uniform_timestep"}}));
   o.quant.fp8 = true;
   EXPECT_EQ(superseded(o).size(), 3u);
   o.hopper_attention = 0;
@@ -297,13 +350,14 @@ TEST(Registry, AnIdleSupersededTechniqueIsNamedWithTheOneThatDoesItsWork) {
   t.add("quant.fp8.gemms", 6);
   const auto problems = engagement_problems(o, t);
   const std::set<std::string> got(problems.begin(), problems.end());
-  EXPECT_EQ(got, (std::set<std::string>{
-                     "attention_backend cudnn is set but no attention ran on it (kernel.attention.cudnn.calls = 0); "
-                     "hopper_attention is on and does its work: leave attention_backend out",
-                     "timestep_dedup is on but no time-embedding row was saved (kernel.timestep_dedup.rows_saved = 0); "
-                     "uniform_timestep is on and does its work: leave timestep_dedup out",
-                     "gelu_epilogue is on but no GEMM with a GELU epilogue ran (needs a CUDA build and bf16 on the GPU) "
-                     "(kernel.gelu_epilogue.launches = 0); fp8 is on and does its work: leave gelu_epilogue out"}));
+  EXPECT_EQ(got,
+            (std::set<std::string>{
+                "attention_backend cudnn is set but no attention ran on it (kernel.attention.cudnn.calls = 0); "
+                "hopper_attention is on and does its work: leave attention_backend out",
+                "timestep_dedup is on but no time-embedding row was saved (kernel.timestep_dedup.rows_saved = 0); "
+                "uniform_timestep is on and does its work: leave timestep_dedup out",
+                "gelu_epilogue is on but no GEMM with a GELU epilogue ran (needs a CUDA build and bf16 on the GPU) "
+                "(kernel.gelu_epilogue.launches = 0); fp8 is on and does its work: leave gelu_epilogue out"}));
 }
 
 TEST(Registry, CalibrationsFitWhatTheirRunsRecorded) {
@@ -386,8 +440,9 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
   std::set<std::string> names;
   for (const auto& t : j["techniques"]) {
     names.insert(t["name"].get<std::string>());
-    EXPECT_EQ(keys_of(t), (std::set<std::string>{"name", "family", "lossless", "summary", "flags", "switch", "exclusive_group",
-                                                 "hooks", "supersedes", "engagement", "search_space", "calibration"}));
+    EXPECT_EQ(keys_of(t),
+              (std::set<std::string>{"name", "family", "lossless", "summary", "flags", "switch", "exclusive_group",
+                                     "hooks", "supersedes", "engagement", "search_space", "calibration"}));
     for (const auto& s : t["supersedes"]) EXPECT_NE(find(s.get<std::string>()), nullptr) << s;
     const Technique* reg = find(t["name"]);
     ASSERT_NE(reg, nullptr);
@@ -421,11 +476,13 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
   for (const auto& t : cpu_listing["techniques"])
     if (!t["search_space"].empty()) searched_on_cpu.insert(t["name"].get<std::string>());
   // The CUDA-only switches are not proposed on a CPU; the VAE switches oneDNN runs are (measured there).
-  for (const char* gpu_only : {"cuda_graph", "vae_cudnn_benchmark", "vae_fused_norm_silu", "vae_fused_shortcut", "fused_norm_modulate",
-                               "vae_frame_convs", "rope_cache", "vae_transposed_upsample", "vae_head_pad", "fused_cross_norm", "gemm_autotune",
-                               "vae_pointwise_gemm", "vae_causal_ring", "hopper_attention", "vae_cuda_graph"})
+  for (const char* gpu_only :
+       {"cuda_graph", "vae_cudnn_benchmark", "vae_fused_norm_silu", "vae_fused_shortcut", "fused_norm_modulate",
+        "vae_frame_convs", "rope_cache", "vae_transposed_upsample", "vae_head_pad", "fused_cross_norm", "gemm_autotune",
+        "vae_pointwise_gemm", "vae_causal_ring", "hopper_attention", "vae_cuda_graph"})
     EXPECT_FALSE(searched_on_cpu.count(gpu_only)) << gpu_only;
-  for (const char* cpu_too : {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache", "uniform_timestep"})
+  for (const char* cpu_too :
+       {"vae_bf16", "vae_channels_last", "vae_causal_buffer", "text_trim", "cross_kv_cache", "uniform_timestep"})
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;
   EXPECT_EQ(run_cli("techniques --steps 0").code, 2);
   EXPECT_EQ(run_cli("techniques").code, 0);

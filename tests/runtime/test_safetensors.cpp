@@ -82,8 +82,8 @@ TEST(Safetensors, Float8IsRecognisedAndDecoded) {
   TempDir tmp;
   const auto path = tmp.file("f8.safetensors");
   // e4m3fn: 0x38 = 1.0, 0xC0 = -2.0, 0x01 = 2^-9 (subnormal), 0x7f = NaN; e5m2: 0x3c = 1.0, 0x7c = inf.
-  const std::string header =
-      R"({"a":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[4,6]}})";
+  const std::string header = R"({"a":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]},)"
+                             R"("b":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[4,6]}})";
   write_bytes(path, raw_safetensors(header, std::string("\x38\xC0\x01\x7f\x3c\x7c", 6)));
   auto f = SafetensorsFile::open(path);
   EXPECT_EQ(f->info("a").dtype, StDType::F8_E4M3);
@@ -127,14 +127,23 @@ TEST(Safetensors, DamagedFilesGiveClearErrors) {
       {"huge header", raw_safetensors(ok_header, data, 1ull << 40), "implausibly large"},
       {"bad json", raw_safetensors("{\"x\": [", data), "not valid JSON"},
       {"not object", raw_safetensors("[1,2]", data), "not a JSON object"},
-      {"unknown dtype", raw_safetensors(R"({"x":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", data), "unknown dtype 'Q4'"},
-      {"offsets past end", raw_safetensors(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data), "run past the end of the data"},
+      {"unknown dtype", raw_safetensors(R"({"x":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", data),
+       "unknown dtype 'Q4'"},
+      {"offsets past end", raw_safetensors(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data),
+       "run past the end of the data"},
       {"truncated data", raw_safetensors(ok_header, std::string(5, '\0')), "run past the end of the data"},
-      {"size mismatch", raw_safetensors(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data), "shape needs 12"},
-      {"reversed offsets", raw_safetensors(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", data), "begin after they end"},
-      {"overlap", raw_safetensors(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "overlap"},
+      {"size mismatch", raw_safetensors(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
+       "shape needs 12"},
+      {"reversed offsets", raw_safetensors(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", data),
+       "begin after they end"},
+      {"overlap",
+       raw_safetensors(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                       data),
+       "overlap"},
       {"negative dim", raw_safetensors(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data), "negative"},
-      {"missing field", raw_safetensors(R"({"x":{"dtype":"F32","shape":[2]}})", data), "needs dtype, shape and data_offsets"},
+      {"missing field", raw_safetensors(R"({"x":{"dtype":"F32","shape":[2]}})", data),
+       "needs dtype, shape and data_offsets"},
       {"bad metadata", raw_safetensors(R"({"__metadata__":{"a":1}})", ""), "__metadata__.a is not a string"},
   };
   TempDir tmp;
@@ -145,7 +154,8 @@ TEST(Safetensors, DamagedFilesGiveClearErrors) {
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.label << ": " << msg;
     EXPECT_NE(msg.find(path), std::string::npos) << c.label << ": message must name the file: " << msg;
   }
-  EXPECT_NE(error_of([&] { SafetensorsFile::open(tmp.file("nope.safetensors")); }).find("cannot open"), std::string::npos);
+  EXPECT_NE(error_of([&] { SafetensorsFile::open(tmp.file("nope.safetensors")); }).find("cannot open"),
+            std::string::npos);
 }
 
 TEST(Checkpoint, ShardedIndexLoadsEveryTensor) {
@@ -154,9 +164,10 @@ TEST(Checkpoint, ShardedIndexLoadsEveryTensor) {
   write_safetensors(tmp.file("model-00001-of-00002.safetensors"), {{"a", a}, {"b", b}});
   write_safetensors(tmp.file("model-00002-of-00002.safetensors"), {{"c", c}});
   nlohmann::json idx = {{"metadata", {{"total_size", 36}}},
-                        {"weight_map", {{"a", "model-00001-of-00002.safetensors"},
-                                        {"b", "model-00001-of-00002.safetensors"},
-                                        {"c", "model-00002-of-00002.safetensors"}}}};
+                        {"weight_map",
+                         {{"a", "model-00001-of-00002.safetensors"},
+                          {"b", "model-00001-of-00002.safetensors"},
+                          {"c", "model-00002-of-00002.safetensors"}}}};
   write_bytes(tmp.file("model.safetensors.index.json"), idx.dump());
   const auto src = TensorSource::open(tmp.path().string());  // the folder finds the index
   EXPECT_EQ(src.names(), (std::vector<std::string>{"a", "b", "c"}));
@@ -168,15 +179,23 @@ TEST(Checkpoint, ShardedIndexErrors) {
   TempDir tmp;
   write_safetensors(tmp.file("s1.safetensors"), {{"a", at::zeros({1})}});
   write_bytes(tmp.file("m.safetensors.index.json"), R"({"weight_map":{"a":"s1.safetensors","b":"s2.safetensors"}})");
-  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("shard 's2.safetensors' is missing"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              TensorSource::open(tmp.file("m.safetensors.index.json"));
+            }).find("shard 's2.safetensors' is missing"),
+            std::string::npos);
   write_bytes(tmp.file("m.safetensors.index.json"), R"({"weight_map":{"a":"s1.safetensors","z":"s1.safetensors"}})");
-  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("holds 'z' but it does not"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("holds 'z' but it does not"),
+      std::string::npos);
   write_bytes(tmp.file("m.safetensors.index.json"), R"({"weight_map":{"a":"../s1.safetensors"}})");
-  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("plain file name"), std::string::npos);
+  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("plain file name"),
+            std::string::npos);
   write_bytes(tmp.file("m.safetensors.index.json"), R"({"weight_map": 3})");
-  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("no weight_map"), std::string::npos);
+  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("no weight_map"),
+            std::string::npos);
   write_bytes(tmp.file("m.safetensors.index.json"), R"({"weight_map": )");
-  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of([&] { TensorSource::open(tmp.file("m.safetensors.index.json")); }).find("not valid JSON"),
+            std::string::npos);
   TempDir empty;
   EXPECT_NE(error_of([&] { TensorSource::open(empty.path().string()); }).find("no *.safetensors"), std::string::npos);
 }
@@ -202,11 +221,13 @@ TEST(Checkpoint, StrictLoadCopiesAndNamesEveryProblemAtOnce) {
   EXPECT_TRUE(at::equal(toy.table, t));
 
   // bf16 checkpoint into fp32 parameters converts.
-  load_strict(toy, TensorSource::from_tensors({{"lin.weight", w.to(at::kBFloat16)}, {"lin.bias", b}, {"table", t}}, "mem"));
+  load_strict(toy,
+              TensorSource::from_tensors({{"lin.weight", w.to(at::kBFloat16)}, {"lin.bias", b}, {"table", t}}, "mem"));
   EXPECT_TRUE(at::equal(toy.lin->weight, w.to(at::kBFloat16).to(at::kFloat)));
 
   const std::string msg = error_of([&] {
-    load_strict(toy, TensorSource::from_tensors({{"lin.weight", at::zeros({3, 3})}, {"extra", b}, {"other.x", b}}, "ckpt"));
+    load_strict(toy,
+                TensorSource::from_tensors({{"lin.weight", at::zeros({3, 3})}, {"extra", b}, {"other.x", b}}, "ckpt"));
   });
   EXPECT_NE(msg.find("2 missing, 2 unexpected, 1 mis-shaped"), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing: lin.bias"), std::string::npos) << msg;
@@ -220,7 +241,10 @@ TEST(Checkpoint, StrictLoadCopiesAndNamesEveryProblemAtOnce) {
   LoadOptions o;
   o.prefix = "m.";
   o.ignore_unexpected = {"m.tied"};
-  load_strict(toy, TensorSource::from_tensors({{"m.lin.weight", w}, {"m.lin.bias", b}, {"m.table", t}, {"m.tied", t}, {"n.x", t}}, "mem"), o);
+  load_strict(toy,
+              TensorSource::from_tensors(
+                  {{"m.lin.weight", w}, {"m.lin.bias", b}, {"m.table", t}, {"m.tied", t}, {"n.x", t}}, "mem"),
+              o);
 }
 
 TEST(Checkpoint, ReadJsonFileErrorsNameTheFile) {
@@ -256,20 +280,28 @@ TEST(Safetensors, DataOffsetsMustCoverTheDataBlockExactly) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      {"gap at the start", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data, "bytes [0, 8) of the data block belong to no tensor"},
-      {"gap between", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data,
-       "bytes [4, 8) of the data block belong to no tensor"},
-      {"bytes after the last", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data, "8 bytes after the last tensor"},
+      {"gap at the start", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data,
+       "bytes [0, 8) of the data block belong to no tensor"},
+      {"gap between",
+       R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+       R"("y":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+       data, "bytes [4, 8) of the data block belong to no tensor"},
+      {"bytes after the last", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data,
+       "8 bytes after the last tensor"},
       {"no tensor but data", R"({"__metadata__":{"a":"b"}})", data, "16 bytes after the last tensor"},
       // The old check compared neighbours only: a zero-size tensor between two overlapping ones hid the overlap.
       {"zero-size tensor hides an overlap",
-       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+       R"("c":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
        std::string(8, '\0'), "overlap"},
-      {"duplicate name", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data,
-       "'x' is given twice"},
+      {"duplicate name",
+       R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+       data, "'x' is given twice"},
       {"NUL ends the JSON", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})" + std::string(1, '\0') + "junk",
        std::string(8, '\0'), "NUL byte"},
-      {"trailing junk", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}junk)", std::string(8, '\0'), "not valid JSON"},
+      {"trailing junk", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}junk)", std::string(8, '\0'),
+       "not valid JSON"},
   };
   TempDir tmp;
   for (const auto& c : cases) {
@@ -281,9 +313,11 @@ TEST(Safetensors, DataOffsetsMustCoverTheDataBlockExactly) {
   }
   // Zero-size tensors at the edges of their neighbours are fine, in any order of the header.
   const auto ok = tmp.file("ok.safetensors");
-  write_bytes(ok, raw_safetensors(
-                      R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},"e":{"dtype":"F32","shape":[0],"data_offsets":[16,16]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0,3],"data_offsets":[8,8]}})",
-                      data));
+  write_bytes(ok, raw_safetensors(R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                                  R"("e":{"dtype":"F32","shape":[0],"data_offsets":[16,16]},)"
+                                  R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                  R"("z":{"dtype":"F32","shape":[0,3],"data_offsets":[8,8]}})",
+                                  data));
   EXPECT_EQ(SafetensorsFile::open(ok)->names().size(), 4u);
 }
 
@@ -316,7 +350,8 @@ TEST(Checkpoint, IntegerTensorsDoNotLoadIntoFloatParameters) {
   const at::Tensor w = at::randn({2, 3}), b = at::randn({2}), t = at::randn({1, 4});
   const at::Tensor before = toy.lin->weight.clone();
   std::string msg = error_of([&] {
-    load_strict(toy, TensorSource::from_tensors({{"lin.weight", at::ones({2, 3}, at::kInt)}, {"lin.bias", b}, {"table", t}}, "mem"));
+    load_strict(toy, TensorSource::from_tensors(
+                         {{"lin.weight", at::ones({2, 3}, at::kInt)}, {"lin.bias", b}, {"table", t}}, "mem"));
   });
   EXPECT_NE(msg.find("1 of the wrong dtype"), std::string::npos) << msg;
   EXPECT_NE(msg.find("wrong dtype: lin.weight (checkpoint Int, model expects Float)"), std::string::npos) << msg;
@@ -324,12 +359,14 @@ TEST(Checkpoint, IntegerTensorsDoNotLoadIntoFloatParameters) {
 
   // From a file: the file's dtype name; bool and u8 are refused too; every float kind converts.
   TempDir tmp;
-  write_safetensors(tmp.file("i.safetensors"), {{"lin.weight", at::ones({2, 3}, at::kLong)}, {"lin.bias", b.to(at::kBool)}, {"table", t}});
+  write_safetensors(tmp.file("i.safetensors"),
+                    {{"lin.weight", at::ones({2, 3}, at::kLong)}, {"lin.bias", b.to(at::kBool)}, {"table", t}});
   msg = error_of([&] { load_strict(toy, TensorSource::open(tmp.file("i.safetensors"))); });
   EXPECT_NE(msg.find("2 of the wrong dtype"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lin.weight (checkpoint I64"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lin.bias (checkpoint BOOL"), std::string::npos) << msg;
-  write_safetensors(tmp.file("f.safetensors"), {{"lin.weight", w.to(at::kHalf)}, {"lin.bias", b.to(at::kDouble)}, {"table", t.to(at::kBFloat16)}});
+  write_safetensors(tmp.file("f.safetensors"),
+                    {{"lin.weight", w.to(at::kHalf)}, {"lin.bias", b.to(at::kDouble)}, {"table", t.to(at::kBFloat16)}});
   load_strict(toy, TensorSource::open(tmp.file("f.safetensors")));
   EXPECT_TRUE(at::equal(toy.lin->weight, w.to(at::kHalf).to(at::kFloat)));
   EXPECT_TRUE(dtype_loads_into(at::kBFloat16, at::kFloat));
@@ -341,13 +378,16 @@ TEST(Checkpoint, IntegerTensorsDoNotLoadIntoFloatParameters) {
 TEST(Checkpoint, ReadJsonFileRefusesNulDuplicatesAndDeepNesting) {
   TempDir tmp;
   write_bytes(tmp.file("nul.json"), std::string("{\"a\": 1}\0{\"junk", 15));
-  EXPECT_NE(error_of([&] { read_json_file(tmp.file("nul.json")); }).find("nul.json: not valid JSON: NUL byte"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_json_file(tmp.file("nul.json")); }).find("nul.json: not valid JSON: NUL byte"),
+            std::string::npos);
   write_bytes(tmp.file("dup.json"), R"({"a": {"b": 1, "b": 2}})");
-  EXPECT_NE(error_of([&] { read_json_file(tmp.file("dup.json")); }).find("key 'a.b' is given twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_json_file(tmp.file("dup.json")); }).find("key 'a.b' is given twice"),
+            std::string::npos);
   for (const size_t depth : {100000, 1000000}) {
     write_bytes(tmp.file("deep.json"), R"({"num_layers": )" + std::string(depth, '[') + std::string(depth, ']') + "}");
     const std::string msg = error_of([&] { read_json_file(tmp.file("deep.json")); });
-    EXPECT_NE(msg.find("deep.json: nesting deeper than 64 levels at 'num_layers'"), std::string::npos) << msg.substr(0, 300);
+    EXPECT_NE(msg.find("deep.json: nesting deeper than 64 levels at 'num_layers'"), std::string::npos)
+        << msg.substr(0, 300);
   }
   write_bytes(tmp.file("ok.json"), R"({"a": [[1, 2], {"b": null}], "c": "x"})");
   EXPECT_EQ(read_json_file(tmp.file("ok.json"))["a"][0][1], 2);

@@ -42,7 +42,8 @@ struct Grid {
 void check(const RuntimeOptions& o, const Grid& g, const std::function<bool(int64_t, int64_t, int64_t)>& allowed) {
   const int64_t B = 1, H = 4, d = 8;
   auto gen = at::detail::createCPUGenerator(7);
-  const at::Tensor q = at::randn({B, H, g.L(), d}, gen), k = at::randn({B, H, g.L(), d}, gen), v = at::randn({B, H, g.L(), d}, gen);
+  const at::Tensor q = at::randn({B, H, g.L(), d}, gen), k = at::randn({B, H, g.L(), d}, gen),
+                   v = at::randn({B, H, g.L(), d}, gen);
   Trace trace;
   ForwardContext fc;
   fc.options = &o;
@@ -66,7 +67,9 @@ TEST(SparseAttention, SpatialTemporalHeadsMatchTheirMask) {
   o.sparse.pattern = "spatial_temporal";
   const Grid g{3, 2, 3};
   // Heads 0-1 within their frame, heads 2-3 across frames at the same position.
-  check(o, g, [&](int64_t h, int64_t i, int64_t j) { return h < 2 ? g.f(i) == g.f(j) : g.y(i) == g.y(j) && g.x(i) == g.x(j); });
+  check(o, g, [&](int64_t h, int64_t i, int64_t j) {
+    return h < 2 ? g.f(i) == g.f(j) : g.y(i) == g.y(j) && g.x(i) == g.x(j);
+  });
 }
 
 TEST(SparseAttention, TileWindowWithARemainderTileMatchesItsMask) {
@@ -119,8 +122,8 @@ TEST(SparseAttention, FrameWindowWithQueryChunksAndARemainderMatchesItsMask) {
 // value, in one softmax. Batch 2, a remainder chunk, rows that do not divide by the asked block rows.
 namespace {
 
-at::Tensor topk_reference(const at::Tensor& q64, const at::Tensor& k64, const at::Tensor& v64, const Grid& g, int64_t rows,
-                          int64_t c, double keep, double* density) {
+at::Tensor topk_reference(const at::Tensor& q64, const at::Tensor& k64, const at::Tensor& v64, const Grid& g,
+                          int64_t rows, int64_t c, double keep, double* density) {
   const int64_t B = q64.size(0), H = q64.size(1), d = q64.size(3), L = g.L(), P = g.P();
   const int64_t bt = rows * g.W, per_frame = g.Hh / rows, nkb = g.F * per_frame;
   const int64_t own_max = std::min(c, g.F) * per_frame;
@@ -151,7 +154,8 @@ at::Tensor topk_reference(const at::Tensor& q64, const at::Tensor& k64, const at
                 val.push_back(v64[b][h][u]);
               }
             } else {
-              logit.push_back(at::dot(q64[b][h][t], kb[b][h][j]).item<double>() / std::sqrt(double(d)) + std::log(double(bt)));
+              logit.push_back(at::dot(q64[b][h][t], kb[b][h][j]).item<double>() / std::sqrt(double(d)) +
+                              std::log(double(bt)));
               val.push_back(vb[b][h][j]);
             }
           }
@@ -174,7 +178,8 @@ at::Tensor topk_reference(const at::Tensor& q64, const at::Tensor& k64, const at
 void check_topk(const Grid& g, int64_t asked_rows, int64_t rows, int64_t c, double keep) {
   const int64_t B = 2, H = 3, d = 8;
   auto gen = at::detail::createCPUGenerator(11);
-  const at::Tensor q = at::randn({B, H, g.L(), d}, gen), k = at::randn({B, H, g.L(), d}, gen), v = at::randn({B, H, g.L(), d}, gen);
+  const at::Tensor q = at::randn({B, H, g.L(), d}, gen), k = at::randn({B, H, g.L(), d}, gen),
+                   v = at::randn({B, H, g.L(), d}, gen);
   RuntimeOptions o;
   o.sparse.pattern = "topk_blocks";
   o.sparse.key_block_rows = asked_rows;
@@ -189,7 +194,8 @@ void check_topk(const Grid& g, int64_t asked_rows, int64_t rows, int64_t c, doub
   ASSERT_TRUE(techniques::sparse_engaged(&fc));
   const at::Tensor out = techniques::sparse_self_attention(q, k, v, fc);
   double density = 0;
-  const at::Tensor ref = topk_reference(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble), g, rows, c, keep, &density);
+  const at::Tensor ref =
+      topk_reference(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble), g, rows, c, keep, &density);
   EXPECT_LT((out.to(at::kDouble) - ref).abs().max().item<double>(), 2e-5);
   EXPECT_NEAR(trace.get("sparse.attention.density"), density, 1e-12);
   EXPECT_EQ(trace.get("sparse.attention.calls"), 1);
@@ -205,7 +211,8 @@ TEST(SparseAttention, TopkBlocksMatchesItsDefinition) {
 TEST(SparseAttention, TopkBlocksKeepingEveryBlockIsDenseAttention) {
   const Grid g{3, 4, 2};
   auto gen = at::detail::createCPUGenerator(3);
-  const at::Tensor q = at::randn({2, 2, g.L(), 8}, gen), k = at::randn({2, 2, g.L(), 8}, gen), v = at::randn({2, 2, g.L(), 8}, gen);
+  const at::Tensor q = at::randn({2, 2, g.L(), 8}, gen), k = at::randn({2, 2, g.L(), 8}, gen),
+                   v = at::randn({2, 2, g.L(), 8}, gen);
   RuntimeOptions o;
   o.sparse.pattern = "topk_blocks";
   o.sparse.keep_ratio = 1.0;
@@ -217,6 +224,7 @@ TEST(SparseAttention, TopkBlocksKeepingEveryBlockIsDenseAttention) {
   fc.layer = 5, fc.step = 10;
   const at::Tensor out = techniques::sparse_self_attention(q, k, v, fc);
   double density = 0;
-  const at::Tensor ref = masked_attention(q, k, v, [](int64_t, int64_t, int64_t) { return true; }, &density);
+  const at::Tensor ref = masked_attention(
+      q, k, v, [](int64_t, int64_t, int64_t) { return true; }, &density);
   EXPECT_LT((out - ref).abs().max().item<double>(), 1e-5);
 }

@@ -99,7 +99,8 @@ void check_point(const ext::Point<Fn>& point, const std::vector<Shape>& shapes,
       EXPECT_LT(err, tolerance(ov.technique)) << ov.technique << " at " << point.name() << ", " << label(s);
     }
     // On a GPU every registered override must take some shape of its point's table.
-    if (cuda_available()) EXPECT_GT(took, 0) << ov.technique << " declined every shape of " << point.name() << "'s table";
+    if (cuda_available())
+      EXPECT_GT(took, 0) << ov.technique << " declined every shape of " << point.name() << "'s table";
   }
 }
 
@@ -107,8 +108,8 @@ struct Tokens {
   int64_t B, L, D;
   bool per_token;  // modulation [B, L, 6, D] rather than [B, 6, D]
 };
-const std::vector<Tokens> kTokenShapes = {{1, 301, 3072, true}, {2, 37, 3072, false}, {2, 13, 96, true},
-                                          {1, 8, 128, false}};
+const std::vector<Tokens> kTokenShapes = {
+    {1, 301, 3072, true}, {2, 37, 3072, false}, {2, 13, 96, true}, {1, 8, 128, false}};
 std::string tokens_label(const Tokens& s) {
   return std::to_string(s.B) + "x" + std::to_string(s.L) + "x" + std::to_string(s.D) +
          (s.per_token ? " per token" : " per sample");
@@ -134,8 +135,7 @@ TEST(TechniquePoints, NormModulate) {
   check_point<ext::NormModulateFn, Tokens>(
       ext::points().norm_modulate, kTokenShapes,
       [](const ext::NormModulateFn& fn, const Tokens& s, ForwardContext& fc) -> std::optional<Outcome> {
-        const at::Tensor x = bf16_randn({s.B, s.L, s.D}, 3.0), table = modulation_table(s),
-                         tproj = modulation_proj(s);
+        const at::Tensor x = bf16_randn({s.B, s.L, s.D}, 3.0), table = modulation_table(s), tproj = modulation_proj(s);
         auto got = fn(x, table, tproj, 3, 4, 1e-6, &fc);
         if (!got) return std::nullopt;
         return Outcome{*got, norm_modulate_ref(x, table, tproj)};
@@ -151,7 +151,8 @@ TEST(TechniquePoints, GateResidual) {
                          table = modulation_table(s), tproj = modulation_proj(s);
         auto got = fn(res, branch, table, tproj, 2, &fc);
         if (!got) return std::nullopt;
-        const at::Tensor ref = (res.to(at::kFloat) + branch.to(at::kFloat) * modulation(table, tproj, 2)).to(res.scalar_type());
+        const at::Tensor ref =
+            (res.to(at::kFloat) + branch.to(at::kFloat) * modulation(table, tproj, 2)).to(res.scalar_type());
         return Outcome{*got, ref};
       },
       tokens_label);
@@ -174,8 +175,8 @@ TEST(TechniquePoints, ResidualNormModulate) {
   check_point<ext::ResidualNormModulateFn, Tokens>(
       ext::points().residual_norm_modulate, kTokenShapes,
       [](const ext::ResidualNormModulateFn& fn, const Tokens& s, ForwardContext& fc) -> std::optional<Outcome> {
-        const at::Tensor x = bf16_randn({s.B, s.L, s.D}), y = bf16_randn({s.B, s.L, s.D}),
-                         table = modulation_table(s), tproj = modulation_proj(s);
+        const at::Tensor x = bf16_randn({s.B, s.L, s.D}), y = bf16_randn({s.B, s.L, s.D}), table = modulation_table(s),
+                         tproj = modulation_proj(s);
         auto got = fn(x, y, table, tproj, 3, 4, 1e-6, &fc);
         if (!got) return std::nullopt;
         const at::Tensor sum = x + y;
@@ -268,8 +269,8 @@ struct Voxels {
 };
 const std::vector<Voxels> kVaeShapes = {{1, 256, 2, 16, 22}, {1, 96, 1, 7, 9}, {2, 32, 3, 5, 4}};
 std::string voxels_label(const Voxels& s) {
-  return std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.T) + "x" + std::to_string(s.H) +
-         "x" + std::to_string(s.W);
+  return std::to_string(s.B) + "x" + std::to_string(s.C) + "x" + std::to_string(s.T) + "x" + std::to_string(s.H) + "x" +
+         std::to_string(s.W);
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ using namespace autooptim::runtime;
 namespace {
 
 WanTransformerConfig golden_config() {
-  return WanTransformerConfig::from_json(read_json_file(test::golden_dir() + "/transformer_tiny_weights.json")["config"]);
+  return WanTransformerConfig::from_json(
+      read_json_file(test::golden_dir() + "/transformer_tiny_weights.json")["config"]);
 }
 
 WanTransformer3DModel load_golden_model() {
@@ -31,9 +32,15 @@ WanTransformer3DModel load_golden_model() {
 
 // A small config beside the golden one: 3 heads x 24 (rope split 8/8/8), patches (1, 2, 2).
 WanTransformerConfig small_config(int64_t layers) {
-  return WanTransformerConfig::from_json({{"num_attention_heads", 3}, {"attention_head_dim", 24}, {"in_channels", 4},
-                                          {"out_channels", 6},        {"text_dim", 8},            {"freq_dim", 32},
-                                          {"ffn_dim", 40},            {"num_layers", layers},     {"patch_size", {1, 2, 2}}});
+  return WanTransformerConfig::from_json({{"num_attention_heads", 3},
+                                          {"attention_head_dim", 24},
+                                          {"in_channels", 4},
+                                          {"out_channels", 6},
+                                          {"text_dim", 8},
+                                          {"freq_dim", 32},
+                                          {"ffn_dim", 40},
+                                          {"num_layers", layers},
+                                          {"patch_size", {1, 2, 2}}});
 }
 
 // Deterministic weights for a config (the values do not matter for the property tests).
@@ -74,8 +81,8 @@ TEST(Transformer, FullSizeConfigHasTheCheckpointParameterCount) {
   // Precision policy: fp32 where the reference keeps fp32.
   for (const auto& p : m->named_parameters()) {
     const auto& k = p.key();
-    const bool fp32 = k.find("time_embedder") != std::string::npos || k.find("scale_shift_table") != std::string::npos ||
-                      k.find("norm2") != std::string::npos;
+    const bool fp32 = k.find("time_embedder") != std::string::npos ||
+                      k.find("scale_shift_table") != std::string::npos || k.find("norm2") != std::string::npos;
     EXPECT_EQ(p.value().scalar_type(), fp32 ? at::kFloat : at::kBFloat16) << k;
   }
 }
@@ -102,7 +109,8 @@ TEST(Transformer, GoldenScalarTimestep) {
   auto m = load_golden_model();
   const auto io = TensorSource::open(test::golden_dir() + "/transformer_tiny_io.safetensors");
   at::InferenceMode guard;
-  const at::Tensor out = m->forward(io.tensor("hidden_states"), at::tensor({731.25f}), io.tensor("encoder_hidden_states"));
+  const at::Tensor out =
+      m->forward(io.tensor("hidden_states"), at::tensor({731.25f}), io.tensor("encoder_hidden_states"));
   EXPECT_LE(rel_l2(out, io.tensor("output_scalar_timestep")), 1e-5);
   // And the per-token output is really different (frame 0 at t=0).
   EXPECT_GT(rel_l2(out, io.tensor("output")), 1e-3);
@@ -117,7 +125,8 @@ TEST(Transformer, BrokenWeightIsCaught) {
   }
   const auto io = TensorSource::open(test::golden_dir() + "/transformer_tiny_io.safetensors");
   at::InferenceMode guard;
-  const at::Tensor out = m->forward(io.tensor("hidden_states"), io.tensor("timestep_per_token"), io.tensor("encoder_hidden_states"));
+  const at::Tensor out =
+      m->forward(io.tensor("hidden_states"), io.tensor("timestep_per_token"), io.tensor("encoder_hidden_states"));
   EXPECT_GT(rel_l2(out, io.tensor("output")), 1e-4);
 }
 
@@ -205,9 +214,14 @@ TEST(Verify, OtherConfigInGoldenLayout) {
   // A golden folder written by us for a different config (batch 2, 3 heads, 4 frames): verify must
   // read the config from the json, not assume the shipped sizes; a corrupted output must fail.
   test::TempDir tmp;
-  nlohmann::json cfg = {{"num_attention_heads", 3}, {"attention_head_dim", 24}, {"in_channels", 4},
-                        {"out_channels", 4},        {"text_dim", 8},            {"freq_dim", 32},
-                        {"ffn_dim", 40},            {"num_layers", 2}};
+  nlohmann::json cfg = {{"num_attention_heads", 3},
+                        {"attention_head_dim", 24},
+                        {"in_channels", 4},
+                        {"out_channels", 4},
+                        {"text_dim", 8},
+                        {"freq_dim", 32},
+                        {"ffn_dim", 40},
+                        {"num_layers", 2}};
   WanTransformer3DModel m(WanTransformerConfig::from_json(cfg));
   fill_random(*m, 3);
   std::vector<std::pair<std::string, at::Tensor>> weights;
@@ -224,15 +238,21 @@ TEST(Verify, OtherConfigInGoldenLayout) {
     out = m->forward(x, t, ctx);
     out_scalar = m->forward(x, at::full({2}, 600.0f), ctx);
   }
-  write_safetensors(tmp.file("transformer_b2_io.safetensors"), {{"hidden_states", x}, {"encoder_hidden_states", ctx},
-                    {"timestep_per_token", t}, {"output", out}, {"output_scalar_timestep", out_scalar}});
+  write_safetensors(tmp.file("transformer_b2_io.safetensors"), {{"hidden_states", x},
+                                                                {"encoder_hidden_states", ctx},
+                                                                {"timestep_per_token", t},
+                                                                {"output", out},
+                                                                {"output_scalar_timestep", out_scalar}});
   test::write_bytes(tmp.file("transformer_b2_io.json"), "{}");
   auto rep = verify_golden_dir(tmp.path().string(), VerifyOptions{});
   ASSERT_EQ(rep.rows.size(), 2u);
   EXPECT_TRUE(rep.all_pass());
 
-  write_safetensors(tmp.file("transformer_b2_io.safetensors"), {{"hidden_states", x}, {"encoder_hidden_states", ctx},
-                    {"timestep_per_token", t}, {"output", out * 1.001}, {"output_scalar_timestep", out_scalar}});
+  write_safetensors(tmp.file("transformer_b2_io.safetensors"), {{"hidden_states", x},
+                                                                {"encoder_hidden_states", ctx},
+                                                                {"timestep_per_token", t},
+                                                                {"output", out * 1.001},
+                                                                {"output_scalar_timestep", out_scalar}});
   rep = verify_golden_dir(tmp.path().string(), VerifyOptions{});
   EXPECT_FALSE(rep.all_pass());
   EXPECT_FALSE(rep.rows[0].pass);

@@ -119,9 +119,9 @@ TEST(UMT5, ConfigRoundTripsAndRejectsOtherFeedForwards) {
 TEST(UMT5, RelativePositionBucketsByHand) {
   // rel = key - query; 32 buckets (16 per sign, +16 for rel > 0), exact below 8, then
   // 8 + floor(ln(n/8) / ln(16) * 8) capped at 15.
-  const std::vector<std::pair<int64_t, int64_t>> cases = {
-      {0, 0},   {-1, 1},  {1, 17},   {-7, 7},    {7, 23},   {-8, 8},    {-11, 8},
-      {-12, 9}, {-20, 10}, {30, 27}, {-100, 15}, {-128, 15}, {1000, 31}, {-1000, 15}};
+  const std::vector<std::pair<int64_t, int64_t>> cases = {{0, 0},     {-1, 1},    {1, 17},    {-7, 7},    {7, 23},
+                                                          {-8, 8},    {-11, 8},   {-12, 9},   {-20, 10},  {30, 27},
+                                                          {-100, 15}, {-128, 15}, {1000, 31}, {-1000, 15}};
   std::vector<int64_t> rel;
   for (const auto& c : cases) rel.push_back(c.first);
   const at::Tensor b = relative_position_bucket(at::tensor(rel, at::kLong), 32, 128);
@@ -228,9 +228,9 @@ TEST(CleanPrompt, UnescapesTwiceAndCollapsesWhitespace) {
   EXPECT_EQ(clean_prompt("&amp;lt;b&amp;gt;bold&amp;lt;/b&amp;gt;"), "<b>bold</b>");
   EXPECT_EQ(clean_prompt("  a\t\tb\n\n c  \r\n"), "a b c");
   EXPECT_EQ(clean_prompt("caf&eacute; &#39;quoted&#x27; &quot;x&quot;"), "caf\u00e9 'quoted' \"x\"");
-  EXPECT_EQ(clean_prompt("a&nbsp;&nbsp;b"), "a b");            // U+00A0 is whitespace to Python's \s
-  EXPECT_EQ(clean_prompt("a\u3000\u2003b\u00a0"), "a b");        // ideographic and em spaces too
-  EXPECT_EQ(clean_prompt("5 &lt 6 &amp 7"), "5 < 6 & 7");        // legacy names need no ';'
+  EXPECT_EQ(clean_prompt("a&nbsp;&nbsp;b"), "a b");        // U+00A0 is whitespace to Python's \s
+  EXPECT_EQ(clean_prompt("a\u3000\u2003b\u00a0"), "a b");  // ideographic and em spaces too
+  EXPECT_EQ(clean_prompt("5 &lt 6 &amp 7"), "5 < 6 & 7");  // legacy names need no ';'
   EXPECT_EQ(clean_prompt("&hellip &unknown; &#128;"), "&hellip &unknown; \u20ac");
   EXPECT_EQ(clean_prompt("&ampx &# &#x;"), "&x &# &#x;");
   EXPECT_EQ(clean_prompt("&#0;&#xD800;&#1;"), "\ufffd\ufffd");

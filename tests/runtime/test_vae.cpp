@@ -19,9 +19,7 @@ using namespace autooptim::runtime;
 
 namespace {
 
-nlohmann::json golden_config_json() {
-  return read_json_file(test::golden_dir() + "/vae_tiny_weights.json")["config"];
-}
+nlohmann::json golden_config_json() { return read_json_file(test::golden_dir() + "/vae_tiny_weights.json")["config"]; }
 
 AutoencoderKLWan load_golden_vae(const Precision& p = {}) {
   AutoencoderKLWan m(WanVAEConfig::from_json(golden_config_json()), p);
@@ -186,12 +184,18 @@ TEST(VAE, Bf16Runs) {
 
 TEST(VAE, OtherConfigShapes) {
   // 3 stages with temporal downsampling only in the first, patch 1, batch 2: shapes follow the config.
-  nlohmann::json j = {{"base_dim", 4},         {"decoder_base_dim", 6},
-                      {"z_dim", 4},            {"dim_mult", {1, 2, 2}},
-                      {"num_res_blocks", 1},   {"temperal_downsample", {true, false}},
-                      {"in_channels", 3},      {"out_channels", 3},
-                      {"patch_size", nullptr}, {"scale_factor_spatial", 4},
-                      {"scale_factor_temporal", 2}, {"latents_mean", {0, 0, 0, 0}},
+  nlohmann::json j = {{"base_dim", 4},
+                      {"decoder_base_dim", 6},
+                      {"z_dim", 4},
+                      {"dim_mult", {1, 2, 2}},
+                      {"num_res_blocks", 1},
+                      {"temperal_downsample", {true, false}},
+                      {"in_channels", 3},
+                      {"out_channels", 3},
+                      {"patch_size", nullptr},
+                      {"scale_factor_spatial", 4},
+                      {"scale_factor_temporal", 2},
+                      {"latents_mean", {0, 0, 0, 0}},
                       {"latents_std", {1, 1, 1, 1}}};
   AutoencoderKLWan m(WanVAEConfig::from_json(j));
   fill_random(*m, 5);
@@ -222,17 +226,18 @@ TEST(VAE, BadConfigsAndShapesAreErrors) {
   }
   auto m = load_golden_vae();
   at::InferenceMode guard;
-  EXPECT_THROW(m->decode(at::randn({1, 7, 2, 4, 6})), Error);        // channels
-  EXPECT_THROW(m->decode(at::randn({8, 2, 4, 6})), Error);           // rank
-  EXPECT_THROW(m->encode(at::randn({1, 3, 4, 64, 96})), Error);      // 4 frames, not 1 + 4k
-  EXPECT_THROW(m->encode(at::randn({1, 3, 5, 40, 96})), Error);      // height not a multiple of 16
-  EXPECT_THROW(m->encode(at::randn({1, 4, 5, 64, 96})), Error);      // channels
+  EXPECT_THROW(m->decode(at::randn({1, 7, 2, 4, 6})), Error);    // channels
+  EXPECT_THROW(m->decode(at::randn({8, 2, 4, 6})), Error);       // rank
+  EXPECT_THROW(m->encode(at::randn({1, 3, 4, 64, 96})), Error);  // 4 frames, not 1 + 4k
+  EXPECT_THROW(m->encode(at::randn({1, 3, 5, 40, 96})), Error);  // height not a multiple of 16
+  EXPECT_THROW(m->encode(at::randn({1, 4, 5, 64, 96})), Error);  // channels
   EXPECT_THROW(m->normalize(at::randn({1, 9, 1, 2, 2})), Error);
 }
 
 TEST(VAE, VerifyListsTheVaeRows) {
   test::TempDir tmp;
-  for (const char* f : {"vae_tiny_weights.json", "vae_tiny_weights.safetensors", "vae_tiny_io.json", "vae_tiny_io.safetensors"})
+  for (const char* f :
+       {"vae_tiny_weights.json", "vae_tiny_weights.safetensors", "vae_tiny_io.json", "vae_tiny_io.safetensors"})
     std::filesystem::copy_file(test::golden_dir() + "/" + f, tmp.file(f));
   const auto rep = verify_golden_dir(tmp.path().string(), VerifyOptions{});
   EXPECT_EQ(rep.rows.size(), 13u);  // decoded, 9 inter.*, encoded_mean, encoded_logvar, image_encoded_mean
@@ -415,7 +420,8 @@ TEST(VAE, ChunkFramesComputeWhatOneFrameChunksDo) {
       Trace trace;
       const at::Tensor got = decode_with(m, z, o, &trace);
       ASSERT_EQ(got.sizes(), ref.sizes());
-      EXPECT_LE(rel_l2(got, ref), 1e-5);  // float32 sums of other conv shapes (measured 1.3e-6); a lost context is ~1e-1
+      EXPECT_LE(rel_l2(got, ref),
+                1e-5);  // float32 sums of other conv shapes (measured 1.3e-6); a lost context is ~1e-1
       // Chunks of more than one latent frame: 5 frames after the first.
       EXPECT_EQ(trace.get("kernel.vae_chunk_frames.chunks"), k == 2 ? 2 : 1);
     }
@@ -541,7 +547,8 @@ TEST(VAE, FrameConvsEqualTheThreeDConv) {
     int64_t ci, co, kh, kw, sh, ph;
   };
   int n = 0;
-  for (const Case c : {Case{5, 7, 1, 1, 1, 0}, Case{6, 4, 3, 3, 1, 1}, Case{3, 12, 2, 2, 1, 0}, Case{4, 4, 3, 3, 2, 0}}) {
+  for (const Case c :
+       {Case{5, 7, 1, 1, 1, 0}, Case{6, 4, 3, 3, 1, 1}, Case{3, 12, 2, 2, 1, 0}, Case{4, 4, 3, 3, 2, 0}}) {
     SCOPED_TRACE("kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " + std::to_string(c.sh));
     const at::Tensor x = at::randn({2, c.ci, 3, 9, 11}, gen).contiguous(at::MemoryFormat::ChannelsLast3d);
     const at::Tensor w = at::randn({c.co, c.ci, 1, c.kh, c.kw}, gen), b = at::randn({c.co}, gen);
@@ -557,7 +564,8 @@ TEST(VAE, FrameConvsEqualTheThreeDConv) {
   }
   EXPECT_EQ(trace.get("kernel.vae_frame_convs.convs"), n);
   const at::Tensor x = at::randn({1, 4, 3, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast3d);
-  EXPECT_FALSE(techniques::vae_frame_conv_applies(&run, x, at::randn({4, 4, 3, 1, 1}), {1, 1, 1}, {0, 0, 0}));  // temporal
+  EXPECT_FALSE(
+      techniques::vae_frame_conv_applies(&run, x, at::randn({4, 4, 3, 1, 1}), {1, 1, 1}, {0, 0, 0}));  // temporal
   RuntimeOptions off;
   const techniques::VaeRun plain{&off, nullptr};
   EXPECT_FALSE(techniques::vae_frame_conv_applies(&plain, x, at::randn({4, 4, 1, 3, 3}), {1, 1, 1}, {0, 1, 1}));
@@ -651,7 +659,7 @@ TEST(VAE, TransposedUpsampleEqualsNearestThenConv) {
   at::InferenceMode guard;
   // The taps: a one-hot 3x3 kernel at (r, c) lands on the 4x4 positions that read it.
   at::Tensor w = at::zeros({1, 1, 3, 3});
-  w[0][0][0][2] = 1.0;  // W0 of the rows, W2 of the columns
+  w[0][0][0][2] = 1.0;                                                       // W0 of the rows, W2 of the columns
   const at::Tensor t = techniques::vae_transposed_upsample_weight(w)[0][0];  // [4, 4]
   // rows: [W2, W1+W2, W0+W1, W0] -> W0 at taps 2 and 3; columns: W2 at taps 0 and 1.
   at::Tensor want = at::zeros({4, 4});

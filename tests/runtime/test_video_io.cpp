@@ -45,8 +45,9 @@ std::vector<cv::Mat> smooth_clip(int n, int w, int h) {
     for (int i = 0; i < h; ++i)
       for (int j = 0; j < w; ++j) {
         const double s = std::sin((j + 2.0 * t) / 9.0) * std::cos((i - t) / 7.0);
-        f.at<cv::Vec3b>(i, j) = cv::Vec3b(cv::saturate_cast<uint8_t>(128 + 80 * s), cv::saturate_cast<uint8_t>(100 + 40 * s),
-                                          cv::saturate_cast<uint8_t>(60 + 20 * j / double(w)));
+        f.at<cv::Vec3b>(i, j) =
+            cv::Vec3b(cv::saturate_cast<uint8_t>(128 + 80 * s), cv::saturate_cast<uint8_t>(100 + 40 * s),
+                      cv::saturate_cast<uint8_t>(60 + 20 * j / double(w)));
       }
     c.push_back(f);
   }
@@ -211,7 +212,8 @@ TEST(VideoIo, BadPathsAndExtensions) {
   EXPECT_NE(error_of([&] { write_video(tmp.file("e.y4m"), {}, 24); }).find("e.y4m: no frames"), std::string::npos);
   EXPECT_NE(error_of([&] { write_video(tmp.file("z.y4m"), clip, 0); }).find("frame rate"), std::string::npos);
   std::vector<cv::Mat> mixed = {clip[0], random_clip(1, 8, 8, 5)[0]};
-  EXPECT_NE(error_of([&] { write_video(tmp.file("m.y4m"), mixed, 24); }).find("m.y4m: frame 1 is 8x8"), std::string::npos);
+  EXPECT_NE(error_of([&] { write_video(tmp.file("m.y4m"), mixed, 24); }).find("m.y4m: frame 1 is 8x8"),
+            std::string::npos);
   // A folder where the file's parent should be: cannot be written.
   write_bytes(tmp.file("plain"), "x");
   EXPECT_NE(error_of([&] { write_video(tmp.file("plain") + "/v.y4m", clip, 24); }).find("v.y4m"), std::string::npos);

@@ -80,7 +80,8 @@ void copy_dir(const fs::path& from, const fs::path& to) {
 
 // Runs the binary in `dir` with `args`; returns the exit status and stdout+stderr.
 std::pair<int, std::string> run_in(const std::string& dir, const std::string& args) {
-  const std::string log = (fs::temp_directory_path() / ("autooptim-train-test-" + std::to_string(::getpid()) + ".log")).string();
+  const std::string log =
+      (fs::temp_directory_path() / ("autooptim-train-test-" + std::to_string(::getpid()) + ".log")).string();
   const std::string cmd = "cd '" + dir + "' && " + std::string(AUTOOPTIM_BIN) + " " + args + " > '" + log + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream in(log);
@@ -241,10 +242,11 @@ TEST_F(TrainedTiny, LossGoesDownAndTheCheckpointLoadsAndGenerates) {
   EXPECT_EQ(result_->vae_steps, 3);
   EXPECT_EQ(result_->dit_steps, 40);
   EXPECT_LT(result_->dit_loss, result_->first_dit_loss * 0.9) << result_->first_dit_loss << " -> " << result_->dit_loss;
-  for (const char* f : {"model_index.json", "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors",
-                        "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
-                        "text_encoder/model.safetensors", "tokenizer/spiece.model", "scheduler/scheduler_config.json",
-                        "train_info.json", "train_log.jsonl"})
+  for (const char* f :
+       {"model_index.json", "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors",
+        "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+        "text_encoder/model.safetensors", "tokenizer/spiece.model", "scheduler/scheduler_config.json",
+        "train_info.json", "train_log.jsonl"})
     EXPECT_TRUE(fs::exists(fs::path(ckpt()) / f)) << f;
   // What ships: under 25 MB, with the command, seed and device-minutes that made it.
   uintmax_t bytes = 0;
@@ -348,14 +350,14 @@ TEST(Train, ResumeContinuesExactlyWhereAnUninterruptedRunWouldBe) {
   ASSERT_GT(w.vae_loss, 0);
   EXPECT_NEAR(r.first_vae_loss, w.first_vae_loss, 1e-6 * w.first_vae_loss);
   EXPECT_NEAR(r.vae_loss, w.vae_loss, 1e-6 * w.vae_loss);
-  EXPECT_NEAR(runtime::read_json_file(d.file("part") + "/train_info.json").at("final_vae_reconstruction_loss").get<double>(), w.vae_loss,
-              1e-6 * w.vae_loss);
+  EXPECT_NEAR(
+      runtime::read_json_file(d.file("part") + "/train_info.json").at("final_vae_reconstruction_loss").get<double>(),
+      w.vae_loss, 1e-6 * w.vae_loss);
   for (const char* f : {"transformer_ema.safetensors", "transformer.safetensors", "vae.safetensors"}) {
     const auto a = runtime::TensorSource::open(d.file("whole") + "/train_state/" + f);
     const auto b = runtime::TensorSource::open(d.file("part") + "/train_state/" + f);
     ASSERT_EQ(a.names(), b.names());
-    for (const auto& n : a.names())
-      EXPECT_TRUE(at::allclose(a.tensor(n), b.tensor(n), 1e-5, 1e-6)) << f << " " << n;
+    for (const auto& n : a.names()) EXPECT_TRUE(at::allclose(a.tensor(n), b.tensor(n), 1e-5, 1e-6)) << f << " " << n;
   }
   TrainOptions none = whole;
   none.out = d.file("nothing");
@@ -463,12 +465,14 @@ TEST(Train, TransformerFromContinuesAnEarlierRunsTransformer) {
 TEST(Train, CommandTrainsAndGenerateLoadsTheResult) {
   test::TempDir d;
   const std::string bin = AUTOOPTIM_BIN, out = d.file("ck");
-  const std::string train = bin + " train --model wan22-tiny --out " + out +
-                            " --device cpu --vae-steps 1 --steps 3 --scenes 2 --vae-batch 1 --vae-frames 5 --batch 2 -q";
+  const std::string train =
+      bin + " train --model wan22-tiny --out " + out +
+      " --device cpu --vae-steps 1 --steps 3 --scenes 2 --vae-batch 1 --vae-frames 5 --batch 2 -q";
   ASSERT_EQ(std::system(train.c_str()), 0) << train;
-  const std::string gen = bin + " generate --model wan22-tiny --weights " + out +
-                          " --prompt 'a blue square quickly moves up across a gray background' --frames 5 --steps 2 --out " +
-                          d.file("a.y4m") + " -q";
+  const std::string gen =
+      bin + " generate --model wan22-tiny --weights " + out +
+      " --prompt 'a blue square quickly moves up across a gray background' --frames 5 --steps 2 --out " +
+      d.file("a.y4m") + " -q";
   ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
   EXPECT_GT(fs::file_size(d.file("a.y4m")), 1000u);
 }
@@ -478,8 +482,10 @@ TEST_F(TrainedTiny, ShippedWeightsAreTheDefaultAndSyntheticWeightsStayAvailable)
   // trained checkpoint there stands for the shipped weights.
   test::TempDir d;
   copy_dir(ckpt(), d.path() / "assets/wan22-tiny/weights");
-  const std::string gen = "generate --model wan22-tiny --prompt 'a red circle slowly moves left across a dark background' "
-                          "--frames 5 --steps 2 --out " + d.file("a.y4m");
+  const std::string gen =
+      "generate --model wan22-tiny --prompt 'a red circle slowly moves left across a dark background' "
+      "--frames 5 --steps 2 --out " +
+      d.file("a.y4m");
   auto [rc, out] = run_in(d.path().string(), gen);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("weights: trained ("), std::string::npos) << out;
@@ -523,7 +529,8 @@ TEST(EvalTiny, AManifestsSwitchesAreAppliedAndRecorded) {
   m["base"] = "wan22-tiny/baseline";
   m["flags"] = {{"cpu_threads", 0}, {"text_trim", true}, {"timestep_dedup", true}};
   std::ofstream(d.file("m.json")) << m.dump(2);
-  auto [rc, out] = run_in(d.path().string(), "eval-tiny --captions 1 --steps 2 --manifest " + d.file("m.json") + " --out " + d.file("e.json"));
+  auto [rc, out] = run_in(d.path().string(), "eval-tiny --captions 1 --steps 2 --manifest " + d.file("m.json") +
+                                                 " --out " + d.file("e.json"));
   ASSERT_EQ(rc, 0) << out;
   const auto rep = nlohmann::json::parse(std::ifstream(d.file("e.json")));
   EXPECT_EQ(rep["meta"]["manifest"]["id"], "wan22-tiny/kernel/eval-probe");
@@ -535,7 +542,8 @@ TEST(EvalTiny, AManifestsSwitchesAreAppliedAndRecorded) {
   std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 1 --truth --manifest " + d.file("m.json"));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("--manifest applies to generated clips"), std::string::npos) << out;
-  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 1 --steps 1 --manifest " + src + "/manifests/wan22-ti2v-5b/baseline.json");
+  std::tie(rc, out) = run_in(d.path().string(), "eval-tiny --captions 1 --steps 1 --manifest " + src +
+                                                    "/manifests/wan22-ti2v-5b/baseline.json");
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("not wan22-tiny"), std::string::npos) << out;
 }
@@ -580,7 +588,8 @@ TEST(Train, VaeGradientsReachEveryParameterAndOneClipIsLearned) {
   at::Tensor loss = step_loss();
   loss.backward();
   for (const auto& kv : vae->named_parameters(true)) {
-    if (kv.key().find("quant_conv") == 0 && kv.key().find("post_") == std::string::npos) continue;  // logvar half unused
+    if (kv.key().find("quant_conv") == 0 && kv.key().find("post_") == std::string::npos)
+      continue;  // logvar half unused
     ASSERT_TRUE(kv.value().grad().defined()) << kv.key();
     EXPECT_GT(kv.value().grad().abs().sum().item<double>(), 0.0) << kv.key() << " gets no gradient";
   }

@@ -28,7 +28,8 @@ using nlohmann::json;
 namespace {
 
 const std::string kSrc = AUTOOPTIM_SOURCE_DIR;
-const char* kReduced = "--model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1";
+const char* kReduced =
+    "--model wan22-tiny --frames 5 --steps 2 --height 64 --width 96 --max-prompts 1 --repeats 1 --executor-trials 1";
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -44,8 +45,8 @@ struct Result {
 
 // Runs the binary in the source folder with extra environment; stdout and stderr apart.
 Result sh(const autooptim::test::TempDir& tmp, const std::string& env, const std::string& args) {
-  const std::string cmd = "cd " + kSrc + " && env AUTOOPTIM_TTY=0 " + env + " " + AUTOOPTIM_BIN + " " + args + " >" + tmp.file("out") +
-                          " 2>" + tmp.file("err");
+  const std::string cmd = "cd " + kSrc + " && env AUTOOPTIM_TTY=0 " + env + " " + AUTOOPTIM_BIN + " " + args + " >" +
+                          tmp.file("out") + " 2>" + tmp.file("err");
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(tmp.file("out")), slurp(tmp.file("err"))};
 }
@@ -54,7 +55,8 @@ Result sh(const autooptim::test::TempDir& tmp, const std::string& env, const std
 pid_t spawn(const std::string& env, const std::string& args, const std::string& log) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const std::string cmd = "cd " + kSrc + " && exec env " + env + " " + AUTOOPTIM_BIN + " " + args + " >" + log + " 2>&1";
+    const std::string cmd =
+        "cd " + kSrc + " && exec env " + env + " " + AUTOOPTIM_BIN + " " + args + " >" + log + " 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -102,14 +104,18 @@ TEST(Workers, OneWorkerServesTwoExecutorProcessesWithOneModelLoaded) {
   autooptim::test::TempDir tmp;
   const std::string run = tmp.file("run"), loads = tmp.file("loads.log");
   const std::string env = "AUTOOPTIM_LOAD_LOG=" + loads;
-  const pid_t worker = spawn(env, "worker --serve " + run + " --worker-id cpu0 --model wan22-tiny", tmp.file("worker.log"));
+  const pid_t worker =
+      spawn(env, "worker --serve " + run + " --worker-id cpu0 --model wan22-tiny", tmp.file("worker.log"));
   const std::string base = small_baseline(tmp);
   std::vector<pid_t> clients;
   for (const char* fam : {"kernel", "sparse"})
-    clients.push_back(spawn(env, std::string("executor --family ") + fam + " --model wan22-tiny --serve " + run + " --base " + base +
-                                     " --prompts prompts/visible.jsonl --outbox " + tmp.file(std::string("outbox-") + fam) + " --budget-trials 2",
+    clients.push_back(spawn(env,
+                            std::string("executor --family ") + fam + " --model wan22-tiny --serve " + run +
+                                " --base " + base + " --prompts prompts/visible.jsonl --outbox " +
+                                tmp.file(std::string("outbox-") + fam) + " --budget-trials 2",
                             tmp.file(std::string(fam) + ".log")));
-  for (size_t i = 0; i < clients.size(); ++i) EXPECT_EQ(wait_exit(clients[i]), 0) << slurp(tmp.file(i == 0 ? "kernel.log" : "sparse.log"));
+  for (size_t i = 0; i < clients.size(); ++i)
+    EXPECT_EQ(wait_exit(clients[i]), 0) << slurp(tmp.file(i == 0 ? "kernel.log" : "sparse.log"));
   autooptim::workers::stop_all(run);
   EXPECT_EQ(wait_exit(worker), 0) << slurp(tmp.file("worker.log"));
   // Exactly one model load among the three processes: the worker's.
@@ -129,7 +135,8 @@ TEST(Workers, OneWorkerServesTwoExecutorProcessesWithOneModelLoaded) {
   }
   EXPECT_GE(trials, 2);
   EXPECT_EQ(clients_served, (std::set<std::string>{"executor-kernel", "executor-sparse"}));
-  for (const char* fam : {"kernel", "sparse"}) EXPECT_FALSE(lines(tmp.file(std::string("outbox-") + fam) + "/trials.jsonl").empty()) << fam;
+  for (const char* fam : {"kernel", "sparse"})
+    EXPECT_FALSE(lines(tmp.file(std::string("outbox-") + fam) + "/trials.jsonl").empty()) << fam;
   const json reg = json::parse(slurp(fs::path(run) / "workers" / "cpu0" / "worker.json"));
   EXPECT_EQ(reg["state"], "stopped");
   EXPECT_GE(reg["final"]["requests"].get<int>(), 2);
@@ -140,19 +147,34 @@ TEST(Workers, AKilledWorkersRequestIsRequeuedAndFinishedByAnother) {
   const std::string run = tmp.file("run");
   const pid_t a = spawn("", "worker --serve " + run + " --worker-id a --model wan22-tiny", tmp.file("a.log"));
   autooptim::workers::Client client(run, "test");
-  ASSERT_TRUE(wait_for([&] {
-    for (const auto& w : client.workers())
-      if (w.id == "a" && w.state == "ready") return true;
-    return false;
-  }, 120)) << slurp(tmp.file("a.log"));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        for (const auto& w : client.workers())
+          if (w.id == "a" && w.state == "ready") return true;
+        return false;
+      },
+      120))
+      << slurp(tmp.file("a.log"));
   // A whole gate run of the baseline: long enough to be killed in the middle of it.
   const json base = json::parse(slurp(small_baseline(tmp)));
-  const std::string id = client.submit({{"kind", "gate"}, {"model", "wan22-tiny"}, {"manifest", base}, {"split", "val"},
+  const std::string id = client.submit({{"kind", "gate"},
+                                        {"model", "wan22-tiny"},
+                                        {"manifest", base},
+                                        {"split", "val"},
                                         {"out_dir", tmp.file("gate")},
-                                        {"settings", {{"prompts_dir", kSrc + "/prompts"}, {"manifests_dir", kSrc + "/manifests"},
-                                                      {"cache_dir", tmp.file("cache")}, {"timing_repeats", 3}, {"max_prompts", 2}}},
+                                        {"settings",
+                                         {{"prompts_dir", kSrc + "/prompts"},
+                                          {"manifests_dir", kSrc + "/manifests"},
+                                          {"cache_dir", tmp.file("cache")},
+                                          {"timing_repeats", 3},
+                                          {"max_prompts", 2}}},
                                         {"ledger", tmp.file("ledger.jsonl")}});
-  ASSERT_TRUE(wait_for([&] { return fs::exists(fs::path(run) / "workers" / "a" / "claimed") && !fs::is_empty(fs::path(run) / "workers" / "a" / "claimed"); }, 30));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return fs::exists(fs::path(run) / "workers" / "a" / "claimed") &&
+               !fs::is_empty(fs::path(run) / "workers" / "a" / "claimed");
+      },
+      30));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_FALSE(client.poll(id).has_value()) << "the gate finished before the worker could be killed";
   ASSERT_EQ(kill(a, SIGKILL), 0);
@@ -176,7 +198,9 @@ TEST(Workers, StagedScreeningDropsWhatCannotReachTheTierWithoutFullClips) {
   autooptim::test::TempDir tmp;
   const std::string out = tmp.file("run");
   // No candidate of the tiny model can be 50x faster: every one is screened out by stage timing.
-  const auto r = sh(tmp, "", std::string("run ") + kReduced + " --budget-trials 6 --budget-minutes 4 --screen-min-speedup 50 --out " + out);
+  const auto r =
+      sh(tmp, "",
+         std::string("run ") + kReduced + " --budget-trials 6 --budget-minutes 4 --screen-min-speedup 50 --out " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const json rep = json::parse(slurp(fs::path(out) / "report.json"));
   ASSERT_FALSE(rep["candidates"].empty());
@@ -196,12 +220,15 @@ TEST(Workers, StagedScreeningDropsWhatCannotReachTheTierWithoutFullClips) {
       if (ch == '/') ch = '_';
     EXPECT_FALSE(fs::exists(fs::path(out) / "gates" / slug)) << slug;
   }
-  for (const auto& row : lines(fs::path(out) / "ledger.jsonl")) EXPECT_EQ(json::parse(row).value("manifest", ""), "wan22-tiny/baseline");
+  for (const auto& row : lines(fs::path(out) / "ledger.jsonl"))
+    EXPECT_EQ(json::parse(row).value("manifest", ""), "wan22-tiny/baseline");
   EXPECT_EQ(rep["screening"]["dropped"].get<int>(), static_cast<int>(rep["candidates"].size()));
   EXPECT_EQ(rep["gate_runs"].get<int>(), 1);  // the baseline's only
   // A threshold it can pass: the same kind of candidates are screened and then gated.
   const std::string out2 = tmp.file("run2");
-  const auto r2 = sh(tmp, "", std::string("run ") + kReduced + " --budget-trials 3 --budget-minutes 4 --screen-min-speedup 0.01 --out " + out2);
+  const auto r2 = sh(
+      tmp, "",
+      std::string("run ") + kReduced + " --budget-trials 3 --budget-minutes 4 --screen-min-speedup 0.01 --out " + out2);
   ASSERT_EQ(r2.code, 0) << r2.err;
   const json rep2 = json::parse(slurp(fs::path(out2) / "report.json"));
   int gated = 0;
@@ -217,7 +244,8 @@ TEST(Workers, StagedScreeningDropsWhatCannotReachTheTierWithoutFullClips) {
 TEST(Workers, BaselineVerdictAndClipsAreReusedAcrossRuns) {
   autooptim::test::TempDir tmp;
   const std::string cache = tmp.file("cache");
-  const std::string args = std::string("run ") + kReduced + " --budget-trials 2 --budget-minutes 4 --baseline-cache " + cache + " --out ";
+  const std::string args =
+      std::string("run ") + kReduced + " --budget-trials 2 --budget-minutes 4 --baseline-cache " + cache + " --out ";
   const auto r1 = sh(tmp, "", args + tmp.file("run1"));
   ASSERT_EQ(r1.code, 0) << r1.err;
   const json rep1 = json::parse(slurp(fs::path(tmp.file("run1")) / "report.json"));
@@ -237,7 +265,8 @@ TEST(Workers, BaselineVerdictAndClipsAreReusedAcrossRuns) {
   EXPECT_EQ(gated2, gated1 + 1);
   EXPECT_NE(slurp(fs::path(tmp.file("run2")) / "ledger.jsonl").find("cached_from"), std::string::npos);
   EXPECT_FALSE(rep2["baseline"]["clips"].empty());
-  for (const auto& [id, path] : rep2["baseline"]["clips"].items()) EXPECT_TRUE(fs::exists(fs::path(tmp.file("run2")) / path.get<std::string>()));
+  for (const auto& [id, path] : rep2["baseline"]["clips"].items())
+    EXPECT_TRUE(fs::exists(fs::path(tmp.file("run2")) / path.get<std::string>()));
 }
 
 TEST(Workers, PlanEstimatesTheRunAndRefusesABudgetThatCannotGateOneCandidate) {
@@ -289,8 +318,9 @@ TEST(Workers, TwoCpuWorkersShareTheGateRunsAndEachLoadsTheModelOnce) {
     EXPECT_EQ(w["threads"], rep["workers"][0]["threads"]);  // the cores shared out evenly
     // What each worker's timings ran under (runtime/blas_threads.h): the CPU BLAS's thread setting.
     const char* blas_env = std::getenv("OPENBLAS_NUM_THREADS");
-    const std::string set_by_us = blas_env && *blas_env ? std::string("openblas: OPENBLAS_NUM_THREADS=") + blas_env + " kept"
-                                                        : "openblas: 1 thread (libtorch's threads parallelise)";
+    const std::string set_by_us = blas_env && *blas_env
+                                      ? std::string("openblas: OPENBLAS_NUM_THREADS=") + blas_env + " kept"
+                                      : "openblas: 1 thread (libtorch's threads parallelise)";
     EXPECT_TRUE(w["blas"] == set_by_us || w["blas"] == "no OpenBLAS") << w.dump();
   }
   EXPECT_GT(rep["device_seconds"]["generating_share"].get<double>(), 0.0);

@@ -35,7 +35,8 @@ std::optional<FlagProblem> check_int(const json& v, int64_t lo, int64_t hi, cons
     return FlagProblem{where, v.dump() + " is too large"};
   const int64_t i = v.get<int64_t>();
   if (i < lo || i > hi)
-    return FlagProblem{where, std::to_string(i) + " is out of range [" + std::to_string(lo) + ", " + int_text(hi) + "]"};
+    return FlagProblem{where,
+                       std::to_string(i) + " is out of range [" + std::to_string(lo) + ", " + int_text(hi) + "]"};
   return std::nullopt;
 }
 
@@ -84,7 +85,8 @@ std::vector<Technique> build() {
   for (const auto& t : out)
     for (const auto& s : t.supersedes)
       if (s == t.name || std::none_of(out.begin(), out.end(), [&s](const Technique& u) { return u.name == s; }))
-        throw std::logic_error("technique registry: '" + t.name + "' supersedes '" + s + "', which is not another technique");
+        throw std::logic_error("technique registry: '" + t.name + "' supersedes '" + s +
+                               "', which is not another technique");
   return out;
 }
 
@@ -102,12 +104,18 @@ std::string did_you_mean(const std::string& name, const std::vector<std::string>
 
 const char* to_string(FlagType t) {
   switch (t) {
-    case FlagType::kBool: return "bool";
-    case FlagType::kInt: return "int";
-    case FlagType::kNumber: return "number";
-    case FlagType::kChoice: return "choice";
-    case FlagType::kIntList: return "int_list";
-    case FlagType::kNumberList: return "number_list";
+    case FlagType::kBool:
+      return "bool";
+    case FlagType::kInt:
+      return "int";
+    case FlagType::kNumber:
+      return "number";
+    case FlagType::kChoice:
+      return "choice";
+    case FlagType::kIntList:
+      return "int_list";
+    case FlagType::kNumberList:
+      return "number_list";
   }
   return "?";
 }
@@ -123,8 +131,10 @@ std::optional<FlagProblem> FlagSpec::validate(const json& v) const {
     case FlagType::kBool:
       if (!v.is_boolean()) return FlagProblem{"", "expected true or false, got " + describe(v)};
       return std::nullopt;
-    case FlagType::kInt: return check_int(v, int_min, int_max, "");
-    case FlagType::kNumber: return check_number(v, *this, "");
+    case FlagType::kInt:
+      return check_int(v, int_min, int_max, "");
+    case FlagType::kNumber:
+      return check_number(v, *this, "");
     case FlagType::kChoice: {
       if (!v.is_string()) return FlagProblem{"", "expected a string, got " + describe(v)};
       const std::string s = v.get<std::string>();
@@ -139,7 +149,8 @@ std::optional<FlagProblem> FlagSpec::validate(const json& v) const {
         return FlagProblem{"", "has " + std::to_string(v.size()) + " items, at most " + std::to_string(max_items)};
       for (size_t i = 0; i < v.size(); ++i) {
         const std::string where = "[" + std::to_string(i) + "]";
-        auto p = type == FlagType::kIntList ? check_int(v[i], int_min, int_max, where) : check_number(v[i], *this, where);
+        auto p =
+            type == FlagType::kIntList ? check_int(v[i], int_min, int_max, where) : check_number(v[i], *this, where);
         if (p) return p;
       }
       return std::nullopt;
@@ -150,7 +161,7 @@ std::optional<FlagProblem> FlagSpec::validate(const json& v) const {
 
 json FlagSpec::to_json() const {
   json j{{"type", techniques::to_string(type)}, {"default", default_value()}, {"help", help}};
-  if (type == FlagType::kInt || type == FlagType::kIntList) 
+  if (type == FlagType::kInt || type == FlagType::kIntList)
     j["range"] = {int_min, int_max == std::numeric_limits<int64_t>::max() ? json("inf") : json(int_max)};
   if (type == FlagType::kNumber || type == FlagType::kNumberList) {
     auto b = [](double x) { return std::isinf(x) ? json(x > 0 ? "inf" : "-inf") : json(x); };
@@ -250,7 +261,8 @@ const FlagSpec* Technique::flag(const std::string& key) const {
 }
 
 bool Technique::on(const RuntimeOptions& o) const {
-  const FlagSpec* f = flag(group.empty() ? switch_flag : switch_flag.substr(std::min(switch_flag.size(), group.size() + 1)));
+  const FlagSpec* f =
+      flag(group.empty() ? switch_flag : switch_flag.substr(std::min(switch_flag.size(), group.size() + 1)));
   return f && f->get(o) != f->default_value();
 }
 
@@ -304,11 +316,15 @@ bool works_on_text_encoding(const RuntimeOptions& o) { return works_on(o, "text_
 
 const std::vector<FlagSpec>& settings() {
   static const std::vector<FlagSpec> s = always_written({
-      choice_flag("dtype", [](RuntimeOptions& o) -> std::string& { return o.dtype; }, {"bf16", "fp32", "fp64"},
-                  "the transformer's compute dtype (the CPU runs bf16 in fp32)"),
-      int_flag("cpu_threads", [](RuntimeOptions& o) -> int64_t& { return o.cpu_threads; }, 0, 256,
-               "CPU threads; 0 = libtorch's own setting"),
-      bool_flag("onednn", [](RuntimeOptions& o) -> bool& { return o.onednn; }, "oneDNN CPU kernels where libtorch picks them"),
+      choice_flag(
+          "dtype", [](RuntimeOptions& o) -> std::string& { return o.dtype; }, {"bf16", "fp32", "fp64"},
+          "the transformer's compute dtype (the CPU runs bf16 in fp32)"),
+      int_flag(
+          "cpu_threads", [](RuntimeOptions& o) -> int64_t& { return o.cpu_threads; }, 0, 256,
+          "CPU threads; 0 = libtorch's own setting"),
+      bool_flag(
+          "onednn", [](RuntimeOptions& o) -> bool& { return o.onednn; },
+          "oneDNN CPU kernels where libtorch picks them"),
   });
   return s;
 }
@@ -369,7 +385,9 @@ json registry_to_json(const SearchContext& reference) {
   for (const auto& t : all()) techniques.push_back(t.to_json(reference));
   json s = json::object();
   for (const auto& f : settings()) s[f.key] = f.to_json();
-  return {{"techniques", techniques}, {"settings", s}, {"search_context", {{"steps", reference.steps}, {"gpu", reference.gpu}}}};
+  return {{"techniques", techniques},
+          {"settings", s},
+          {"search_context", {{"steps", reference.steps}, {"gpu", reference.gpu}}}};
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -11,21 +11,27 @@ AUTOOPTIM_TECHNIQUE(easycache) {
   t.name = "easycache";
   t.family = "cache";
   t.lossless = false;
-  t.summary = "EasyCache: both CFG branches reuse their last residual (order 0) or extrapolate it from their last two "
-              "full computations (order 1) while the conditional branch's estimated output change stays under the threshold";
+  t.summary =
+      "EasyCache: both CFG branches reuse their last residual (order 0) or extrapolate it from their last two "
+      "full computations (order 1) while the conditional branch's estimated output change stays under the threshold";
   t.group = "easycache";
   t.flags = always_written({
-      bool_flag("enabled", [](RuntimeOptions& o) -> bool& { return o.easycache.enabled; }, "turns the policy on"),
-      number_flag("threshold", [](RuntimeOptions& o) -> double& { return o.easycache.threshold; }, 0.0, true, 1.0, false,
-                  "accumulated relative-change budget before a full forward"),
-      int_flag("warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.easycache.warmup_steps; }, 1, 1000,
-               "first steps always computed in full"),
-      bool_flag("dense_last_step", [](RuntimeOptions& o) -> bool& { return o.easycache.dense_last_step; },
-                "the last step always computed"),
+      bool_flag(
+          "enabled", [](RuntimeOptions& o) -> bool& { return o.easycache.enabled; }, "turns the policy on"),
+      number_flag(
+          "threshold", [](RuntimeOptions& o) -> double& { return o.easycache.threshold; }, 0.0, true, 1.0, false,
+          "accumulated relative-change budget before a full forward"),
+      int_flag(
+          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.easycache.warmup_steps; }, 1, 1000,
+          "first steps always computed in full"),
+      bool_flag(
+          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.easycache.dense_last_step; },
+          "the last step always computed"),
   });
   // Written only when set: manifests from before it keep their canonical form and hash.
-  t.flags.push_back(int_flag("order", [](RuntimeOptions& o) -> int64_t& { return o.easycache.order; }, 0, 1,
-                             "0: reuse the last residual; 1: extrapolate it from the last two full computations"));
+  t.flags.push_back(int_flag(
+      "order", [](RuntimeOptions& o) -> int64_t& { return o.easycache.order; }, 0, 1,
+      "0: reuse the last residual; 1: extrapolate it from the last two full computations"));
   t.switch_flag = "easycache.enabled";
   t.exclusive_group = "step_cache";
   t.hooks = {"pipeline.transformer_call"};
@@ -49,7 +55,13 @@ AUTOOPTIM_TECHNIQUE(easycache) {
     for (double th : {0.05, 0.1, 0.15, 0.2, 0.3}) {
       char label[40];
       std::snprintf(label, sizeof label, "easycache-o1-t%g", th);
-      p.push_back({label, {{"easycache", {{"enabled", true}, {"threshold", th}, {"warmup_steps", warmup}, {"dense_last_step", true}, {"order", 1}}}}});
+      p.push_back({label,
+                   {{"easycache",
+                     {{"enabled", true},
+                      {"threshold", th},
+                      {"warmup_steps", warmup},
+                      {"dense_last_step", true},
+                      {"order", 1}}}}});
     }
     return p;
   };
@@ -66,9 +78,11 @@ namespace {
 double mean_abs(const at::Tensor& t) { return t.abs().mean().item<double>(); }
 }  // namespace
 
-EasyCache::EasyCache(const EasyCacheOptions& o, int64_t steps, Trace* trace) : CachePolicy("easycache", steps, trace), o_(o) {}
+EasyCache::EasyCache(const EasyCacheOptions& o, int64_t steps, Trace* trace)
+    : CachePolicy("easycache", steps, trace), o_(o) {}
 
-at::Tensor EasyCache::forward(int64_t step, int branch, const at::Tensor& x_in, const std::function<at::Tensor()>& full) {
+at::Tensor EasyCache::forward(int64_t step, int branch, const at::Tensor& x_in,
+                              const std::function<at::Tensor()>& full) {
   const at::Tensor x = x_in.to(at::kFloat);
   if (branch == 0) {
     bool compute = step < o_.warmup_steps || (o_.dense_last_step && step == steps_ - 1) || k_ < 0 ||

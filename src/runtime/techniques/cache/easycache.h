@@ -34,11 +34,11 @@ class EasyCache : public CachePolicy {
   EasyCacheOptions o_;
   bool compute_step_ = true;
   double acc_ = 0;
-  double k_ = -1;  // unknown until two full computations
-  at::Tensor prev_x_;                       // conditional input at the previous step
-  at::Tensor last_in_, last_out_;           // conditional input/output of the last full computation
-  at::Tensor residual_[2];                  // per branch: output - input of its last full computation
-  at::Tensor before_[2];                    // per branch: the residual of the full computation before it (order 1)
+  double k_ = -1;                  // unknown until two full computations
+  at::Tensor prev_x_;              // conditional input at the previous step
+  at::Tensor last_in_, last_out_;  // conditional input/output of the last full computation
+  at::Tensor residual_[2];         // per branch: output - input of its last full computation
+  at::Tensor before_[2];           // per branch: the residual of the full computation before it (order 1)
   int64_t at_[2] = {-1, -1}, before_at_[2] = {-1, -1};  // their steps
 };
 

@@ -11,22 +11,28 @@ AUTOOPTIM_TECHNIQUE(first_block_cache) {
   t.name = "first_block_cache";
   t.family = "cache";
   t.lossless = false;
-  t.summary = "first-block cache: block 0 always runs; while its residual stays close to the one of the last full "
-              "computation, blocks 1..N-1 reuse their cached residual (per CFG branch)";
+  t.summary =
+      "first-block cache: block 0 always runs; while its residual stays close to the one of the last full "
+      "computation, blocks 1..N-1 reuse their cached residual (per CFG branch)";
   t.group = "first_block_cache";
   t.flags = {
-      bool_flag("enabled", [](RuntimeOptions& o) -> bool& { return o.first_block_cache.enabled; }, "turns the policy on"),
-      number_flag("threshold", [](RuntimeOptions& o) -> double& { return o.first_block_cache.threshold; }, 0.0, true, 10.0,
-                  false, "relative L1 change of block 0's residual under which the other blocks are skipped"),
-      int_flag("warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.first_block_cache.warmup_steps; }, 0, 1000,
-               "first steps always computed"),
-      bool_flag("dense_last_step", [](RuntimeOptions& o) -> bool& { return o.first_block_cache.dense_last_step; },
-                "the last step always computed"),
+      bool_flag(
+          "enabled", [](RuntimeOptions& o) -> bool& { return o.first_block_cache.enabled; }, "turns the policy on"),
+      number_flag(
+          "threshold", [](RuntimeOptions& o) -> double& { return o.first_block_cache.threshold; }, 0.0, true, 10.0,
+          false, "relative L1 change of block 0's residual under which the other blocks are skipped"),
+      int_flag(
+          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.first_block_cache.warmup_steps; }, 0, 1000,
+          "first steps always computed"),
+      bool_flag(
+          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.first_block_cache.dense_last_step; },
+          "the last step always computed"),
   };
   t.switch_flag = "first_block_cache.enabled";
   t.exclusive_group = "step_cache";
   t.hooks = {"transformer.blocks"};
-  t.engagement = {{"cache.first_block_cache.skipped_forwards", "first_block_cache is on but no block stack was skipped"}};
+  t.engagement = {
+      {"cache.first_block_cache.skipped_forwards", "first_block_cache is on but no block stack was skipped"}};
   t.check_counters = [](const RuntimeOptions&, const Trace& tr, std::vector<std::string>& out) {
     const double decided =
         tr.get("cache.first_block_cache.computed_forwards") + tr.get("cache.first_block_cache.skipped_forwards");
@@ -62,8 +68,8 @@ at::Tensor FirstBlockCache::blocks(const BlockStack& s, const at::Tensor& h, int
   Branch& b = branch_[branch];
   const at::Tensor h1 = s.block(0, h);
   const at::Tensor first = h1.to(at::kFloat) - h.to(at::kFloat);
-  bool compute = step < o_.warmup_steps || (o_.dense_last_step && last_step(step)) || !b.rest_residual.defined() ||
-                 s.layers < 2;
+  bool compute =
+      step < o_.warmup_steps || (o_.dense_last_step && last_step(step)) || !b.rest_residual.defined() || s.layers < 2;
   if (!compute) compute = relative_l1(first, b.first_residual) >= o_.threshold;
   decided(step, branch, !compute);
   if (!compute) return (h1.to(at::kFloat) + b.rest_residual).to(h.scalar_type());

@@ -8,11 +8,13 @@ AUTOOPTIM_TECHNIQUE(forced_skip) {
   t.name = "forced_skip";
   t.family = "cache";
   t.lossless = false;
-  t.summary = "benchmarking: at the listed steps every CFG branch reuses its last residual instead of running the "
-              "transformer (records the forward-skip ratio); never proposed by the executors";
+  t.summary =
+      "benchmarking: at the listed steps every CFG branch reuses its last residual instead of running the "
+      "transformer (records the forward-skip ratio); never proposed by the executors";
   t.group = "forced_skip";
-  t.flags = {int_list_flag("steps", [](RuntimeOptions& o) -> std::vector<int64_t>& { return o.forced_skip.steps; }, 0,
-                           999, 1000, "step indices whose forwards are skipped")};
+  t.flags = {int_list_flag(
+      "steps", [](RuntimeOptions& o) -> std::vector<int64_t>& { return o.forced_skip.steps; }, 0, 999, 1000,
+      "step indices whose forwards are skipped")};
   t.switch_flag = "forced_skip.steps";
   t.exclusive_group = "step_cache";
   t.hooks = {"pipeline.transformer_call"};
@@ -34,7 +36,8 @@ namespace autooptim::runtime::techniques {
 ForcedSkip::ForcedSkip(const ForcedSkipOptions& o, int64_t steps, Trace* trace)
     : CachePolicy("forced_skip", steps, trace), skip_(o.steps.begin(), o.steps.end()) {}
 
-at::Tensor ForcedSkip::forward(int64_t step, int branch, const at::Tensor& x_in, const std::function<at::Tensor()>& full) {
+at::Tensor ForcedSkip::forward(int64_t step, int branch, const at::Tensor& x_in,
+                               const std::function<at::Tensor()>& full) {
   const at::Tensor x = x_in.to(at::kFloat);
   const bool skip = skip_.count(step) && residual_[branch].defined();
   decided(step, branch, skip);

@@ -13,25 +13,34 @@ AUTOOPTIM_TECHNIQUE(magcache) {
   t.name = "magcache";
   t.family = "cache";
   t.lossless = false;
-  t.summary = "MagCache-style: a calibrated magnitude-ratio schedule bounds the error of reusing each CFG "
-              "branch's cached block-stack residual";
+  t.summary =
+      "MagCache-style: a calibrated magnitude-ratio schedule bounds the error of reusing each CFG "
+      "branch's cached block-stack residual";
   t.group = "magcache";
   t.flags = {
-      bool_flag("enabled", [](RuntimeOptions& o) -> bool& { return o.magcache.enabled; }, "turns the policy on"),
-      number_flag("threshold", [](RuntimeOptions& o) -> double& { return o.magcache.threshold; }, 0.0, true, 10.0, false,
-                  "accumulated error budget while skipping"),
-      int_flag("max_skips", [](RuntimeOptions& o) -> int64_t& { return o.magcache.max_skips; }, 1, 1000,
-               "consecutive skips at most"),
-      int_flag("warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.magcache.warmup_steps; }, 0, 1000,
-               "first steps always computed"),
-      bool_flag("dense_last_step", [](RuntimeOptions& o) -> bool& { return o.magcache.dense_last_step; },
-                "the last step always computed"),
-      number_list_flag("ratios", [](RuntimeOptions& o) -> std::vector<double>& { return o.magcache.ratios; }, 0.0, 100.0,
-                       1000, "calibrated magnitude ratio per step, conditional branch"),
-      number_list_flag("ratios_uncond", [](RuntimeOptions& o) -> std::vector<double>& { return o.magcache.ratios_uncond; },
-                       0.0, 100.0, 1000, "calibrated magnitude ratio per step, unconditional branch (empty: the conditional's)"),
-      bool_flag("calibrate", [](RuntimeOptions& o) -> bool& { return o.magcache.calibrate; },
-                "compute every step and record the ratios"),
+      bool_flag(
+          "enabled", [](RuntimeOptions& o) -> bool& { return o.magcache.enabled; }, "turns the policy on"),
+      number_flag(
+          "threshold", [](RuntimeOptions& o) -> double& { return o.magcache.threshold; }, 0.0, true, 10.0, false,
+          "accumulated error budget while skipping"),
+      int_flag(
+          "max_skips", [](RuntimeOptions& o) -> int64_t& { return o.magcache.max_skips; }, 1, 1000,
+          "consecutive skips at most"),
+      int_flag(
+          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.magcache.warmup_steps; }, 0, 1000,
+          "first steps always computed"),
+      bool_flag(
+          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.magcache.dense_last_step; },
+          "the last step always computed"),
+      number_list_flag(
+          "ratios", [](RuntimeOptions& o) -> std::vector<double>& { return o.magcache.ratios; }, 0.0, 100.0, 1000,
+          "calibrated magnitude ratio per step, conditional branch"),
+      number_list_flag(
+          "ratios_uncond", [](RuntimeOptions& o) -> std::vector<double>& { return o.magcache.ratios_uncond; }, 0.0,
+          100.0, 1000, "calibrated magnitude ratio per step, unconditional branch (empty: the conditional's)"),
+      bool_flag(
+          "calibrate", [](RuntimeOptions& o) -> bool& { return o.magcache.calibrate; },
+          "compute every step and record the ratios"),
   };
   t.switch_flag = "magcache.enabled";
   t.exclusive_group = "step_cache";
@@ -48,8 +57,7 @@ AUTOOPTIM_TECHNIQUE(magcache) {
     return std::nullopt;
   };
   t.calibration = Calibration{
-      {{"magcache", {{"calibrate", true}}}},
-      [](const std::vector<Trace>& traces) {
+      {{"magcache", {{"calibrate", true}}}}, [](const std::vector<Trace>& traces) {
         // Per branch and step, the mean ratio over the calibration runs.
         std::map<std::pair<int, int64_t>, std::pair<double, int>> sum;
         const std::string prefix = "cache.magcache.calibration.ratio.";
@@ -82,7 +90,8 @@ AUTOOPTIM_TECHNIQUE(magcache) {
     for (double th : {0.06, 0.12, 0.24}) {
       char label[32];
       std::snprintf(label, sizeof label, "magcache-t%g", th);
-      p.push_back({label, {{"magcache", {{"enabled", true}, {"threshold", th}, {"max_skips", 2}, {"warmup_steps", warmup}}}}});
+      p.push_back(
+          {label, {{"magcache", {{"enabled", true}, {"threshold", th}, {"max_skips", 2}, {"warmup_steps", warmup}}}}});
     }
     return p;
   };
@@ -96,7 +105,8 @@ AUTOOPTIM_TECHNIQUE(magcache) {
 
 namespace autooptim::runtime::techniques {
 
-MagCache::MagCache(const MagCacheOptions& o, int64_t steps, Trace* trace) : CachePolicy("magcache", steps, trace), o_(o) {}
+MagCache::MagCache(const MagCacheOptions& o, int64_t steps, Trace* trace)
+    : CachePolicy("magcache", steps, trace), o_(o) {}
 
 double MagCache::ratio(int branch, int64_t step) const {
   const auto& r = branch == 1 && !o_.ratios_uncond.empty() ? o_.ratios_uncond : o_.ratios;
@@ -109,7 +119,8 @@ double MagCache::ratio(int branch, int64_t step) const {
 
 at::Tensor MagCache::blocks(const BlockStack& s, const at::Tensor& h, int64_t step, int branch) {
   Branch& b = branch_[branch];
-  bool compute = o_.calibrate || step < o_.warmup_steps || (o_.dense_last_step && last_step(step)) || !b.residual.defined();
+  bool compute =
+      o_.calibrate || step < o_.warmup_steps || (o_.dense_last_step && last_step(step)) || !b.residual.defined();
   if (!compute) {
     b.gamma *= ratio(branch, step);
     b.err += std::abs(1.0 - b.gamma);

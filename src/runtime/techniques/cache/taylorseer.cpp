@@ -11,19 +11,26 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
   t.name = "taylorseer";
   t.family = "cache";
   t.lossless = false;
-  t.summary = "TaylorSeer: after the warm-up a full forward every `interval` steps; in between both CFG branches forecast "
-              "their residual by a Taylor series (order 0-2) from their last full computations";
+  t.summary =
+      "TaylorSeer: after the warm-up a full forward every `interval` steps; in between both CFG branches forecast "
+      "their residual by a Taylor series (order 0-2) from their last full computations";
   t.group = "taylorseer";
   t.flags = {
-      bool_flag("enabled", [](RuntimeOptions& o) -> bool& { return o.taylorseer.enabled; }, "turns the policy on"),
-      int_flag("interval", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.interval; }, 2, 50,
-               "a full computation every `interval` steps after the warm-up"),
-      int_flag("order", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.order; }, 0, 2,
-               "0: reuse the last residual; 1: linear forecast from the last two full computations; 2: quadratic from three"),
-      int_flag("warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.warmup_steps; }, 0, 1000,
-               "first steps always computed in full"),
-      bool_flag("dense_last_step", [](RuntimeOptions& o) -> bool& { return o.taylorseer.dense_last_step; },
-                "the last step always computed"),
+      bool_flag(
+          "enabled", [](RuntimeOptions& o) -> bool& { return o.taylorseer.enabled; }, "turns the policy on"),
+      int_flag(
+          "interval", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.interval; }, 2, 50,
+          "a full computation every `interval` steps after the warm-up"),
+      int_flag(
+          "order", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.order; }, 0, 2,
+          "0: reuse the last residual; 1: linear forecast from the last two full computations; 2: quadratic from "
+          "three"),
+      int_flag(
+          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.warmup_steps; }, 0, 1000,
+          "first steps always computed in full"),
+      bool_flag(
+          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.taylorseer.dense_last_step; },
+          "the last step always computed"),
   };
   t.switch_flag = "taylorseer.enabled";
   t.exclusive_group = "step_cache";
@@ -46,8 +53,13 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
     for (int64_t n : {2, 3, 4, 6, 8}) {
       char label[40];
       std::snprintf(label, sizeof label, "taylorseer-o1-n%lld", static_cast<long long>(n));
-      p.push_back({label, {{"taylorseer", {{"enabled", true}, {"interval", n}, {"order", 1}, {"warmup_steps", warmup},
-                                           {"dense_last_step", true}}}}});
+      p.push_back({label,
+                   {{"taylorseer",
+                     {{"enabled", true},
+                      {"interval", n},
+                      {"order", 1},
+                      {"warmup_steps", warmup},
+                      {"dense_last_step", true}}}}});
     }
     return p;
   };
@@ -61,7 +73,8 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
 
 namespace autooptim::runtime::techniques {
 
-TaylorSeer::TaylorSeer(const TaylorSeerOptions& o, int64_t steps, Trace* trace) : CachePolicy("taylorseer", steps, trace), o_(o) {}
+TaylorSeer::TaylorSeer(const TaylorSeerOptions& o, int64_t steps, Trace* trace)
+    : CachePolicy("taylorseer", steps, trace), o_(o) {}
 
 bool TaylorSeer::scheduled(int64_t step) const {
   // (an interval under 2, which manifests refuse, computes every step)
@@ -69,7 +82,8 @@ bool TaylorSeer::scheduled(int64_t step) const {
          (step - o_.warmup_steps) % o_.interval == 0;
 }
 
-at::Tensor TaylorSeer::forward(int64_t step, int branch, const at::Tensor& x_in, const std::function<at::Tensor()>& full) {
+at::Tensor TaylorSeer::forward(int64_t step, int branch, const at::Tensor& x_in,
+                               const std::function<at::Tensor()>& full) {
   const at::Tensor x = x_in.to(at::kFloat);
   Forecast& f = f_[branch];
   const bool compute = scheduled(step) || !f.r.defined();

@@ -46,21 +46,28 @@ AUTOOPTIM_TECHNIQUE(teacache) {
   t.name = "teacache";
   t.family = "cache";
   t.lossless = false;
-  t.summary = "TeaCache-style: accumulated, polynomial-rescaled relative change of block 0's modulated input "
-              "decides per CFG branch when the block stack reuses its cached residual";
+  t.summary =
+      "TeaCache-style: accumulated, polynomial-rescaled relative change of block 0's modulated input "
+      "decides per CFG branch when the block stack reuses its cached residual";
   t.group = "teacache";
   t.flags = {
-      bool_flag("enabled", [](RuntimeOptions& o) -> bool& { return o.teacache.enabled; }, "turns the policy on"),
-      number_flag("threshold", [](RuntimeOptions& o) -> double& { return o.teacache.threshold; }, 0.0, true, 10.0, false,
-                  "accumulated estimated change before the block stack is computed again"),
-      int_flag("warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.teacache.warmup_steps; }, 0, 1000,
-               "first steps always computed"),
-      bool_flag("dense_last_step", [](RuntimeOptions& o) -> bool& { return o.teacache.dense_last_step; },
-                "the last step always computed"),
-      number_list_flag("coefficients", [](RuntimeOptions& o) -> std::vector<double>& { return o.teacache.coefficients; },
-                       -1e6, 1e6, 8, "rescaling polynomial, lowest order first (from the calibration)"),
-      bool_flag("calibrate", [](RuntimeOptions& o) -> bool& { return o.teacache.calibrate; },
-                "compute every step and record (input change, output change) for the fit"),
+      bool_flag(
+          "enabled", [](RuntimeOptions& o) -> bool& { return o.teacache.enabled; }, "turns the policy on"),
+      number_flag(
+          "threshold", [](RuntimeOptions& o) -> double& { return o.teacache.threshold; }, 0.0, true, 10.0, false,
+          "accumulated estimated change before the block stack is computed again"),
+      int_flag(
+          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.teacache.warmup_steps; }, 0, 1000,
+          "first steps always computed"),
+      bool_flag(
+          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.teacache.dense_last_step; },
+          "the last step always computed"),
+      number_list_flag(
+          "coefficients", [](RuntimeOptions& o) -> std::vector<double>& { return o.teacache.coefficients; }, -1e6, 1e6,
+          8, "rescaling polynomial, lowest order first (from the calibration)"),
+      bool_flag(
+          "calibrate", [](RuntimeOptions& o) -> bool& { return o.teacache.calibrate; },
+          "compute every step and record (input change, output change) for the fit"),
   };
   t.switch_flag = "teacache.enabled";
   t.exclusive_group = "step_cache";
@@ -75,20 +82,19 @@ AUTOOPTIM_TECHNIQUE(teacache) {
     if (o.teacache.coefficients.empty()) return FlagProblem{".coefficients", "needs at least one coefficient"};
     return std::nullopt;
   };
-  t.calibration = Calibration{
-      {{"teacache", {{"calibrate", true}}}},
-      [](const std::vector<Trace>& traces) {
-        // Pairs (input change, output change) of both branches at every step of every run.
-        std::vector<double> x, y;
-        const std::string in = "cache.teacache.calibration.input.", out = "cache.teacache.calibration.output.";
-        for (const auto& tr : traces)
-          for (const auto& [key, v] : tr.counters())
-            if (key.rfind(in, 0) == 0 && tr.has(out + key.substr(in.size()))) {
-              x.push_back(v);
-              y.push_back(tr.get(out + key.substr(in.size())));
-            }
-        return nlohmann::json{{"teacache", {{"coefficients", fit_polynomial(x, y, 2)}}}};
-      }};
+  t.calibration = Calibration{{{"teacache", {{"calibrate", true}}}}, [](const std::vector<Trace>& traces) {
+                                // Pairs (input change, output change) of both branches at every step of every run.
+                                std::vector<double> x, y;
+                                const std::string in = "cache.teacache.calibration.input.",
+                                                  out = "cache.teacache.calibration.output.";
+                                for (const auto& tr : traces)
+                                  for (const auto& [key, v] : tr.counters())
+                                    if (key.rfind(in, 0) == 0 && tr.has(out + key.substr(in.size()))) {
+                                      x.push_back(v);
+                                      y.push_back(tr.get(out + key.substr(in.size())));
+                                    }
+                                return nlohmann::json{{"teacache", {{"coefficients", fit_polynomial(x, y, 2)}}}};
+                              }};
   t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.teacache.warmup_steps; };
   t.dense_last_step = [](const RuntimeOptions& o) { return o.teacache.dense_last_step; };
   t.search = [](const SearchContext& c) {
@@ -111,7 +117,8 @@ AUTOOPTIM_TECHNIQUE(teacache) {
 
 namespace autooptim::runtime::techniques {
 
-TeaCache::TeaCache(const TeaCacheOptions& o, int64_t steps, Trace* trace) : CachePolicy("teacache", steps, trace), o_(o) {}
+TeaCache::TeaCache(const TeaCacheOptions& o, int64_t steps, Trace* trace)
+    : CachePolicy("teacache", steps, trace), o_(o) {}
 
 double TeaCache::estimate(double x) const {
   double y = 0, p = 1;

@@ -9,8 +9,9 @@ AUTOOPTIM_TECHNIQUE(cuda_graph) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the transformer forward's body captured once per shape, prompt and phase, then replayed (GPU builds)";
-  t.flags = always_written({bool_flag("cuda_graph", [](RuntimeOptions& o) -> bool& { return o.cuda_graph; },
-                                      "transformer forward captured and replayed")});
+  t.flags = always_written({bool_flag(
+      "cuda_graph", [](RuntimeOptions& o) -> bool& { return o.cuda_graph; },
+      "transformer forward captured and replayed")});
   t.switch_flag = "cuda_graph";
   t.hooks = {"transformer.body"};
   t.engagement = {{"kernel.cuda_graph.replays", "cuda_graph is on but no graph was replayed"}};
@@ -51,7 +52,8 @@ struct CudaGraphs::Impl {
   std::map<std::string, Entry> entries;
 #ifdef AUTOOPTIM_WITH_CUDA
   bool have_pool = false;
-  decltype(at::cuda::graph_pool_handle()) pool{0, 0};  // one private pool for all graphs of a generation: they never run at once
+  decltype(at::cuda::graph_pool_handle()) pool{
+      0, 0};  // one private pool for all graphs of a generation: they never run at once
 #endif
 };
 
@@ -93,7 +95,8 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
     }
     cudaDeviceSynchronize();
     try {
-      e.graph = capture_graph(inputs.front().device().index(), impl_->pool, [&] { e.static_out = body(e.static_in, local); });
+      e.graph =
+          capture_graph(inputs.front().device().index(), impl_->pool, [&] { e.static_out = body(e.static_in, local); });
     } catch (const std::exception& ex) {
       impl_->entries.erase(key);
       throw Error(std::string("cuda_graph: the transformer forward could not be captured: ") + ex.what());

@@ -44,9 +44,9 @@ at::Tensor fused_layer_norm_affine(const at::Tensor& x, const at::Tensor& weight
                                    const ForwardContext* fc);
 // {x + y, fused_norm_modulate(x + y, ...)} in one pass (the sum rounded to bf16 as at::add rounds it).
 // Counts kernel.fused_cross_norm.launches.
-std::pair<at::Tensor, at::Tensor> fused_add_norm_modulate(const at::Tensor& x, const at::Tensor& y, const at::Tensor& table,
-                                                          const at::Tensor& tproj, int k_shift, int k_scale, double eps,
-                                                          const ForwardContext* fc);
+std::pair<at::Tensor, at::Tensor> fused_add_norm_modulate(const at::Tensor& x, const at::Tensor& y,
+                                                          const at::Tensor& table, const at::Tensor& tproj, int k_shift,
+                                                          int k_scale, double eps, const ForwardContext* fc);
 
 bool gelu_epilogue_applies(const ForwardContext* fc, const at::Tensor& x);
 // gelu_tanh(lin(x)) as one cuBLASLt GEMM with a GELU-bias epilogue. Counts kernel.gelu_epilogue.launches.

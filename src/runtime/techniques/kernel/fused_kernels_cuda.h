@@ -58,8 +58,8 @@ int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStride
 // (x's channels repeated `repeats` times and unfolded into (ft, 2, 2)). bf16, any strides; the sum is
 // rounded once, as at::add rounds it.
 struct DupUpShape {
-  int64_t B, C, T, H, W;           // h's sizes (the output)
-  int64_t hs[5], xs[5];            // element strides of h and x ([B, C, T, H, W])
+  int64_t B, C, T, H, W;  // h's sizes (the output)
+  int64_t hs[5], xs[5];   // element strides of h and x ([B, C, T, H, W])
   int64_t ft, repeats, t_shift;
 };
 int launch_vae_dup_up_add(void* h, const void* x, const DupUpShape& s, void* stream);

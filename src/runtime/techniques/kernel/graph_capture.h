@@ -15,7 +15,8 @@ namespace autooptim::runtime::techniques {
 // a side stream of `device` (libtorch refuses to capture the default stream); nothing executes while
 // capturing, and a replay later runs on the caller's stream. A body that throws ends the capture before
 // the exception goes on.
-inline std::unique_ptr<at::cuda::CUDAGraph> capture_graph(c10::DeviceIndex device, decltype(at::cuda::graph_pool_handle()) pool,
+inline std::unique_ptr<at::cuda::CUDAGraph> capture_graph(c10::DeviceIndex device,
+                                                          decltype(at::cuda::graph_pool_handle()) pool,
                                                           const std::function<void()>& body) {
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   // A graph's memory comes from its private pool, which cannot take the blocks the caching allocator keeps

@@ -34,7 +34,7 @@ namespace autooptim::cuda {
 namespace {
 
 constexpr int kHeadDim = 128;
-constexpr int kBlockM = 128;  // query rows per CTA (two warpgroups of 64)
+constexpr int kBlockM = 128;   // query rows per CTA (two warpgroups of 64)
 constexpr int kThreads = 384;  // two consumer warpgroups and the producer warpgroup
 // A tile of `rows` x 128 bf16 is two TMA boxes of rows x 64 (128-byte rows, 128-byte swizzle): head_dim
 // 0-63, then 64-127.
@@ -84,8 +84,9 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, b
                                          int row, int head, int batch) {
   const int c1 = heads_inner ? head : row, c2 = heads_inner ? row : head;
   asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
-      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(d), "r"(c1), "r"(c2), "r"(batch)
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(d), "r"(c1), "r"(c2), "r"(batch)
       : "memory");
 }
 
@@ -114,23 +115,23 @@ __device__ __forceinline__ void reg_fence(uint32_t (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-#define AO_ACC8(d, i)                                                                                        \
+#define AO_ACC8(d, i)                                                                                         \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-#define AO_ACC64(d)                                                                                         \
+#define AO_ACC64(d)                                                                                             \
   AO_ACC8(d, 0), AO_ACC8(d, 8), AO_ACC8(d, 16), AO_ACC8(d, 24), AO_ACC8(d, 32), AO_ACC8(d, 40), AO_ACC8(d, 48), \
       AO_ACC8(d, 56)
-#define AO_D64                                                                                                  \
+#define AO_D64                                                                                                 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
 
 #define AO_ACC88(d) AO_ACC64(d), AO_ACC8(d, 64), AO_ACC8(d, 72), AO_ACC8(d, 80)
-#define AO_D88                                                                                                  \
+#define AO_D88                                                                                                 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
-  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "   \
-  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "   \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "  \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "  \
   "%86, %87}, "
 
 // d[64 x N] (+)= A[64 x 16] (K-major in shared memory) * B[16 x N] (K-major in shared memory), N = 128 or 176.
@@ -150,8 +151,8 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[88], uint64_t a, uint64_t b,
 }
 
 // d[64 x 128] (+)= A[64 x 16] (bf16 pairs in registers) * B[16 x 128] (N-major in shared memory).
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint64_t b, int accumulate) {
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t b,
+                                         int accumulate) {
   asm volatile(
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " AO_D64 "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n\t}"
@@ -166,8 +167,8 @@ __device__ __forceinline__ void gemm_qk(float (&s)[N / 2], uint32_t q, uint32_t 
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const uint32_t in_row = (kk % 4) * 32;
-    wgmma_ss(s, smem_desc(q + (kk / 4) * kQHalf + in_row, 16, 1024), smem_desc(k + (kk / 4) * half_bytes(N) + in_row, 16, 1024),
-             kk > 0);
+    wgmma_ss(s, smem_desc(q + (kk / 4) * kQHalf + in_row, 16, 1024),
+             smem_desc(k + (kk / 4) * half_bytes(N) + in_row, 16, 1024), kk > 0);
   }
 }
 
@@ -435,11 +436,11 @@ EncodeTiled encode_fn() {
   return fn;
 }
 
-// A map of [B, H, L, 128] bf16 with boxes of 64 columns x box_rows rows, 128-byte swizzle, zero fill past the ends. The two
-// middle dimensions go in the order of their strides (the heads first when theirs is smaller), which puts
-// the same [128 rows][64] box in shared memory either way. Size-1 dimensions get a harmless stride.
-bool make_map(CUtensorMap* map, bool* heads_inner, const void* ptr, AttentionOperand t, int64_t B, int64_t H,
-              int64_t L, uint32_t box_rows) {
+// A map of [B, H, L, 128] bf16 with boxes of 64 columns x box_rows rows, 128-byte swizzle, zero fill past the ends. The
+// two middle dimensions go in the order of their strides (the heads first when theirs is smaller), which puts the same
+// [128 rows][64] box in shared memory either way. Size-1 dimensions get a harmless stride.
+bool make_map(CUtensorMap* map, bool* heads_inner, const void* ptr, AttentionOperand t, int64_t B, int64_t H, int64_t L,
+              uint32_t box_rows) {
   if (H == 1) t.head = kHeadDim;
   if (L == 1) t.row = kHeadDim;
   if (B == 1) t.batch = t.row * L + t.head * H;
@@ -473,7 +474,7 @@ int launch_variant(const void* q, const void* k, const void* v, const AttentionO
   const dim3 grid(static_cast<unsigned>((Lq + kBlockM - 1) / kBlockM), static_cast<unsigned>(H),
                   static_cast<unsigned>(B));
   kernel<<<grid, kThreads, smem_bytes(N, Stages), stream>>>(qm, km, vm, order, static_cast<__nv_bfloat16*>(out), os,
-                                                          static_cast<int>(Lq), static_cast<int>(Lk), scale_log2);
+                                                            static_cast<int>(Lq), static_cast<int>(Lk), scale_log2);
   return cudaGetLastError();
 }
 
@@ -507,13 +508,20 @@ int launch_hopper_attention(const void* q, const void* k, const void* v, void* o
   const float scale_log2 = scale * 1.4426950408889634f;
   const auto st = static_cast<cudaStream_t>(stream);
   switch (variant) {
-    case 0: return launch_variant<128, 2, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 1: return launch_variant<128, 2, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 2: return launch_variant<128, 3, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 3: return launch_variant<128, 3, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 4: return launch_variant<176, 2, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
-    case 5: return launch_variant<176, 2, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
-    default: return cudaErrorInvalidValue;
+    case 0:
+      return launch_variant<128, 2, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 1:
+      return launch_variant<128, 2, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 2:
+      return launch_variant<128, 3, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 3:
+      return launch_variant<128, 3, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 4:
+      return launch_variant<176, 2, false>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    case 5:
+      return launch_variant<176, 2, true>(q, k, v, qs, ks, vs, out, o, B, H, Lq, Lk, scale_log2, st);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -21,7 +21,8 @@ namespace techniques {
 
 // The tables for grid (f, h, w): from `store` when the switch is on (counts kernel.rope_cache.hits, or
 // .misses when it computes and keeps them), else compute().
-std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTables& store, int64_t f, int64_t h, int64_t w,
+std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTables& store, int64_t f, int64_t h,
+                                              int64_t w,
                                               const std::function<std::pair<at::Tensor, at::Tensor>()>& compute);
 
 }  // namespace techniques

@@ -16,8 +16,9 @@ AUTOOPTIM_TECHNIQUE(text_trim) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the text encoder runs over the prompt's own tokens, not the 512 padded ones";
-  t.flags = {bool_flag("text_trim", [](RuntimeOptions& o) -> bool& { return o.text_trim; },
-                       "encode only the prompt's tokens (the padding is masked and zeroed anyway)")};
+  t.flags = {bool_flag(
+      "text_trim", [](RuntimeOptions& o) -> bool& { return o.text_trim; },
+      "encode only the prompt's tokens (the padding is masked and zeroed anyway)")};
   t.switch_flag = "text_trim";
   t.hooks = {"pipeline.encode_text"};
   t.engagement = {{"kernel.text_trim.tokens_saved", "text_trim is on but every prompt was encoded at full length"}};

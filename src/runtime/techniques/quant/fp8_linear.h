@@ -19,7 +19,8 @@ bool fp8_applies(const ForwardContext* fc, const at::Tensor& x, const Linear& li
 // lin(x), or lin(gelu_tanh(x)) with gelu_input, in FP8. Counts quant.fp8.gemms.
 at::Tensor fp8_linear(const Linear& lin, const at::Tensor& x, const ForwardContext* fc, bool gelu_input = false);
 // Several linears of the same input (q, k, v): the input is quantised once.
-std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, const at::Tensor& x, const ForwardContext* fc);
+std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, const at::Tensor& x,
+                                    const ForwardContext* fc);
 
 // Quantised copy of a weight [N, K]: e4m3 values and float32 scales [1, N] (exposed for tests).
 struct Fp8Weight {

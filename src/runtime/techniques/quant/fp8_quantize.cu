@@ -57,9 +57,11 @@ int launch_quantize_rows_e4m3(const void* x, int64_t x_stride, void* out, float*
   auto* o = static_cast<__nv_fp8x2_e4m3*>(out);
   const unsigned threads = cols >= 8192 ? 512 : 256;
   if (gelu)
-    quantize_rows_kernel<true><<<static_cast<unsigned>(rows), threads, 0, s>>>(xi, x_stride / 2, o, scale, cols / 2, min_scale);
+    quantize_rows_kernel<true>
+        <<<static_cast<unsigned>(rows), threads, 0, s>>>(xi, x_stride / 2, o, scale, cols / 2, min_scale);
   else
-    quantize_rows_kernel<false><<<static_cast<unsigned>(rows), threads, 0, s>>>(xi, x_stride / 2, o, scale, cols / 2, min_scale);
+    quantize_rows_kernel<false>
+        <<<static_cast<unsigned>(rows), threads, 0, s>>>(xi, x_stride / 2, o, scale, cols / 2, min_scale);
   return check_launch(cudaGetLastError());
 }
 

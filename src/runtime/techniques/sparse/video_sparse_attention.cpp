@@ -17,25 +17,33 @@ AUTOOPTIM_TECHNIQUE(sparse) {
   t.summary = "training-free sparse patterns for self-attention over the video tokens (dense first layers and steps)";
   t.group = "sparse";
   t.flags = always_written({
-      choice_flag("pattern", [](RuntimeOptions& o) -> std::string& { return o.sparse.pattern; },
-                  {"none", "spatial_temporal", "tile_window", "frame_window", "topk_blocks"},
-                  "none | spatial_temporal | tile_window | frame_window | topk_blocks"),
-      int_flag("window_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_frames; }, 0, kMax,
-               "tile_window, frame_window: half-width in latent frames"),
-      int_flag("window_tiles", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_tiles; }, 0, kMax,
-               "tile_window: half-width in spatial tiles"),
-      int_flag("dense_layers", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_layers; }, 0, kMax,
-               "first layers kept dense"),
-      int_flag("dense_steps", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_steps; }, 0, kMax,
-               "first steps kept dense"),
+      choice_flag(
+          "pattern", [](RuntimeOptions& o) -> std::string& { return o.sparse.pattern; },
+          {"none", "spatial_temporal", "tile_window", "frame_window", "topk_blocks"},
+          "none | spatial_temporal | tile_window | frame_window | topk_blocks"),
+      int_flag(
+          "window_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_frames; }, 0, kMax,
+          "tile_window, frame_window: half-width in latent frames"),
+      int_flag(
+          "window_tiles", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_tiles; }, 0, kMax,
+          "tile_window: half-width in spatial tiles"),
+      int_flag(
+          "dense_layers", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_layers; }, 0, kMax,
+          "first layers kept dense"),
+      int_flag(
+          "dense_steps", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_steps; }, 0, kMax,
+          "first steps kept dense"),
   });
   // Later than the registry: written only when it differs from its default.
-  t.flags.push_back(int_flag("query_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.query_frames; }, 1,
-                             kMax, "frame_window, topk_blocks: latent frames per query chunk"));
-  t.flags.push_back(number_flag("keep_ratio", [](RuntimeOptions& o) -> double& { return o.sparse.keep_ratio; }, 0.0, true, 1.0,
-                                false, "topk_blocks: share of key blocks attended exactly (the rest pooled)"));
-  t.flags.push_back(int_flag("key_block_rows", [](RuntimeOptions& o) -> int64_t& { return o.sparse.key_block_rows; }, 1, 4096,
-                             "topk_blocks: latent rows per key block (the largest divisor of the rows up to this)"));
+  t.flags.push_back(int_flag(
+      "query_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.query_frames; }, 1, kMax,
+      "frame_window, topk_blocks: latent frames per query chunk"));
+  t.flags.push_back(number_flag(
+      "keep_ratio", [](RuntimeOptions& o) -> double& { return o.sparse.keep_ratio; }, 0.0, true, 1.0, false,
+      "topk_blocks: share of key blocks attended exactly (the rest pooled)"));
+  t.flags.push_back(int_flag(
+      "key_block_rows", [](RuntimeOptions& o) -> int64_t& { return o.sparse.key_block_rows; }, 1, 4096,
+      "topk_blocks: latent rows per key block (the largest divisor of the rows up to this)"));
   t.switch_flag = "sparse.pattern";
   t.hooks = {"self_attention.attention"};
   t.engagement = {{"sparse.attention.calls", "sparse is on but no sparse attention ran"}};
@@ -55,16 +63,31 @@ AUTOOPTIM_TECHNIQUE(sparse) {
     // fill the GPU; one-frame chunks leave it underfilled), dense for the first fifth of the steps.
     for (int64_t wf : {7, 2})
       p.push_back({"fw-q4-w" + std::to_string(wf) + "-ds" + std::to_string(ds10),
-                   {{"sparse", {{"pattern", "frame_window"}, {"window_frames", wf}, {"query_frames", 4}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
+                   {{"sparse",
+                     {{"pattern", "frame_window"},
+                      {"window_frames", wf},
+                      {"query_frames", 4},
+                      {"dense_layers", 1},
+                      {"dense_steps", ds10}}}}});
     // Top-k key blocks per chunk of 4 query frames, the rest pooled: about half and a quarter of the blocks
     // (one-frame chunks measured slower than dense: they underfill the GPU, as with the frame window).
     for (const double r : {0.5, 0.25})
       p.push_back({"topk-" + std::to_string(static_cast<int>(r * 100)) + "-ds" + std::to_string(ds10),
-                   {{"sparse", {{"pattern", "topk_blocks"}, {"keep_ratio", r}, {"key_block_rows", 2}, {"query_frames", 4},
-                                {"dense_layers", 1}, {"dense_steps", ds10}}}}});
+                   {{"sparse",
+                     {{"pattern", "topk_blocks"},
+                      {"keep_ratio", r},
+                      {"key_block_rows", 2},
+                      {"query_frames", 4},
+                      {"dense_layers", 1},
+                      {"dense_steps", ds10}}}}});
     for (int64_t wf : {1, 2})
       p.push_back({"tw-f" + std::to_string(wf) + "-ds10",
-                   {{"sparse", {{"pattern", "tile_window"}, {"window_frames", wf}, {"window_tiles", 0}, {"dense_layers", 1}, {"dense_steps", ds10}}}}});
+                   {{"sparse",
+                     {{"pattern", "tile_window"},
+                      {"window_frames", wf},
+                      {"window_tiles", 0},
+                      {"dense_layers", 1},
+                      {"dense_steps", ds10}}}}});
     return p;
   };
   return t;
@@ -115,7 +138,8 @@ int64_t divisor_at_most(int64_t n, int64_t want) {
 // query's log-sum-exp. Every other block enters the same softmax as one pooled key (its mean key, logit
 // raised by log(bt): it stands for bt keys) with its mean value; the two parts are merged through the
 // log-sum-exp, so the exact part runs on the fast kernel at the model's head size.
-at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc) {
+at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const ForwardContext& fc) {
   const auto& s = fc.options->sparse;
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
   const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
@@ -151,8 +175,8 @@ at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const
     chosen.scatter_(3, sel.unsqueeze(2), -std::numeric_limits<float>::infinity());
     pooled.add_(chosen);
     const at::Tensor m = at::maximum(lse1, std::get<0>(pooled.max(3)));  // [B, H, n]
-    const at::Tensor w1 = at::exp(lse1 - m).unsqueeze(3);                  // [B, H, n, 1]
-    const at::Tensor wp = at::exp(pooled - m.unsqueeze(3));                // [B, H, n, nkb]
+    const at::Tensor w1 = at::exp(lse1 - m).unsqueeze(3);                // [B, H, n, 1]
+    const at::Tensor wp = at::exp(pooled - m.unsqueeze(3));              // [B, H, n, nkb]
     const at::Tensor den = w1 + wp.sum(3, true);
     const at::Tensor o = (o1.to(at::kFloat) * w1 + at::matmul(wp, vb)) / den;
     out.narrow(1, f0 * P, n).copy_(o.transpose(1, 2));
@@ -179,14 +203,15 @@ void count_dense_attention(const at::Tensor& q, const ForwardContext* fc) {
   record(*fc, L * L * q.size(0) * q.size(1), L * L * q.size(0) * q.size(1), false);
 }
 
-at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc) {
+at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const ForwardContext& fc) {
   const auto& s = fc.options->sparse;
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
   const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
   if (F * P != L) throw Error("sparse attention: token count does not match the latent grid");
   const double total = static_cast<double>(L) * L * B * H;
   if (s.pattern == "spatial_temporal") {
-    const int64_t hs = H / 2, ht = H - hs;  // spatial heads first, temporal heads after
+    const int64_t hs = H / 2, ht = H - hs;     // spatial heads first, temporal heads after
     auto spatial = [&](const at::Tensor& x) {  // [B, hs, F*P, d] -> [B*F, hs, P, d]
       return x.slice(1, 0, hs).reshape({B, hs, F, P, d}).permute({0, 2, 1, 3, 4}).reshape({B * F, hs, P, d});
     };
@@ -194,10 +219,15 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
       return x.slice(1, hs, H).reshape({B, ht, F, P, d}).permute({0, 3, 1, 2, 4}).reshape({B * P, ht, F, d});
     };
     const at::Tensor os = attention(spatial(q), spatial(k), spatial(v), &fc)
-                              .reshape({B, F, hs, P, d}).permute({0, 2, 1, 3, 4}).reshape({B, hs, L, d});
+                              .reshape({B, F, hs, P, d})
+                              .permute({0, 2, 1, 3, 4})
+                              .reshape({B, hs, L, d});
     const at::Tensor ot = attention(temporal(q), temporal(k), temporal(v), &fc)
-                              .reshape({B, P, ht, F, d}).permute({0, 2, 3, 1, 4}).reshape({B, ht, L, d});
-    const double attended = static_cast<double>(B) * (hs * F * static_cast<double>(P) * P + ht * P * static_cast<double>(F) * F);
+                              .reshape({B, P, ht, F, d})
+                              .permute({0, 2, 3, 1, 4})
+                              .reshape({B, ht, L, d});
+    const double attended =
+        static_cast<double>(B) * (hs * F * static_cast<double>(P) * P + ht * P * static_cast<double>(F) * F);
     record(fc, attended, total, true);
     return at::cat({os, ot}, 1);
   }
@@ -219,11 +249,14 @@ at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const
       };
       at::Tensor o = attention(group(qq), group(kk), group(vv), &fc);
       attended += static_cast<double>(B) * H * (nf * nh * nw) * static_cast<double>(n) * n;
-      return o.reshape({B, nf, nh, nw, H, tfr, th, tw, d}).permute({0, 4, 1, 5, 2, 6, 3, 7, 8}).reshape({B, H, frames * P, d});
+      return o.reshape({B, nf, nh, nw, H, tfr, th, tw, d})
+          .permute({0, 4, 1, 5, 2, 6, 3, 7, 8})
+          .reshape({B, H, frames * P, d});
     };
     at::Tensor o = tiled(q.slice(2, 0, main_f * P), k.slice(2, 0, main_f * P), v.slice(2, 0, main_f * P), main_f, tf);
     if (rest_f > 0)
-      o = at::cat({o, tiled(q.slice(2, main_f * P), k.slice(2, main_f * P), v.slice(2, main_f * P), rest_f, rest_f)}, 2);
+      o = at::cat({o, tiled(q.slice(2, main_f * P), k.slice(2, main_f * P), v.slice(2, main_f * P), rest_f, rest_f)},
+                  2);
     record(fc, attended, total, true);
     return o;
   }

@@ -31,7 +31,8 @@ bool sparse_step(const ForwardContext* fc);
 bool sparse_engaged(const ForwardContext* fc);
 
 // q, k, v [B, heads, L, d] with L = grid_f * grid_h * grid_w (f-major) -> [B, heads, L, d].
-at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext& fc);
+at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const ForwardContext& fc);
 
 // Counts a dense self-attention call (for the achieved density).
 void count_dense_attention(const at::Tensor& q, const ForwardContext* fc);

@@ -17,8 +17,9 @@ AUTOOPTIM_TECHNIQUE(vae_causal_ring) {
   t.family = "kernel";
   t.lossless = true;  // the same conv on the same values (tests/runtime/test_vae.cpp checks bit-identity on the CPU)
   t.summary = "VAE causal buffers holding several chunks' windows: the context copied once per ring, not per chunk";
-  t.flags = {int_flag("vae_causal_ring", [](RuntimeOptions& o) -> int64_t& { return o.vae_causal_ring; }, 0, 16,
-                      "chunks each VAE causal buffer holds (0: off, one chunk, the context copied every chunk)")};
+  t.flags = {int_flag(
+      "vae_causal_ring", [](RuntimeOptions& o) -> int64_t& { return o.vae_causal_ring; }, 0, 16,
+      "chunks each VAE causal buffer holds (0: off, one chunk, the context copied every chunk)")};
   t.switch_flag = "vae_causal_ring";
   t.check_flags = [](const RuntimeOptions& o) -> std::optional<FlagProblem> {
     if (o.vae_causal_ring == 1) return FlagProblem{"", "must be 0 (off) or at least 2 chunks, got 1"};
@@ -29,8 +30,10 @@ AUTOOPTIM_TECHNIQUE(vae_causal_ring) {
                    "vae_causal_ring is on but no causal conv read a window past its buffer's front (it needs "
                    "vae_causal_buffer and vae_channels_last, a batch of one, and more than one chunk)"}};
   t.search = [](const SearchContext& c) {
-    return c.gpu ? std::vector<SearchPoint>{{"vae_causal_ring-4", {{"vae_causal_ring", 4}, {"vae_causal_buffer", true},
-                                                                    {"vae_channels_last", true}}}}
+    return c.gpu ? std::vector<SearchPoint>{{"vae_causal_ring-4",
+                                             {{"vae_causal_ring", 4},
+                                              {"vae_causal_buffer", true},
+                                              {"vae_channels_last", true}}}}
                  : std::vector<SearchPoint>{};
   };
   return t;

@@ -49,9 +49,11 @@ __global__ void dup_up_add(__nv_bfloat16* __restrict__ h, const __nv_bfloat16* _
   }
   const I tf = t + static_cast<I>(s.t_shift), ti = tf / ft, a = tf - ti * ft;
   const I p = y & 1;
-  __nv_bfloat16* hp = h + static_cast<int64_t>(b) * s.hs[0] + static_cast<int64_t>(c) * s.hs[1] + static_cast<int64_t>(t) * s.hs[2] +
-                      static_cast<int64_t>(y) * s.hs[3] + static_cast<int64_t>(w) * s.hs[4];
-  const __nv_bfloat16* xrow = x + static_cast<int64_t>(b) * s.xs[0] + static_cast<int64_t>(ti) * s.xs[2] + static_cast<int64_t>(y >> 1) * s.xs[3];
+  __nv_bfloat16* hp = h + static_cast<int64_t>(b) * s.hs[0] + static_cast<int64_t>(c) * s.hs[1] +
+                      static_cast<int64_t>(t) * s.hs[2] + static_cast<int64_t>(y) * s.hs[3] +
+                      static_cast<int64_t>(w) * s.hs[4];
+  const __nv_bfloat16* xrow = x + static_cast<int64_t>(b) * s.xs[0] + static_cast<int64_t>(ti) * s.xs[2] +
+                              static_cast<int64_t>(y >> 1) * s.xs[3];
   const int64_t step = cl ? s.hs[1] : s.hs[4];
   float out[V];
   if constexpr (V == 8) {
@@ -97,14 +99,15 @@ int launch_vae_dup_up_add(void* h, const void* x, const DupUpShape& s, void* str
   const bool cl = s.hs[1] == 1;  // channels-last: channels are the unit-stride dimension
   const int64_t inner = cl ? s.C : s.W;
   const bool unit = cl || s.hs[4] == 1;
-  const bool vec = unit && inner % 8 == 0 && reinterpret_cast<uintptr_t>(h) % 16 == 0 &&
-                   s.hs[0] % 8 == 0 && s.hs[2] % 8 == 0 && s.hs[3] % 8 == 0 && (cl ? s.hs[4] % 8 == 0 : s.hs[1] % 8 == 0);
+  const bool vec = unit && inner % 8 == 0 && reinterpret_cast<uintptr_t>(h) % 16 == 0 && s.hs[0] % 8 == 0 &&
+                   s.hs[2] % 8 == 0 && s.hs[3] % 8 == 0 && (cl ? s.hs[4] % 8 == 0 : s.hs[1] % 8 == 0);
   const auto st = static_cast<cudaStream_t>(stream);
   const int threads = 256;
   auto* hp = static_cast<__nv_bfloat16*>(h);
   const auto* xp = static_cast<const __nv_bfloat16*>(x);
   // 32-bit coordinates where every coordinate and the intermediate k (below C * ft * 4) fit.
-  const bool narrow = n < (int64_t{1} << 31) && s.C * s.ft * 4 < (int64_t{1} << 31) && s.T + s.t_shift < (int64_t{1} << 31);
+  const bool narrow =
+      n < (int64_t{1} << 31) && s.C * s.ft * 4 < (int64_t{1} << 31) && s.T + s.t_shift < (int64_t{1} << 31);
   if (vec) {
     const int64_t nv = n / 8;
     const auto blocks = static_cast<unsigned>((nv + threads - 1) / threads);

@@ -114,7 +114,8 @@ __global__ void norm_silu_cl(const __nv_bfloat16* __restrict__ x, __nv_bfloat16*
   const float inv = scale / fmaxf(sqrtf(ss), 1e-12f);
   for (int64_t i = lane; i < C8; i += 32) {
     const float* gi = gamma + i * 8;
-    reinterpret_cast<uint4*>(op)[i] = norm_silu8(reinterpret_cast<const uint4*>(xp)[i], inv, [gi](int k) { return gi[k]; });
+    reinterpret_cast<uint4*>(op)[i] =
+        norm_silu8(reinterpret_cast<const uint4*>(xp)[i], inv, [gi](int k) { return gi[k]; });
   }
 }
 
@@ -220,7 +221,8 @@ int launch_vae_norm_silu(const void* x, void* out, const float* gamma, VaeStride
   } else {
     if (xs.c > INT32_MAX || os.c > INT32_MAX || C > INT32_MAX) return static_cast<int>(cudaErrorInvalidValue);
     const int64_t blocks = xs.batches * T * ((HW + kCfVoxels - 1) / kCfVoxels);
-    norm_silu_cf<<<static_cast<unsigned>(blocks), kCfVoxels * kCfGroups, 0, s>>>(xp, op, gamma, xs, os, C, T, HW, scale);
+    norm_silu_cf<<<static_cast<unsigned>(blocks), kCfVoxels * kCfGroups, 0, s>>>(xp, op, gamma, xs, os, C, T, HW,
+                                                                                 scale);
   }
   return check_launch(cudaGetLastError());
 }
