@@ -35,7 +35,7 @@ using Trial = workers::TrialResult;
 // The order in which the cache executor tries a policy's n search points (listed from conservative to
 // aggressive): the middle first, then outwards, the more aggressive neighbour first; e.g. n = 6 gives
 // 2 3 1 4 0 5. A short budget measures one point per policy, and the most conservative one skips nothing
-// on a trained model (EasyCache at 0.02 on the trained wan22-tiny, docs/benchmarks.md 2026-12-04).
+// on a trained model (EasyCache at 0.02 on the trained wan22-tiny, docs/journal/2026-12-04.md).
 std::vector<size_t> middle_out(size_t n);
 
 // Runs the family's search; returns the number of manifests proposed. Trials are logged to

@@ -92,7 +92,7 @@ class WanPipeline {
   // Host seconds the last decode took to enqueue its work, up to the check of its pixels (the decode's
   // first synchronisation). Far below the decode's time: the device never waited for the host. Close to
   // it: either the host's launches are the bottleneck or the host waited on a full launch queue; the run
-  // with CUDA_LAUNCH_BLOCKING=1 tells them apart (docs/benchmarks.md, 2026-12-05 sixth session).
+  // with CUDA_LAUNCH_BLOCKING=1 tells them apart (docs/journal/2026-12-05.md, sixth session).
   double last_decode_enqueue_s() const { return last_decode_enqueue_s_; }
   // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
   at::Tensor encode_image(const at::Tensor& image);

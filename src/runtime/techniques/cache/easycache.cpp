@@ -47,9 +47,8 @@ AUTOOPTIM_TECHNIQUE(easycache) {
   t.dense_last_step = [](const RuntimeOptions& o) { return o.easycache.dense_last_step; };
   t.search = [](const SearchContext& c) {
     // First-order forecasts (order 1) with a dense warm-up of the first 10% of the steps (5 of 50): on the
-    // trained wan22-tiny they keep 4-10 dB more PSNR than reuse at the same threshold and skip more
-    // (docs/benchmarks.md, 2026-12-04: threshold 0.2 reuse with the paper's 20% warm-up 32.8 dB and a colour
-    // shift, forecast with 10% 37.1 dB at 74% of the forwards skipped). Middle first: 0.15, 0.2, 0.1, ...
+    // trained wan22-tiny they keep several dB more PSNR than reuse at the same threshold and skip more
+    // (docs/journal/2026-12-04.md). Middle first: 0.15, 0.2, 0.1, ...
     const int64_t warmup = std::max<int64_t>(1, c.steps / 10);
     std::vector<SearchPoint> p;
     for (double th : {0.05, 0.1, 0.15, 0.2, 0.3}) {

@@ -45,9 +45,9 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
   t.dense_last_step = [](const RuntimeOptions& o) { return o.taylorseer.dense_last_step; };
   t.search = [](const SearchContext& c) {
     // First-order forecasts after a dense warm-up of a tenth of the steps, as EasyCache's search; the interval
-    // sets the forward-skip ratio (about 1 - 1/n after the warm-up). On the trained wan22-tiny (docs/benchmarks.md,
-    // 2026-12-04 evening) n2-n6 passed every gate (50 -> 39 dB, 1.3x -> 1.8x), n8 failed the visual gate, and
-    // order 2 lost 3-5 dB against order 1. Middle first: n4, n6, n3, n8, n2.
+    // sets the forward-skip ratio (about 1 - 1/n after the warm-up). On the trained wan22-tiny n2-n6 passed
+    // every gate, n8 failed the visual gate, and order 2 lost dB against order 1 (docs/journal/2026-12-04.md,
+    // evening). Middle first: n4, n6, n3, n8, n2.
     const int64_t warmup = std::max<int64_t>(1, c.steps / 10);
     std::vector<SearchPoint> p;
     for (int64_t n : {2, 3, 4, 6, 8}) {

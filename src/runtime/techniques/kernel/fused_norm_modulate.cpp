@@ -7,8 +7,8 @@ AUTOOPTIM_TECHNIQUE(fused_norm_modulate) {
   Technique t;
   t.name = "fused_norm_modulate";
   t.family = "kernel";
-  // Not bit-identical to libtorch's unfused kernels (rounding order; see docs/benchmarks.md, 45 dB on a
-  // 20-step clip of the random model for the set): judged at the lossy quality floor.
+  // Not bit-identical to libtorch's unfused kernels (rounding order; docs/journal/2026-12-03.md has the
+  // set's PSNR on a clip of the random model): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "LayerNorm and the adaLN shift/scale modulation in one CUDA pass (fused_norm_modulate.cu)";
   t.flags = {bool_flag(

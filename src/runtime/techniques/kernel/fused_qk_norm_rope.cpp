@@ -7,8 +7,8 @@ AUTOOPTIM_TECHNIQUE(fused_qk_norm_rope) {
   Technique t;
   t.name = "fused_qk_norm_rope";
   t.family = "kernel";
-  // Not bit-identical to libtorch's unfused kernels (rounding order; see docs/benchmarks.md, 45 dB on a
-  // 20-step clip of the random model for the set): judged at the lossy quality floor.
+  // Not bit-identical to libtorch's unfused kernels (rounding order; docs/journal/2026-12-03.md has the
+  // set's PSNR on a clip of the random model): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "q/k RMSNorm and the rotary embedding in one in-place CUDA pass (fused_qk_norm_rope.cu)";
   t.flags = {bool_flag(

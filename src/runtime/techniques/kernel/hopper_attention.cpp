@@ -1,13 +1,11 @@
 // Kernel technique: the transformer's dense attention on our own Hopper kernel (hopper_attention.cu, sm_90a:
 // TMA loads by a producer warpgroup, wgmma for both GEMMs, the softmax of one key tile overlapping the P V
-// GEMM of the previous one). At the official shape self-attention is 509 ms of the 0.906 s fused forward
-// with cuDNN's kernel at ~540 TFLOP/s; on an H100 variant 6 runs it at 715 TFLOP/s (12.8 ms a call against
-// cuDNN's 15.4), and kernel-fused-all with it and uniform_timestep takes the forward from 0.916 s to
-// 0.848 s, under the 0.85 s target (docs/benchmarks.md). The value selects the kernel variant: key tiles of 128 with 2
-// shared-memory stages (1), the same with the two consumer warpgroups taking turns at the tensor cores (2, ping-pong),
-// 3 and 4 the same with 3 stages; key tiles of 176 (FA3's choice for this head_dim; 27,280 = 155 x 176)
-// with 2 stages, without (5) and with (6) ping-pong. Calls it does not take (another head_dim, float32,
-// another GPU) stay on attention_backend's path.
+// GEMM of the previous one). At the official shape self-attention is over half of the fused forward; the
+// figures against cuDNN's kernel are in docs/journal/2026-12-05.md (fourth session). The value selects the kernel
+// variant: key tiles of 128 with 2 shared-memory stages (1), the same with the two consumer warpgroups taking turns at
+// the tensor cores (2, ping-pong), 3 and 4 the same with 3 stages; key tiles of 176 (FA3's choice for this head_dim;
+// 27,280 = 155 x 176) with 2 stages, without (5) and with (6) ping-pong. Calls it does not take (another head_dim,
+// float32, another GPU) stay on attention_backend's path.
 #include "runtime/techniques/registry.h"
 
 namespace autooptim::runtime::techniques {

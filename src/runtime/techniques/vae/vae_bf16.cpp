@@ -16,9 +16,8 @@ AUTOOPTIM_TECHNIQUE(vae_bf16) {
   t.switch_flag = "vae_bf16";
   t.hooks = {"pipeline.decode"};
   t.engagement = {{"kernel.vae_bf16.decodes", "vae_bf16 is on but no decode ran in bf16"}};
-  // On the CPU too: oneDNN runs bf16 convs natively where the CPU has AVX512-BF16 (this project's 2-core
-  // AMD EPYC: the tiny decode 0.80 s -> 0.31 s at 61.8 dB, docs/benchmarks.md 2026-12-04 afternoon); where it
-  // has not, the executor's trials measure it slower and drop it.
+  // On the CPU too: oneDNN runs bf16 convs natively where the CPU has AVX512-BF16 (docs/journal/2026-12-04.md,
+  // afternoon); where it has not, the executor's trials measure it slower and drop it.
   t.search = [](const SearchContext&) { return std::vector<SearchPoint>{{"vae_bf16", {{"vae_bf16", true}}}}; };
   return t;
 }

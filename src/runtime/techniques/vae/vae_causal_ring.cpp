@@ -1,9 +1,8 @@
 // Kernel technique (VAE decoder): with vae_causal_buffer, each causal conv's buffer holds R chunks'
 // windows [context, chunk] one after the other, so the next window's context (this chunk's last two
 // frames) is already in place and is copied to the buffer's front only every R chunks, not every chunk.
-// The profile measured those copies at ~60 ms of a 3.34 s decode (two frames read and written per
-// buffered conv per chunk). The buffers are R times as long: at TI2V-5B's 704x1280, R = 4 measured 3.221 s
-// against 3.256 s without, at 30.4 GB of decode memory against 13.2 (docs/benchmarks.md, 2026-12-05).
+// Those copies are a small share of a decode (two frames read and written per buffered conv per chunk);
+// the buffers are R times as long, so the saving costs decode memory (docs/journal/2026-12-05.md).
 // The conv reads the same values in the same layout: the output is the baseline's.
 #include <algorithm>
 

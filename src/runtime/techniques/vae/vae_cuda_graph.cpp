@@ -10,10 +10,9 @@
 // next chunk reads. The replay runs the captured kernels on the same values: the output is the eager
 // decode's, bit for bit (tests/runtime/test_gpu_kernels.cpp checks it).
 //
-// The gain is bounded by the launch overhead: the kernel-vae decode at TI2V-5B's shape is GPU-bound (host
-// enqueue 2.80 s of 3.23 s, and serialising every launch added 0.118 s). Measured on an H200: 3.216-3.219 s
-// against 3.220-3.242 s eagerly, 0.1-0.8%, within the noise, at 0.3-0.6 GB less peak memory
-// (docs/benchmarks.md, 2026-12-05 seventh session).
+// The gain is bounded by the launch overhead: the kernel-vae decode at TI2V-5B's shape is GPU-bound, so
+// the replay measured within the noise of the eager decode, at a little less peak memory
+// (docs/journal/2026-12-05.md, seventh session).
 // Counted: kernel.vae_cuda_graph.captures, .replays, .eager_chunks. Under `bench --profile` (a profiler
 // records events between the kernels) the decode runs eagerly.
 #include "runtime/techniques/registry.h"
