@@ -26,11 +26,10 @@ fi
 # One configure and build for all targets; a lock keeps parallel ctest jobs from building twice.
 (
   flock 9
-  if [ ! -f "$fuzz_build/build.ninja" ]; then
-    cmake -S "$src/tests/fuzz" -B "$fuzz_build" -G Ninja -DCMAKE_CXX_COMPILER="$clangxx" \
-      -DAUTOOPTIM_RUNTIME_LIB="$runtime_lib" -DCMAKE_PREFIX_PATH="$prefix_path" >"$fuzz_build/configure.log" 2>&1 ||
-      { cat "$fuzz_build/configure.log"; exit 1; }
-  fi
+  # Configured every time (quick once the cache exists): the main build's library list changes with it.
+  cmake -S "$src/tests/fuzz" -B "$fuzz_build" -G Ninja -DCMAKE_CXX_COMPILER="$clangxx" \
+    -DAUTOOPTIM_RUNTIME_LIB="$runtime_lib" -DCMAKE_PREFIX_PATH="$prefix_path" >"$fuzz_build/configure.log" 2>&1 ||
+    { cat "$fuzz_build/configure.log"; exit 1; }
   cmake --build "$fuzz_build" --target "$target" >"$fuzz_build/build-$target.log" 2>&1 ||
     { tail -50 "$fuzz_build/build-$target.log"; exit 1; }
 ) 9>"$fuzz_build/.lock"
