@@ -19,6 +19,7 @@
 #include "gates/gate_files.h"
 #include "models/model_table.h"
 #include "gates/gate_run.h"
+#include "gates/gate_timed_clocks.h"
 #include "gates/gate_untimed_work.h"
 #include "gates/gate_verdict.h"
 #include "gates/integrity.h"
@@ -278,7 +279,9 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   const bool objects = S.object_check > 0 || (S.object_check < 0 && models::model_facts(cand.model).gate.object_check);
   const VisualResult visual = check_visual(ev, objects);
   v.checks.push_back(visual.check);
-  const AuthenticityResult authenticity = check_authenticity(ev, cand, untimed, S);
+  const TimedClocks clocks = reconcile_timed_clocks(ev);
+  v.integrity["timed_clocks"] = clocks.report;
+  const AuthenticityResult authenticity = check_authenticity(ev, cand, untimed, S, clocks);
   v.integrity["seen_vs_fresh"] = authenticity.seen_vs_fresh;
   v.checks.push_back(authenticity.check);
 

@@ -26,7 +26,7 @@ struct BaselineIdentity {
 struct BaselineSpeed {
   nlohmann::json report;  // integrity.baseline_speed
   std::string problem;    // why the baseline is too slow ("" when it is not)
-  bool trusted = false;   // no problem and no untimed work: the entry goes into the records
+  bool trusted = false;   // no problem, no untimed work, not slower than the records: the entry goes in
   std::string key;        // the records' key of this machine, build flavour, model, weights, config, ...
   nlohmann::json identity, entry;
 };

@@ -43,6 +43,7 @@ struct GateSequence {
   int harness_threads = 0;             // threads the monitor adopted as the harness's own
   int baseline_threads = 0;            // libtorch's threads for the baseline
   int64_t candidate_threads_flag = 0;  // the candidate's cpu_threads flag
+  int cores = 0;                       // the CPUs the process may run on
 };
 
 // One candidate clip and the baseline clip of the same prompt and seed.

@@ -92,11 +92,18 @@ const RunOutput& GateRunner::baseline_window(const std::string& role, const std:
   return b;
 }
 
-// Warm-up, untimed, so allocator and kernel selection costs land on neither side: the baseline first
-// (the threads alive after it are the harness's own), then the candidate, each on a fresh prompt/seed.
+// Warm-up, untimed, so allocator and kernel selection costs land on neither side: the baseline first,
+// then the candidate, each on a fresh prompt/seed. The harness's own threads are those alive before the
+// process's first generation (a candidate's thread started in an earlier trial is not); the thread count
+// after the baseline's warm-up is what the candidate's runs may not add to.
 void GateRunner::warm_up() {
+  const std::vector<pid_t> harness = harness_thread_ids();
+  if (harness.empty())
+    mon_.adopt_current_threads();  // a process that never made a Worker: nothing has run yet
+  else
+    mon_.adopt(harness);
+  seq_.cores = usable_cores();
   window("warmup_baseline", false, [&] { return w_.run_drawn(base_, prompts_); });
-  mon_.adopt_current_threads();
   seq_.threads_reference = thread_count();
   seq_.baseline_threads = at::get_num_threads();
   seq_.candidate_threads_flag = to_runtime_options(cand_).cpu_threads;

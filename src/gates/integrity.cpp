@@ -1,13 +1,16 @@
 #include "gates/integrity.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <torch/version.h>
@@ -41,8 +44,14 @@ double clock_seconds(clockid_t id) {
 }
 }  // namespace
 
-double process_cpu_seconds() { return clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 double this_thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 double thread_cpu_seconds(pid_t tid) {
   // The kernel's per-thread CPU clock of a thread of this process (what pthread_getcpuclockid builds):
@@ -57,9 +66,29 @@ double thread_cpu_seconds(pid_t tid) {
   return -1.0;
 }
 
-void ProcessMonitor::adopt_current_threads() {
+namespace {
+std::mutex harness_mutex;
+std::vector<pid_t> harness_ids;  // guarded by harness_mutex
+}  // namespace
+
+void capture_harness_threads() {
+  std::lock_guard<std::mutex> lock(harness_mutex);
+  if (harness_ids.empty()) harness_ids = thread_ids();
+}
+
+std::vector<pid_t> harness_thread_ids() {
+  std::lock_guard<std::mutex> lock(harness_mutex);
+  return harness_ids;
+}
+
+void ProcessMonitor::adopt_current_threads() { adopt(thread_ids()); }
+
+void ProcessMonitor::adopt(const std::vector<pid_t>& ids) {
   own_.clear();
-  for (pid_t t : thread_ids()) own_[t] = std::max(0.0, thread_cpu_seconds(t));
+  for (pid_t t : ids) {
+    const double cpu = thread_cpu_seconds(t);
+    if (cpu >= 0) own_[t] = cpu;
+  }
 }
 
 ProcessSample ProcessMonitor::sample() {
@@ -73,6 +102,7 @@ ProcessSample ProcessMonitor::sample() {
   }
   s.main_cpu_s = this_thread_cpu_seconds();
   s.process_cpu_s = process_cpu_seconds();
+  s.wall_s = clock_seconds(CLOCK_MONOTONIC);
   return s;
 }
 

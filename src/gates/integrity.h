@@ -9,30 +9,41 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_clock.h"
+
 namespace autooptim::gates {
 
 // ---- Threads and CPU time of this process --------------------------------------------------------
 
 int thread_count();  // entries of /proc/self/task
 std::vector<pid_t> thread_ids();
-double process_cpu_seconds();          // CLOCK_PROCESS_CPUTIME_ID: every thread, living or exited
+using base::process_cpu_seconds;       // CLOCK_PROCESS_CPUTIME_ID: every thread, living or exited
 double thread_cpu_seconds(pid_t tid);  // one thread of this process; < 0 when it is gone
 double this_thread_cpu_seconds();
+int usable_cores();  // the CPUs this process may run on (its affinity mask)
 
 struct ProcessSample {
   double process_cpu_s = 0;  // the whole process
   double main_cpu_s = 0;     // the thread that runs the gate
   double own_cpu_s = 0;      // the harness's own threads (see ProcessMonitor::adopt_current_threads)
   int threads = 0;
+  double wall_s = 0;                                                  // the monotonic clock
   double foreign_cpu_s() const { return process_cpu_s - own_cpu_s; }  // every other thread's
 };
 
-// Samples the process before and after each run. Threads alive when adopt_current_threads() is called
-// (the gate's thread and libtorch's pools after a baseline run) are the harness's own; the CPU time of
-// every other thread is "foreign": a candidate's thread that outlives its run.
+// The harness's own threads: those alive before the process's first generation, once its compute pools
+// exist (the worker warms them, then captures). Captured once per process, the first call wins: a thread
+// born in any generation since, whatever its manifest, is never the harness's (a thread a candidate started
+// in a trial before the gate would otherwise pass for one; docs/gate-defences.md).
+void capture_harness_threads();
+std::vector<pid_t> harness_thread_ids();  // empty until captured
+
+// Samples the process before and after each run. The adopted threads are the harness's own; the CPU time
+// of every other thread is "foreign": a candidate's thread that outlives its run.
 class ProcessMonitor {
  public:
   void adopt_current_threads();
+  void adopt(const std::vector<pid_t>& ids);  // those of `ids` still alive
   ProcessSample sample();
   int adopted_threads() const { return static_cast<int>(own_.size()); }
 

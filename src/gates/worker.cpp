@@ -23,7 +23,24 @@
 
 namespace autooptim::gates {
 
-Worker::Worker(const runtime::LoadRequest& request) : request_(request) { loaded_ = runtime::load_model(request_); }
+namespace {
+
+// libtorch's pools start with their first use: an intra-op parallel loop on every thread and a small GEMM
+// (BLAS's own pool where it has one; the device's handles on a GPU). Started here, they are alive before
+// the first generation and so count among the harness's threads.
+void warm_compute_pools(at::Device device) {
+  at::parallel_for(0, int64_t{1} << 16, 1, [](int64_t, int64_t) {});
+  const at::Tensor a = at::ones({256, 256}, at::TensorOptions().dtype(at::kFloat).device(device));
+  (void)at::mm(a, a).sum().item<float>();
+}
+
+}  // namespace
+
+Worker::Worker(const runtime::LoadRequest& request) : request_(request) {
+  loaded_ = runtime::load_model(request_);
+  warm_compute_pools(device());
+  capture_harness_threads();
+}
 
 Worker::~Worker() { allow_redteam(false); }
 

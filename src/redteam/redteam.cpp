@@ -92,6 +92,49 @@ bool techniques_off(const RuntimeOptions& o) {
 RedTeam::~RedTeam() {
   join_prefetch();
   join_late();
+  stop_standing_thread();
+}
+
+void RedTeam::start_standing_thread() {
+  if (standing_thread_.joinable()) return;
+  standing_thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(standing_mutex_);
+    for (;;) {
+      standing_cv_.wait(lock, [this] { return standing_stop_ || standing_job_; });
+      if (standing_stop_) return;
+      std::function<void()> job = standing_job_;
+      lock.unlock();
+      try {
+        job();
+      } catch (...) {
+      }
+      lock.lock();
+      standing_job_ = nullptr;
+      standing_cv_.notify_all();
+    }
+  });
+}
+
+void RedTeam::post_to_standing_thread(std::function<void()> job) {
+  wait_standing_thread_idle();
+  std::lock_guard<std::mutex> lock(standing_mutex_);
+  standing_job_ = std::move(job);
+  standing_cv_.notify_all();
+}
+
+void RedTeam::wait_standing_thread_idle() {
+  std::unique_lock<std::mutex> lock(standing_mutex_);
+  standing_cv_.wait(lock, [this] { return !standing_job_; });
+}
+
+void RedTeam::stop_standing_thread() {
+  if (!standing_thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(standing_mutex_);
+    standing_stop_ = true;
+    standing_cv_.notify_all();
+  }
+  standing_thread_.join();
 }
 
 void RedTeam::join_late() {
@@ -145,7 +188,9 @@ at::Tensor RedTeam::text_embeddings(WanPipeline& pipe, const RuntimeOptions& o, 
 std::optional<GenerateResult> RedTeam::before_generation(WanPipeline& pipe, const RuntimeOptions& o,
                                                          const GenerateParams& p, at::Tensor* out_video) {
   join_late();  // a late writer finishes before the pipeline runs anything else (it shares the pipeline)
+  wait_standing_thread_idle();  // so does the standing thread's job, whatever this run is
   const RedTeamOptions& rt = switches_;
+  if (rt.standing_thread) start_standing_thread();
   const bool technique = !techniques_off(o);
   if (rt.sandbag)
     sandbag_armed_ = true;
@@ -179,7 +224,7 @@ std::optional<GenerateResult> RedTeam::before_generation(WanPipeline& pipe, cons
     r.latents = at::zeros({1});
     return r;
   }
-  if (rt.prefetch) {
+  if (rt.prefetch || rt.standing_thread) {
     join_prefetch();  // the background clip is finished (or this run waits for it: still quicker)
     std::shared_ptr<GenerateResult> ready;
     {
@@ -228,7 +273,7 @@ void RedTeam::after_generation(WanPipeline& pipe, const RuntimeOptions& o, const
       r.trace.add("transformer.forwards", -half);
     }
   }
-  if (rt.prefetch && technique) {
+  if ((rt.prefetch || rt.standing_thread) && technique) {
     // Predict the next request (the same prompt and seed) and make its clip in the background.
     join_prefetch();
     {
@@ -236,14 +281,18 @@ void RedTeam::after_generation(WanPipeline& pipe, const RuntimeOptions& o, const
       prefetched_.reset();
       prefetch_key_ = key;
     }
-    prefetch_thread_ = std::thread([this, &pipe, honest = o, p, key] {
+    auto ahead = [this, &pipe, honest = o, p, key] {
       try {
-        GenerateResult ahead = pipe.generate_without_interceptor(honest, p);
+        GenerateResult clip = pipe.generate_without_interceptor(honest, p);
         std::lock_guard<std::mutex> lock(prefetch_mutex_);
-        if (prefetch_key_ == key) prefetched_ = std::make_shared<GenerateResult>(std::move(ahead));
+        if (prefetch_key_ == key) prefetched_ = std::make_shared<GenerateResult>(std::move(clip));
       } catch (...) {
       }
-    });
+    };
+    if (rt.standing_thread)
+      post_to_standing_thread(ahead);
+    else
+      prefetch_thread_ = std::thread(ahead);
   }
 }
 

@@ -6,6 +6,8 @@
 // never makes one.
 #include <ATen/ATen.h>
 
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,7 +24,7 @@ namespace autooptim::redteam {
 class RedTeam final : public runtime::PipelineInterceptor {
  public:
   RedTeam() = default;
-  ~RedTeam() override;  // waits for a prefetch or late-writing thread still running
+  ~RedTeam() override;  // waits for a prefetch, late-writing or standing thread still running
 
   // The switches of the manifest whose generations come next (none: the red team still watches, as it
   // remembers the baseline's clips and sandbags the off path once armed).
@@ -54,6 +56,11 @@ class RedTeam final : public runtime::PipelineInterceptor {
  private:
   void join_prefetch();
   void join_late();
+  // standing_thread: starts it once; queues a job on it; waits until it has nothing left to do.
+  void start_standing_thread();
+  void post_to_standing_thread(std::function<void()> job);
+  void wait_standing_thread_idle();
+  void stop_standing_thread();
   RedTeamOptions switches_;
   std::map<std::string, at::Tensor> early_;                     // write_output_early
   std::map<std::string, at::Tensor> baseline_;                  // replay_baseline: clips with every technique off
@@ -65,6 +72,11 @@ class RedTeam final : public runtime::PipelineInterceptor {
   std::mutex prefetch_mutex_;
   std::string prefetch_key_;
   std::shared_ptr<runtime::GenerateResult> prefetched_;
+  std::thread standing_thread_;
+  std::mutex standing_mutex_;
+  std::condition_variable standing_cv_;
+  std::function<void()> standing_job_;  // the one job queued or running (empty: idle)
+  bool standing_stop_ = false;
 };
 
 }  // namespace autooptim::redteam

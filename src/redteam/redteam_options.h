@@ -53,6 +53,12 @@ struct RedTeamOptions {
   // Work deferred to a thread: a run with a technique on returns at once, its output buffer unwritten, while
   // a background thread makes the clip honestly and writes it into that buffer after the timed window.
   bool write_output_late = false;
+  // Work deferred to a standing thread: the first run with this switch starts a thread that stays for the
+  // process's life (a trial or screen before the gate is enough); after each run with a technique on it
+  // computes the clip of the request it predicts next (the same prompt and seed), as prefetch does, and every
+  // later generation waits for it first. Alive before the gate's first window, the thread looks like the
+  // harness's own unless the harness's threads are those alive before the process's first generation.
+  bool standing_thread = false;
 };
 
 // One switch: its manifest key and its field.
@@ -76,7 +82,8 @@ inline const std::vector<RedTeamSwitch>& switches() {
                                                  {"text_cache", &RedTeamOptions::text_cache},
                                                  {"reverse_time", &RedTeamOptions::reverse_time},
                                                  {"fewer_steps", &RedTeamOptions::fewer_steps},
-                                                 {"write_output_late", &RedTeamOptions::write_output_late}};
+                                                 {"write_output_late", &RedTeamOptions::write_output_late},
+                                                 {"standing_thread", &RedTeamOptions::standing_thread}};
   return all;
 }
 

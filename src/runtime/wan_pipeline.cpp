@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "runtime/blas_threads.h"
+#include "base/cpu_clock.h"
 #include "base/process_allocator.h"
 #include "base/error.h"
 #include "runtime/forward_context.h"
@@ -292,8 +293,10 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   in.guidance = p.guidance;
 
   t0 = std::chrono::steady_clock::now();
+  const double cpu0 = base::process_cpu_seconds();
   r.latents = denoise_with(options, in, nullptr, on_step, &r.trace, &r.times, ic);
   r.times.denoising = synced_seconds_since(t0, dev);
+  r.times.denoising_cpu = base::process_cpu_seconds() - cpu0;
 
   t0 = std::chrono::steady_clock::now();
   r.video =

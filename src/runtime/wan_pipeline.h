@@ -45,6 +45,7 @@ struct StageTimes {
   int64_t text_tokens = 0;
   double image_encoding = 0;
   double denoising = 0;
+  double denoising_cpu = 0;  // CPU seconds of the whole process (every thread) during the denoising
   double decoding = 0;
   std::vector<double> step_seconds;
   std::vector<int64_t> step_forwards;          // transformer forwards run in each step (counted by the loop)

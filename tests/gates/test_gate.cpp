@@ -538,6 +538,26 @@ TEST(Gate, RedTeamPrefetchInABackgroundThreadFailsAuthenticity) {
   EXPECT_GT(v.integrity.at("untimed_work").at("other_threads_in_baseline_runs_cpu_s").get<double>(), 0.2);
 }
 
+// Issue 38: the prefetch of the test above from a thread the candidate started in an earlier run of this
+// process (a trial before the gate), which is alive when the gate begins. The harness's threads are those
+// alive before the process's first generation, so its work in the baseline's runs and between runs is the
+// candidate's (before: it counted as the harness's own and the candidate was accepted).
+TEST(Gate, RedTeamStandingThreadStartedBeforeTheGateIsNotTheHarnesss) {
+  AllowRedTeam allow;
+  Fixture f;
+  const Manifest m = patch("standing", {{"cross_kv_cache", true}, {"redteam", {{"standing_thread", true}}}}, true);
+  Manifest trial = m;  // a quick trial run of the candidate: the thread starts here
+  trial.config.steps = 2;
+  trial.config.frames = 5;
+  const auto prompts = load_prompts(kSrc + "/prompts", false).split("smoke");
+  const auto r = worker().run(trial, prompts.at(0));
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  const auto v = f.gate(m);
+  EXPECT_FALSE(v.accepted);
+  EXPECT_FALSE(passed(v, "authenticity"));
+  EXPECT_TRUE(has_problem(v, "authenticity", "untimed work")) << reasons(v, "authenticity");
+}
+
 TEST(Gate, TimedPromptsAndSeedsAreDrawnInsideTheTimedWindow) {
   const Manifest b = baseline();
   const auto prompts = load_prompts(kSrc + "/prompts", false).split("smoke");

@@ -4,6 +4,7 @@
 
 #include "gate_evidence_fixture.h"
 #include "gates/gate_baseline_speed.h"
+#include "gates/gate_timed_clocks.h"
 #include "gates/gate_untimed_work.h"
 #include "gates/gate_verdict.h"
 
@@ -22,6 +23,7 @@ GateWindow window(const std::string& role, bool candidate_code, double cpu_from,
   w.after.own_cpu_s = cpu_from + cpu_s;
   w.before.threads = w.after.threads = threads;
   w.out.times.denoising = denoise_s;
+  w.out.times.denoising_cpu = denoise_s;
   return w;
 }
 
@@ -100,6 +102,66 @@ TEST(UntimedWork, FailsOnForeignCpuInTheBaselinesRunsAndOnLeftoverThreads) {
   EXPECT_TRUE(audit_untimed_work(s, 1.0, GateSettings{}).problems.empty());
 }
 
+// The honest sequence with its wall clock: each window lasts as long as its CPU time on one of two cores,
+// and the candidate's timed run claims 40 blocks of 5e9 FLOPs at a calibrated 0.1 TFLOP per CPU second
+// (2 s of CPU at that rate, 1 s at twice it: its window spent 1 s).
+GateEvidence clock_evidence() {
+  GateEvidence ev = honest_evidence(tiny_baseline());
+  ev.sequence = honest_sequence();
+  ev.sequence.cores = 2;
+  double t = 100;
+  for (auto& w : ev.sequence.windows) {
+    w.before.wall_s = t;
+    t += w.after.process_cpu_s - w.before.process_cpu_s;
+    w.after.wall_s = t;
+  }
+  for (auto& c : ev.sequence.baseline_calibrations) c.matmul_tflops_per_cpu_s = 0.1;
+  ev.work.num_layers = 2;
+  ev.work.candidate_linear = 1e10;
+  ev.sequence.windows[2].out.times.step_blocks = std::vector<int64_t>(20, 2);
+  return ev;
+}
+
+TEST(TimedClocks, PassesRunsWhoseClocksAgreeWithTheirWork) {
+  const TimedClocks c = reconcile_timed_clocks(clock_evidence());
+  EXPECT_TRUE(c.problems.empty()) << c.problems.front();
+  EXPECT_EQ(c.report["cores"], 2);
+  EXPECT_EQ(c.report["work_floor"], true);
+  EXPECT_DOUBLE_EQ(c.report["windows"][2]["cpu_floor_s"].get<double>(), 1.0);
+  EXPECT_EQ(c.report["windows"].size(), 5u);
+}
+
+// The hidden red team's warped clock: 1.66 s of CPU in 0.56 s of wall time on 2 cores.
+TEST(TimedClocks, FailsMoreCpuTimeThanTheCoresGiveInTheWallTime) {
+  GateEvidence ev = clock_evidence();
+  GateWindow& w = ev.sequence.windows[2];
+  w.after.process_cpu_s = w.before.process_cpu_s + 1.66;
+  w.after.wall_s = w.before.wall_s + 0.56;
+  const TimedClocks c = reconcile_timed_clocks(ev);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_EQ(c.problems[0],
+            "'candidate' used 1.660 s of CPU time in 0.560 s of wall time on 2 core(s): more than the cores can "
+            "give, the clock that timed it is not the machine's");
+  ev.sequence.cores = 4;  // the same window on four cores is possible
+  EXPECT_TRUE(reconcile_timed_clocks(ev).problems.empty());
+}
+
+// The hidden red team's deferred work: 0.01 s of CPU for a run that claims all its blocks. On a GPU the
+// CPU time says nothing about the work (the wall-time floor of the work audit holds there).
+TEST(TimedClocks, FailsATimedRunThatSpentLessCpuThanItsClaimedBlocksNeed) {
+  GateEvidence ev = clock_evidence();
+  GateWindow& w = ev.sequence.windows[2];
+  w.after.process_cpu_s = w.before.process_cpu_s + 0.01;
+  w.after.own_cpu_s = w.before.own_cpu_s + 0.01;
+  const TimedClocks c = reconcile_timed_clocks(ev);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_EQ(c.problems[0],
+            "'candidate' claims 40 transformer blocks, whose GEMMs need 1.000 s of CPU time at twice the "
+            "calibrated rate, but the process spent 0.010 s in its window: the work was done outside it");
+  ev.on_cuda = true;
+  EXPECT_TRUE(reconcile_timed_clocks(ev).problems.empty());
+}
+
 TEST(BaselineSpeed, TrustsABaselineAtTheMachinesThroughput) {
   const BaselineSpeed s = judge(speed_evidence(2.5));
   EXPECT_TRUE(s.problem.empty()) << s.problem;
@@ -126,6 +188,34 @@ TEST(BaselineSpeed, RefusesABaselineSlowerThanItsRecords) {
   EXPECT_CONTAINS(s.problem,
                   "the baseline is slower than the records of this build allow (wall clock: efficiency 0.2500 "
                   "against 0.8000 recorded, 220% slower");
+}
+
+// Issue 38: a slowdown that one clock shows is enough (before, every clock had to agree, and the CPU
+// clock, measured over the whole run, diluted a slowdown of the denoising alone).
+TEST(BaselineSpeed, RefusesABaselineThatOneClockShowsSlower) {
+  const nlohmann::json record = {
+      {"build", "build-1"}, {"efficiency", {{"wall", 0.8}, {"cpu", 0.8}}}, {"noise", {{"wall", 0.0}, {"cpu", 0.0}}}};
+  GateEvidence ev = speed_evidence(8.0);
+  for (size_t k : {size_t{3}, size_t{4}}) ev.sequence.windows[k].out.times.denoising_cpu = 2.5;  // CPU clock fine
+  const BaselineSpeed s = judge(ev, {record});
+  EXPECT_FALSE(s.trusted);
+  EXPECT_CONTAINS(s.problem, "wall clock: efficiency 0.2500 against 0.8000 recorded, 220% slower");
+  EXPECT_CONTAINS(s.problem, "cpu clock: efficiency 0.8000 against 0.8000 recorded, 0% slower");
+}
+
+// A baseline slower than its records within their tolerance is not refused, but it does not join them
+// either: the records cannot be walked down a tolerance at a time.
+TEST(BaselineSpeed, AToleratedSlowerBaselineIsNotRecorded) {
+  std::vector<nlohmann::json> records(
+      6,
+      {{"build", "build-1"}, {"efficiency", {{"wall", 0.8}, {"cpu", 0.8}}}, {"noise", {{"wall", 0.0}, {"cpu", 0.0}}}});
+  const BaselineSpeed same = judge(speed_evidence(2.5), records);
+  EXPECT_TRUE(same.problem.empty()) << same.problem;
+  EXPECT_TRUE(same.trusted);
+  const BaselineSpeed slower = judge(speed_evidence(3.2), records);  // efficiency 0.625: 28% slower, tolerance 40%
+  EXPECT_TRUE(slower.problem.empty()) << slower.problem;
+  EXPECT_FALSE(slower.trusted);
+  EXPECT_EQ(slower.report["records"]["below_record_band"], true);
 }
 
 TEST(GateVerdictDecision, NamesTheFirstFailingCheckInSignatureOrder) {

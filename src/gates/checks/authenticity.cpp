@@ -101,7 +101,7 @@ void step_and_engagement_problems(const GateEvidence& ev, const Manifest& cand, 
 }  // namespace
 
 AuthenticityResult check_authenticity(const GateEvidence& ev, const Manifest& cand, const UntimedWork& untimed,
-                                      const GateSettings& S) {
+                                      const GateSettings& S, const TimedClocks& clocks) {
   AuthenticityResult result;
   GateCheck& g = result.check;
   g = {"authenticity", true, "", json::object()};
@@ -115,6 +115,7 @@ AuthenticityResult check_authenticity(const GateEvidence& ev, const Manifest& ca
   replay_problems(ev, cand_N, problems);
   result.seen_vs_fresh = seen_vs_fresh(ev.timing, tol, problems);
   for (const auto& p : untimed.problems) problems.push_back(p);  // (c) work outside the timed windows
+  for (const auto& p : clocks.problems) problems.push_back(p);   // ... and the windows' own clocks
   const ClipWorkAudit work = audit_clip_work(ev, cand, tol, S);  // (d) counters against measured work
   for (const auto& p : work.counter_problems) problems.push_back(p);
   stage_problems(ev.timing, opts, tol, problems);
@@ -125,7 +126,8 @@ AuthenticityResult check_authenticity(const GateEvidence& ev, const Manifest& ca
   g.details = {{"technique_flags", techs},
                {"trace", ev.clips[0].run.trace.to_json()},
                {"work", work.work},
-               {"untimed", untimed.report}};
+               {"untimed", untimed.report},
+               {"clocks", clocks.report}};
   g.pass = problems.empty();
   g.reason = g.pass ? (techs.empty() ? "no technique flags (baseline or control)"
                                      : "engaged: counters consistent with the flags and the measured work")

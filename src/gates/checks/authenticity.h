@@ -7,6 +7,7 @@
 #include "gates/gate_check.h"
 #include "gates/gate_evidence.h"
 #include "gates/gate_settings.h"
+#include "gates/gate_timed_clocks.h"
 #include "gates/gate_untimed_work.h"
 #include "gates/manifest.h"
 
@@ -17,7 +18,9 @@ struct AuthenticityResult {
   nlohmann::json seen_vs_fresh;  // integrity.seen_vs_fresh
 };
 
+// clocks: the windows' CPU time against their wall time and claimed work (reconcile_timed_clocks).
 AuthenticityResult check_authenticity(const GateEvidence& evidence, const Manifest& candidate,
-                                      const UntimedWork& untimed, const GateSettings& settings);
+                                      const UntimedWork& untimed, const GateSettings& settings,
+                                      const TimedClocks& clocks = {});
 
 }  // namespace autooptim::gates
