@@ -30,6 +30,7 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
     : req_(req), base_(base), prompts_(std::move(prompts)) {
   if (prompts_.empty()) throw Error("executor: no prompts to explore on");
   std::string run = req.serve_dir;
+  if (!run.empty()) parent_ = static_cast<int>(getppid());
   if (run.empty()) {
     // Alone (not spawned by a run): a private worker in a temporary folder, so that this process still
     // holds no model and measures exactly as it would in a run.
@@ -65,6 +66,13 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
   }
 }
 
+void TrialRunner::while_waiting() const {
+  if (private_worker_) private_worker_->check();
+  if (parent_ != 0 && getppid() != parent_)
+    throw Error("executor " + req_.family + ": the orchestrator (pid " + std::to_string(parent_) +
+                ") died; the trial in progress is abandoned (--resume runs this family again)");
+}
+
 TrialRunner::~TrialRunner() {
   if (private_worker_) {
     private_worker_->stop(5);
@@ -86,9 +94,7 @@ nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::jso
 }
 
 std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, const std::string& label, int64_t n) {
-  auto tick = [this] {
-    if (private_worker_) private_worker_->check();
-  };
+  auto tick = [this] { while_waiting(); };
   const auto r = client_->call(request("traces", flags, label, n), tick);
   std::vector<runtime::Trace> out;
   for (const auto& tj : workers::MessageReader(r["result"], "traces result").array("traces")) {
@@ -103,9 +109,7 @@ std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, con
 
 Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
   ++trials_;
-  auto tick = [this] {
-    if (private_worker_) private_worker_->check();
-  };
+  auto tick = [this] { while_waiting(); };
   const auto r = client_->call(request("trial", flags, label, n), tick);
   Trial t = Trial::from_json(r["result"]);
   t.flags = flags;

@@ -42,6 +42,10 @@ class TrialRunner {
   gates::Manifest base_;
   std::vector<gates::Prompt> prompts_;
   std::string private_dir_;  // the temporary run folder of a private worker ("" when serving a run)
+  int parent_ = 0;           // the orchestrator's pid when serving a run (0 alone)
+  // While a trial waits: our private worker's health, and whether the orchestrator still lives (an
+  // orphaned executor abandons its trial at once instead of running beside a resumed run's executors).
+  void while_waiting() const;
   std::unique_ptr<workers::LocalLauncher> private_worker_;
   std::unique_ptr<workers::Client> client_;
   bool on_gpu_ = false;

@@ -17,21 +17,18 @@
 #include "base/atomic_file.h"
 #include "gates/ledger.h"
 #include "base/error.h"
+#include "base/process_identity.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace autooptim::workers {
 
+using base::host_name;
+
 namespace {
 double steady_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char b[256] = {0};
-  if (gethostname(b, sizeof b - 1) != 0) return "?";
-  return b;
 }
 
 std::string ns_stamp() {

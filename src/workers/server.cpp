@@ -28,6 +28,7 @@
 #include "base/sha256.h"
 #include "runtime/device.h"
 #include "base/error.h"
+#include "base/process_identity.h"
 #include "runtime/forward_context.h"
 #include "base/stats.h"
 #include "runtime/techniques/engagement.h"
@@ -41,6 +42,8 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace autooptim::workers {
+
+using base::host_name;
 namespace {
 
 std::atomic<int> g_signal{0};
@@ -51,12 +54,6 @@ struct Abandon : std::exception {
   explicit Abandon(bool r) : requeue(r) {}
   const char* what() const noexcept override { return requeue ? "worker leaving" : "cancelled"; }
 };
-
-std::string host_name() {
-  char b[256] = {0};
-  if (gethostname(b, sizeof b - 1) != 0) return "?";
-  return b;
-}
 
 long max_rss_kb() {
   struct rusage ru {};

@@ -16,6 +16,7 @@
 #include "base/spawn.h"
 #include "base/stop_signals.h"
 #include "base/utc_time.h"
+#include "orchestrator/executor_records.h"
 #include "orchestrator/phases/phases.h"
 
 namespace fs = std::filesystem;
@@ -128,7 +129,9 @@ class Exploration {
                                   box.string(), "--budget-trials", std::to_string(req.executor_trials), "--min-psnr",
                                   std::to_string(req.gate.min_psnr), "--serve", fs::absolute(s_.out).string()})
       args.push_back(a);
-    running_[spawn_executor(args, s_.out / "outbox" / (fam + ".log"), fam)] = fam;
+    const pid_t pid = spawn_executor(args, s_.out / "outbox" / (fam + ".log"), fam);
+    running_[pid] = fam;
+    record_executor(s_.out, fam, pid);
     s_.executors.back()["state"] = "running";
   }
 
@@ -153,6 +156,7 @@ class Exploration {
   void ended(pid_t pid, int status) {
     const std::string fam = running_[pid];
     running_.erase(pid);
+    forget_executor(s_.out, fam);
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     const std::string code = WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
                                                : std::string("signal ") + std::to_string(WTERMSIG(status));

@@ -12,6 +12,7 @@
 #include "base/strings.h"
 #include "base/remove_tree.h"
 #include "base/stop_signals.h"
+#include "orchestrator/executor_records.h"
 #include "orchestrator/phases/phases.h"
 #include "runtime/models.h"
 
@@ -129,6 +130,7 @@ void start_in_folder(RunState& s) {
   s.progress.line("starting " + std::to_string(s.slurm ? req.workers : static_cast<int64_t>(s.slots.size())) +
                   " worker(s)" + (s.slurm ? " as a Slurm job array" : "") + ": each loads " + req.load.model +
                   " once and serves every trial and gate run");
+  for (const auto& line : stop_orphaned_executors(s.out)) s.progress.warn(line);  // before they queue more
   clear_previous_workers(s.out);
   workers::ClientOptions co;
   co.dead_after_s = req.worker_dead_after_s;
