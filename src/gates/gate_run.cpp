@@ -12,6 +12,7 @@
 #include "gates/clip_frames.h"
 #include "gates/gate_baseline_cache.h"
 #include "gates/gate_baseline_speed.h"
+#include "gates/gate_plan.h"
 #include "gates/integrity.h"
 #include "gates/metrics.h"
 #include "gates/robust_stats.h"
@@ -328,8 +329,8 @@ void GateProgressCounter::tick(const std::string& role) {
 }
 
 int64_t expected_gate_runs(int64_t np, const GateSettings& S) {
-  const int64_t nr = std::max<int64_t>(1, S.timing_repeats);
-  return 2 + 2 * nr + np + 3 + (np - 1);
+  return generations_made(
+      plan_gate_generations(std::vector<std::string>(static_cast<size_t>(std::max<int64_t>(0, np))), S));
 }
 
 GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifest& base,

@@ -74,7 +74,9 @@ struct RunRequest {
 // What --plan estimates from a calibration (seconds of device time).
 struct PlanEstimate {
   double load_s = 0, clip_s = 0, forward_s = 0, decode_s = 0, text_s = 0;
-  double gate_s = 0;    // one gate run
+  double gate_s = 0;     // one candidate's gate run, the split's baseline outputs cached, at the baseline's speed
+  double gate_2x_s = 0;  // the same for a candidate twice as fast
+  int64_t gate_generations = 0;
   double screen_s = 0;  // one screen
   double trial_s = 0;   // one executor trial
   double baseline_gate_s = 0, exploration_s = 0, gating_s = 0, total_device_s = 0, wall_s = 0;

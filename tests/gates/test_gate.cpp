@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gates/gate.h"
+#include "gates/gate_plan.h"
+#include "gates/gate_run.h"
 #include "gates/integrity.h"
 #include "runtime/blas_threads.h"
 #include "runtime/device.h"
@@ -556,6 +558,36 @@ TEST(Gate, RedTeamStandingThreadStartedBeforeTheGateIsNotTheHarnesss) {
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "untimed work")) << reasons(v, "authenticity");
+}
+
+// The harness's threads (those alive before the process's first generation) include libtorch's intra-op
+// pool, which the worker starts before capturing them: else the pool's threads, born in the first
+// generation, would count as a candidate's (seen on the H100 build, whose own objects are not built with
+// OpenMP: 3 threads captured, 18 alive after the first generation).
+TEST(Gate, TheHarnessThreadsIncludeLibtorchsPool) {
+  worker();
+  EXPECT_GE(static_cast<int>(harness_thread_ids().size()), at::get_num_threads());
+}
+
+// The plan `run --plan` prices is the sequence the gate makes (issue 37): every window of a real gate run,
+// in order, against gates/gate_plan.h (the recheck, made only when the split and the pairs disagree, aside).
+TEST(Gate, ARunsWindowsAreItsPlan) {
+  Fixture f;
+  f.settings.max_prompts = 2;
+  const GateVerdict v = f.gate(patch("plan", {{"cross_kv_cache", true}}, true));
+  std::vector<std::string> ran;
+  for (const auto& w : v.integrity.at("timed_clocks").at("windows")) {
+    const std::string role = w.at("role");
+    if (role.rfind("recheck", 0) != 0) ran.push_back(role);
+  }
+  std::vector<std::string> ids;
+  for (const auto& p : load_prompts(kSrc + "/prompts", false).split("smoke")) ids.push_back(p.id);
+  ids.resize(2);
+  std::vector<std::string> planned;
+  for (const auto& g : plan_gate_generations(ids, f.settings))
+    if (!g.conditional) planned.push_back(g.role);
+  EXPECT_EQ(ran, planned);
+  EXPECT_EQ(static_cast<int64_t>(ran.size()), expected_gate_runs(2, f.settings));
 }
 
 TEST(Gate, TimedPromptsAndSeedsAreDrawnInsideTheTimedWindow) {

@@ -27,17 +27,22 @@ RunRequest plan_request() {
 
 }  // namespace
 
-// Five prompts, two timed pairs: 2 warm-ups + 4 pair clips + 2x3 remaining + 3 (audit, off run) = 15 clips a gate.
+// Five prompts, two timed pairs (gates/gate_plan.h): 2 warm-ups + 4 pair clips + 5 split clips + the audit,
+// the baseline check and the off run + 4 baseline outputs = 18 clips in the baseline's own gate; a candidate's
+// gate finds those 4 in the cache: 14 clips, 28 s at the baseline's speed, 19 s at 2x (its 9 clips at 1 s).
 TEST(PlanPhase, EstimateCountsTheGenerationsOfEachStep) {
   const PlanEstimate e = estimate_plan(plan_request(), kCalibration, 5);
   EXPECT_EQ(e.workers, 1);
-  EXPECT_DOUBLE_EQ(e.gate_s, 30.0);
+  EXPECT_DOUBLE_EQ(e.baseline_gate_s, 36.0);
+  EXPECT_DOUBLE_EQ(e.gate_s, 28.0);
+  EXPECT_DOUBLE_EQ(e.gate_2x_s, 19.0);
+  EXPECT_EQ(e.gate_generations, 14);
   EXPECT_DOUBLE_EQ(e.screen_s, 5.1);  // (2x3 + 4) forwards + the text
   EXPECT_DOUBLE_EQ(e.trial_s, 6.0);
   EXPECT_DOUBLE_EQ(e.exploration_s, 192.0);  // 3 families x 8 trials x 2 prompts x 2 clips x 2 s
-  EXPECT_EQ(e.gates_fit, 10);                // (600 - 10 - 30 - 192) / 35.1
-  EXPECT_DOUBLE_EQ(e.total_device_s, 10 + 30 + 192 + 10 * 35.1);
-  EXPECT_DOUBLE_EQ(e.min_budget_s, 92.0);  // twice the load, the baseline gate and a trial
+  EXPECT_EQ(e.gates_fit, 10);                // (600 - 10 - 36 - 192) / 33.1
+  EXPECT_DOUBLE_EQ(e.total_device_s, 10 + 36 + 192 + 10 * 33.1);
+  EXPECT_DOUBLE_EQ(e.min_budget_s, 104.0);  // twice the load, the baseline gate and a trial
   EXPECT_TRUE(e.enough);
 }
 
@@ -46,7 +51,7 @@ TEST(PlanPhase, ABudgetBelowOneCandidateSaysWhatItNeeds) {
   req.budget_minutes = 1;
   const PlanEstimate e = estimate_plan(req, kCalibration, 5);
   EXPECT_FALSE(e.enough);
-  EXPECT_EQ(e.why.rfind("--budget-minutes 1.00 cannot gate one candidate: that needs about 1.53 minutes", 0), 0u)
+  EXPECT_EQ(e.why.rfind("--budget-minutes 1.00 cannot gate one candidate: that needs about 1.73 minutes", 0), 0u)
       << e.why;
   req = plan_request();
   req.budget_trials = 1;
@@ -67,9 +72,11 @@ TEST_F(RunStateTest, PlanJsonHoldsTheEstimateAndTheBudget) {
   EXPECT_EQ(plan["official_config"], true);
   EXPECT_EQ(plan["calibration"], kCalibration);
   EXPECT_EQ(plan["estimate"]["candidate_gates"], 10);
-  EXPECT_DOUBLE_EQ(plan["estimate"]["gate_s"].get<double>(), 30.0);
-  EXPECT_DOUBLE_EQ(plan["estimate"]["min_budget_s"].get<double>(), 92.0);
-  EXPECT_EQ(plan["estimate"].size(), 12u);
+  EXPECT_DOUBLE_EQ(plan["estimate"]["gate_s"].get<double>(), 28.0);
+  EXPECT_DOUBLE_EQ(plan["estimate"]["gate_2x_s"].get<double>(), 19.0);
+  EXPECT_EQ(plan["estimate"]["gate_generations"], 14);
+  EXPECT_DOUBLE_EQ(plan["estimate"]["min_budget_s"].get<double>(), 104.0);
+  EXPECT_EQ(plan["estimate"].size(), 14u);
   EXPECT_EQ(plan["budget"], json({{"minutes", 10.0}, {"trials", 40}, {"executor_trials", 8}}));
   EXPECT_EQ(plan["enough"], true);
   EXPECT_EQ(plan["reason"], "");

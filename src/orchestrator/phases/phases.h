@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "gates/gate_plan.h"
 #include "orchestrator/run_state.h"
 
 namespace autooptim::orchestrator {
@@ -41,6 +42,12 @@ void open_run(RunState& s);
 void prepare_gating(RunState& s);
 
 // --- plan (plan.cpp)
+// One gate run of `req`'s settings on a split of prompts_in_split prompts (ids: their names where known),
+// with the split's baseline outputs cached or not; and its seconds at a baseline clip of clip_s and a
+// candidate `speedup` times faster.
+std::vector<gates::PlannedGeneration> gate_plan_of(const RunRequest& req, int64_t prompts_in_split, bool split_cached,
+                                                   const std::vector<std::string>& ids = {});
+double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, double clip_s, double speedup);
 // plan.json's object for a calibration and its estimate.
 nlohmann::json plan_json(const RunState& s, const nlohmann::json& calibration, const PlanEstimate& e);
 // --plan: calibrates on one worker in a private folder, prints the estimate; exit 2 when not enough.

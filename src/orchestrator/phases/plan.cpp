@@ -17,6 +17,20 @@ using nlohmann::json;
 
 namespace autooptim::orchestrator {
 
+std::vector<gates::PlannedGeneration> gate_plan_of(const RunRequest& req, int64_t prompts_in_split, bool split_cached,
+                                                   const std::vector<std::string>& ids) {
+  const int64_t np = req.gate.max_prompts > 0 ? std::min(req.gate.max_prompts, prompts_in_split) : prompts_in_split;
+  std::vector<std::string> names(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), static_cast<size_t>(np)));
+  for (int64_t i = static_cast<int64_t>(names.size()); i < np; ++i) names.push_back("prompt " + std::to_string(i + 1));
+  return gates::plan_gate_generations(names, req.gate, std::vector<bool>(names.size(), split_cached));
+}
+
+double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, double clip_s, double speedup) {
+  double total = 0;
+  for (const auto& g : plan) total += gates::planned_seconds(g, clip_s, speedup);
+  return total;
+}
+
 PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t prompts_in_split) {
   PlanEstimate e;
   e.workers = std::max<int64_t>(
@@ -27,15 +41,17 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
   e.forward_s = cal.value("forward_s", 0.0);
   e.decode_s = cal.value("decode_s", 0.0);
   e.text_s = cal.value("text_s", 0.0);
-  const int64_t R = std::max<int64_t>(1, req.gate.timing_repeats);
-  const int64_t np = req.gate.max_prompts > 0 ? std::min(req.gate.max_prompts, prompts_in_split) : prompts_in_split;
-  // The generations of one gate run (gates::run_gate): warm-ups, interleaved pairs, the remaining
-  // candidate and baseline outputs, the audit and the off run with its baseline.
-  const int64_t gens = 2 + 2 * R + 2 * std::max<int64_t>(0, np - R) + 3;
-  e.gate_s = gens * e.clip_s;
+  // The generations of one gate run as the gate plans them (gates/gate_plan.h): the run's own gate of the
+  // baseline makes every baseline output of the split and caches it; a candidate's gate after it finds them
+  // in the cache. Priced at the baseline's speed (a candidate's own is unknown before its screen), and at 2x.
+  const std::vector<gates::PlannedGeneration> cold = gate_plan_of(req, prompts_in_split, false);
+  const std::vector<gates::PlannedGeneration> warm = gate_plan_of(req, prompts_in_split, true);
+  e.baseline_gate_s = plan_seconds(cold, e.clip_s, 1.0);
+  e.gate_s = plan_seconds(warm, e.clip_s, 1.0);
+  e.gate_2x_s = plan_seconds(warm, e.clip_s, 2.0);
+  e.gate_generations = gates::generations_made(warm);
   e.screen_s = (2 * std::max<int64_t>(1, req.screen_forwards) + 4) * e.forward_s + e.text_s;
   e.trial_s = 3 * e.clip_s;  // warm-up, baseline and candidate on one prompt
-  e.baseline_gate_s = e.gate_s;
   const double budget_s = req.budget_minutes * 60.0;
   const int64_t families = static_cast<int64_t>(req.families.size());
   // Exploration: each family's trials on about two prompts, sharing the workers, within half the budget.
@@ -79,6 +95,8 @@ json plan_json(const RunState& s, const json& cal, const PlanEstimate& e) {
            {{"load_s", e.load_s},
             {"clip_s", e.clip_s},
             {"gate_s", e.gate_s},
+            {"gate_2x_s", e.gate_2x_s},
+            {"gate_generations", e.gate_generations},
             {"screen_s", e.screen_s},
             {"trial_s", e.trial_s},
             {"baseline_gate_s", e.baseline_gate_s},
@@ -121,6 +139,26 @@ json calibrate(RunState& s) {
   return cal;
 }
 
+// One candidate gate, generation by generation (docs/gate-cost.md says what each serves).
+void print_gate_generations(const RunState& s, const PlanEstimate& e) {
+  std::vector<std::string> ids;
+  for (const auto& p : s.prompts.split(s.req.split)) ids.push_back(p.id);
+  const auto plan = gate_plan_of(s.req, static_cast<int64_t>(ids.size()), true, ids);
+  std::printf("  one candidate gate on %s, after the baseline's gate cached the split's baseline outputs:\n",
+              s.req.split.c_str());
+  std::printf("    %-3s %-18s %-9s %-28s %-8s %8s %8s  %s\n", "#", "role", "side", "prompt", "cache", "at 1x", "at 2x",
+              "serves");
+  int n = 0;
+  for (const auto& g : plan) {
+    const std::string cache = g.conditional ? "if need" : g.cached ? "cached" : g.cacheable ? "made" : "-";
+    std::printf("    %-3d %-18s %-9s %-28s %-8s %8.1f %8.1f  %s\n", ++n, g.role.c_str(), g.side.c_str(),
+                g.prompt.c_str(), cache.c_str(), gates::planned_seconds(g, e.clip_s, 1.0),
+                gates::planned_seconds(g, e.clip_s, 2.0), g.serves.c_str());
+  }
+  std::printf("    %lld generations: %.1f s at 1x, %.1f s at 2x (conditional ones not counted)\n",
+              static_cast<long long>(e.gate_generations), e.gate_s, e.gate_2x_s);
+}
+
 void print_plan(const RunState& s, const PlanEstimate& e) {
   const RunRequest& req = s.req;
   const auto& c = s.base.config;
@@ -130,8 +168,11 @@ void print_plan(const RunState& s, const PlanEstimate& e) {
               static_cast<long long>(e.workers));
   std::printf("  calibration: forward %.3f s, decode %.3f s, text %.3f s, model load %.1f s -> one clip about %.1f s\n",
               e.forward_s, e.decode_s, e.text_s, e.load_s, e.clip_s);
-  std::printf("  one gate run about %.1f s, one screen %.1f s, one executor trial %.1f s\n", e.gate_s, e.screen_s,
-              e.trial_s);
+  std::printf(
+      "  the baseline's gate about %.1f s; one candidate gate about %.1f s (%.1f s at 2x), one screen %.1f s, one "
+      "executor trial %.1f s\n",
+      e.baseline_gate_s, e.gate_s, e.gate_2x_s, e.screen_s, e.trial_s);
+  print_gate_generations(s, e);
   std::printf(
       "  estimated device time: %.0f s (baseline gate %.0f, exploration %.0f, %lld candidate gates %.0f); wall about "
       "%.1f min\n",

@@ -1,0 +1,78 @@
+#include "gates/gate_plan.h"
+
+#include <algorithm>
+
+namespace autooptim::gates {
+
+namespace {
+
+std::string official(const std::string& id) { return id + " @ official seed"; }
+
+bool is_cached(const std::vector<bool>& cached, size_t i) { return i < cached.size() && cached[i]; }
+
+}  // namespace
+
+std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::string>& ids, const GateSettings& S,
+                                                     const std::vector<bool>& cached) {
+  std::vector<PlannedGeneration> plan;
+  auto add = [&](std::string role, std::string side, std::string prompt, std::string serves) {
+    PlannedGeneration g;
+    g.role = std::move(role);
+    g.side = std::move(side);
+    g.prompt = std::move(prompt);
+    g.serves = std::move(serves);
+    plan.push_back(std::move(g));
+    return &plan.back();  // used before the next generation is added
+  };
+  add("warmup_baseline", "baseline", "drawn",
+      "steady state before timing (allocator, kernel choice); the thread count later windows may not exceed");
+  add("warmup_candidate", "candidate", "drawn", "the candidate's steady state (its one-time costs untimed)");
+  const int64_t R = std::max<int64_t>(1, S.timing_repeats);
+  for (int64_t i = 1; i <= R; ++i) {
+    add("candidate", "candidate", "drawn",
+        "timed pair " + std::to_string(i) +
+            ": the speedup and its noise; an unannounced quality audit (a prompt and "
+            "seed nothing before the timer knew)");
+    add("baseline", "baseline", "pair " + std::to_string(i) + "'s",
+        "timed pair " + std::to_string(i) + ": the baseline's time next to a calibration; the audit clip's reference");
+  }
+  for (const auto& id : ids)
+    add("candidate_split", "candidate", official(id),
+        "the quality gate's clip; its time against the fresh draws (a candidate that depends on the baseline's "
+        "outputs)");
+  add("audit", "candidate", "pair 1 again",
+      "the duplicate-prompt audit: the same request must cost the same and give the same clip");
+  if (!ids.empty()) {
+    add("baseline_check", "baseline", official(ids.front()),
+        "the off run's reference; the spot-check of the cached baseline outputs; one more baseline time");
+    add("off", "off", official(ids.front()), "off identity: the build with the flags off is the baseline");
+  }
+  for (size_t i = 1; i < ids.size(); ++i) {
+    PlannedGeneration* g =
+        add("baseline_split", "baseline", official(ids[i]), "the reference of the quality gate's clip of " + ids[i]);
+    g->cacheable = true;
+    g->cached = is_cached(cached, i);
+  }
+  add("recheck_fresh", "candidate", "drawn",
+      "only when the split and the pairs disagree by half: the adjacent pair that tells a cheat from a load spike")
+      ->conditional = true;
+  if (!ids.empty())
+    add("recheck_seen", "candidate", official(ids.front()), "the other half of that pair")->conditional = true;
+  add("precision_control", "baseline", "a split clip",
+      "only for a lossless candidate's clips that are not bit-identical: the baseline one precision up")
+      ->conditional = true;
+  return plan;
+}
+
+int64_t generations_made(const std::vector<PlannedGeneration>& plan) {
+  return std::count_if(plan.begin(), plan.end(),
+                       [](const PlannedGeneration& g) { return !g.conditional && !g.cached; });
+}
+
+double planned_seconds(const PlannedGeneration& g, double baseline_clip_s, double candidate_speedup) {
+  if (g.cached || g.conditional) return 0.0;
+  if (g.side == "candidate") return baseline_clip_s / std::max(1e-9, candidate_speedup);
+  return baseline_clip_s;
+}
+
+}  // namespace autooptim::gates

@@ -1,0 +1,37 @@
+#pragma once
+// The generations of one gate run, in the order the gate makes them, known before it runs: whose code
+// runs each, on which prompt and seed, whether the baseline-output cache can stand in for it, and which
+// measurement or defence it serves (docs/gate-cost.md). `run --plan` prices them, the gate's progress
+// counts them, and a test holds a real gate run's windows against them (gate_run.cpp makes the sequence).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gates/gate_settings.h"
+
+namespace autooptim::gates {
+
+struct PlannedGeneration {
+  std::string role;          // the window's role in the gate's evidence (GateWindow::role)
+  std::string side;          // "baseline", "candidate", or "off" (the candidate's manifest with its flags off)
+  std::string prompt;        // "drawn" (inside the timed window), "<id> @ official seed", "pair 1 again"
+  bool cacheable = false;    // a baseline output the keyed cache may hold
+  bool cached = false;       // ... and holds now: not generated
+  bool conditional = false;  // made only when the gate needs it (recheck, precision control)
+  std::string serves;        // what it is for
+};
+
+// prompt_ids: the split's prompts the gate judges; cached: for each, whether the baseline cache already
+// holds its output at the official seed (empty: none cached).
+std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::string>& prompt_ids,
+                                                     const GateSettings& settings,
+                                                     const std::vector<bool>& cached = {});
+
+// The generations the gate will make (conditional ones and cache hits left out).
+int64_t generations_made(const std::vector<PlannedGeneration>& plan);
+
+// Seconds of one planned generation: a baseline-speed clip of `baseline_clip_s`, the candidate's at
+// `candidate_speedup` times that speed; a cache hit and a conditional generation cost nothing.
+double planned_seconds(const PlannedGeneration& g, double baseline_clip_s, double candidate_speedup);
+
+}  // namespace autooptim::gates

@@ -1,0 +1,56 @@
+// The gate's plan of generations (gates/gate_plan.h): what `run --plan` prices and the gate's progress
+// counts. Harness test Gate.ARunsWindowsAreItsPlan holds a real gate run against it.
+#include <gtest/gtest.h>
+
+#include "gates/gate_plan.h"
+
+namespace autooptim::test {
+using namespace autooptim::gates;
+
+namespace {
+
+std::vector<std::string> roles(const std::vector<PlannedGeneration>& plan, bool conditional) {
+  std::vector<std::string> r;
+  for (const auto& g : plan)
+    if (g.conditional == conditional && !g.cached) r.push_back(g.role);
+  return r;
+}
+
+GateSettings two_pairs() {
+  GateSettings S;
+  S.timing_repeats = 2;
+  return S;
+}
+
+}  // namespace
+
+TEST(GatePlan, ListsTheGenerationsInTheOrderTheGateMakesThem) {
+  const auto plan = plan_gate_generations({"a", "b", "c"}, two_pairs());
+  EXPECT_EQ(roles(plan, false),
+            std::vector<std::string>({"warmup_baseline", "warmup_candidate", "candidate", "baseline", "candidate",
+                                      "baseline", "candidate_split", "candidate_split", "candidate_split", "audit",
+                                      "baseline_check", "off", "baseline_split", "baseline_split"}));
+  EXPECT_EQ(roles(plan, true), std::vector<std::string>({"recheck_fresh", "recheck_seen", "precision_control"}));
+  EXPECT_EQ(generations_made(plan), 14);
+  EXPECT_EQ(plan[6].prompt, "a @ official seed");
+  EXPECT_EQ(plan[11].side, "off");
+  EXPECT_EQ(plan[12].prompt, "b @ official seed");
+  EXPECT_TRUE(plan[12].cacheable);
+  for (const auto& g : plan) EXPECT_FALSE(g.serves.empty()) << g.role;
+}
+
+TEST(GatePlan, CachedBaselineOutputsAreNotMadeNorPriced) {
+  const auto plan = plan_gate_generations({"a", "b", "c"}, two_pairs(), {true, true, false});
+  EXPECT_EQ(generations_made(plan), 13);  // b's output cached; a's is the baseline check, made every gate
+  double at1 = 0, at2 = 0;
+  for (const auto& g : plan) {
+    at1 += planned_seconds(g, 10.0, 1.0);
+    at2 += planned_seconds(g, 10.0, 2.0);
+  }
+  EXPECT_DOUBLE_EQ(at1, 130.0);
+  // At the baseline's speed: its warm-up, 2 pair baselines, the check, the off run, c's output = 6 x 10;
+  // the candidate's: its warm-up, 2 pairs, 3 split clips, the audit = 7 x 5.
+  EXPECT_DOUBLE_EQ(at2, 60.0 + 35.0);
+}
+
+}  // namespace autooptim::test
