@@ -25,13 +25,16 @@ namespace autooptim::gates {
 
 namespace {
 
-// libtorch's pools start with their first use: an intra-op parallel loop on every thread and a small GEMM
-// (BLAS's own pool where it has one; the device's handles on a GPU). Started here, they are alive before
-// the first generation and so count among the harness's threads.
+// libtorch's pools start with their first use: its own parallel kernels (an elementwise op and a reduction
+// big enough to use every intra-op thread: libtorch's OpenMP pool, whatever our own objects are built with)
+// and a small GEMM (BLAS's own pool where it has one; the device's handles on a GPU). Started here, they
+// are alive before the first generation and so count among the harness's threads.
 void warm_compute_pools(at::Device device) {
-  at::parallel_for(0, int64_t{1} << 16, 1, [](int64_t, int64_t) {});
-  const at::Tensor a = at::ones({256, 256}, at::TensorOptions().dtype(at::kFloat).device(device));
+  const at::Tensor big = at::ones({int64_t{1} << 22}, at::TensorOptions().dtype(at::kFloat));
+  (void)(big * 2.0f).sum().item<float>();
+  const at::Tensor a = at::ones({256, 256}, at::TensorOptions().dtype(at::kFloat));
   (void)at::mm(a, a).sum().item<float>();
+  if (device.is_cuda()) (void)at::mm(a.to(device), a.to(device)).sum().item<float>();
 }
 
 }  // namespace
