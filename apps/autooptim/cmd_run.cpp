@@ -37,25 +37,33 @@ std::vector<std::string> model_cli(const ModelArgs& m) {
   return a;
 }
 
-}  // namespace
+using RunRequestPtr = std::shared_ptr<orchestrator::RunRequest>;
 
-void add_run(CLI::App& app) {
-  auto model = std::make_shared<ModelArgs>();
-  auto req = std::make_shared<orchestrator::RunRequest>();
-  auto* cmd =
-      app.add_subcommand("run", "Search every technique family, gate the proposals, compose, and report the tiers");
-  model->add_to(cmd);
-  auto* out_opt = cmd->add_option(
-      "--out", req->out_dir, "Folder for the report, ledger and every gate run's artifacts (not needed with --plan)");
+// The options whose presence the run's callback asks for, beyond their values.
+struct RunOptionHandles {
+  CLI::Option* out = nullptr;
+  CLI::Option* gpus = nullptr;
+  CLI::Option* workers = nullptr;
+  CLI::Option* fail_tier = nullptr;
+};
+
+// --out, --plan, and this host's workers: --gpus or --workers.
+void add_run_output_options(CLI::App* cmd, const RunRequestPtr& req, RunOptionHandles& given) {
+  given.out = cmd->add_option("--out", req->out_dir,
+                              "Folder for the report, ledger and every gate run's artifacts (not needed with --plan)");
   cmd->add_flag(
       "--plan", req->plan,
       "Calibrate (one forward, one decode), print the estimated device time of the run and the budget, and exit; "
       "exit 2 when the budget cannot gate one candidate");
-  auto* gpus_opt =
+  given.gpus =
       cmd->add_option("--gpus", req->gpus, "One worker per GPU: all, or a list like 0,1 (GPU builds; default 0)");
-  auto* workers_opt = cmd->add_option("--workers", req->workers, "CPU workers, each with its share of the cores")
-                          ->capture_default_str()
-                          ->check(int_in(1, 256));
+  given.workers = cmd->add_option("--workers", req->workers, "CPU workers, each with its share of the cores")
+                      ->capture_default_str()
+                      ->check(int_in(1, 256));
+}
+
+// The screen before a candidate's gate run, the baseline cache across runs, and when a silent worker is lost.
+void add_run_screen_options(CLI::App* cmd, const RunRequestPtr& req) {
   cmd->add_option(
          "--screen-min-speedup", req->screen_min_speedup,
          "Drop a candidate whose stage-timing estimate cannot reach this speedup before spending full clips on it "
@@ -78,7 +86,10 @@ void add_run(CLI::App& app) {
                   "Seconds of heartbeat silence after which a worker's requests are re-queued")
       ->capture_default_str()
       ->check(number_in(1, 86400));
-  // Slurm (docs/slurm.md): the workers as a job array; the orchestrator and executors stay here.
+}
+
+// Slurm (docs/slurm.md): the workers as a job array; the orchestrator and executors stay here.
+void add_run_launcher_options(CLI::App* cmd, const RunRequestPtr& req) {
   cmd->add_option("--launcher", req->launcher,
                   "Where the workers run: local (this host) or slurm (a job array of --workers tasks)")
       ->capture_default_str()
@@ -102,6 +113,10 @@ void add_run(CLI::App& app) {
                    "Seconds to wait for the first worker (queue time included)")
       ->capture_default_str()
       ->check(number_in(1, 604800));
+}
+
+// The run's budgets, and --resume.
+void add_run_budget_options(CLI::App* cmd, const RunRequestPtr& req) {
   // Defaults that depend on the model are shown for both (the tiny model's small run fits a CI machine).
   cmd->add_option("--budget-trials", req->budget_trials,
                   "Gate runs at most (one is kept back per tier winner awaiting its held-out check)")
@@ -115,6 +130,10 @@ void add_run(CLI::App& app) {
       ->default_str("5 for wan22-tiny, 8 for wan22-ti2v-5b")
       ->check(int_in(1, 1000000));
   cmd->add_flag("--resume", req->resume, "Continue an interrupted run from its ledger");
+}
+
+// The gate: its splits and prompts, timing and quality tolerances; --fail-if-no-tier for CI.
+void add_run_gate_options(CLI::App* cmd, const RunRequestPtr& req, RunOptionHandles& given) {
   cmd->add_option("--split", req->split, "Visible split the candidates are gated on")
       ->capture_default_str()
       ->check(CLI::IsMember(gates::visible_splits()));
@@ -132,7 +151,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--max-prompts", req->gate.max_prompts, "Prompts per split at most (0 = all)")
       ->default_str("2 for wan22-tiny, 0 for wan22-ti2v-5b")
       ->check(int_in(0, 1000000));
-  auto* fail_tier =
+  given.fail_tier =
       cmd->add_option("--fail-if-no-tier", req->fail_if_no_tier,
                       "CI: exit 1 unless a tier was reached (BUCKET: unless that one: 1.5x, 2x, 3x or 4x)")
           ->expected(0, 1)
@@ -145,6 +164,10 @@ void add_run(CLI::App& app) {
       ->capture_default_str()
       ->check(number_in(0, 1));
   add_gate_judgement_options(cmd, req->gate);
+}
+
+// The deploy check of each tier and the held-out confirmation of its winner.
+void add_run_deploy_options(CLI::App* cmd, const RunRequestPtr& req) {
   cmd->add_flag(
       "--no-deploy-check", [req](int64_t) { req->deploy_check = false; },
       "Deliver the tiers without generating them again through generate --manifest (the report says they were not "
@@ -157,10 +180,17 @@ void add_run(CLI::App& app) {
                   "Alternating baseline/tier generate processes of each tier's deploy check")
       ->capture_default_str()
       ->check(int_in(1, 100));
+}
+
+// A configuration off the official one: measured, but no tier can be won.
+void add_run_reduced_config_options(CLI::App* cmd, const RunRequestPtr& req) {
   cmd->add_option("--frames", req->frames, "Reduced configuration: frames (no tier can be won)")->check(frames_count());
   cmd->add_option("--steps", req->steps, "Reduced configuration: steps (no tier can be won)")->check(step_count());
   cmd->add_option("--height", req->height, "Reduced configuration: height (no tier can be won)")->check(pixel_size());
   cmd->add_option("--width", req->width, "Reduced configuration: width (no tier can be won)")->check(pixel_size());
+}
+
+void group_run_options(CLI::App* cmd) {
   // The help lists the options by what they are for, not in one list of forty.
   const std::vector<std::pair<const char*, std::vector<const char*>>> groups = {
       {"Output and budget",
@@ -175,83 +205,121 @@ void add_run(CLI::App& app) {
       {"Reduced configuration (no tier can be won)", {"--frames", "--steps", "--height", "--width"}}};
   for (const auto& [group, names] : groups)
     for (const char* n : names) cmd->get_option(n)->group(group);
-  cmd->callback([model, req, cmd, fail_tier, out_opt, gpus_opt, workers_opt] {
-    if (out_opt->count() == 0 && !req->plan) throw CLI::RequiredError("--out");
-    if (req->plan && req->out_dir.empty()) req->out_dir = "(plan)";
-    if (fail_tier->count() > 0 && req->fail_if_no_tier.empty()) req->fail_if_no_tier = "any";
-    const models::ModelFacts& facts = model->facts();
-    if (model->tiny_trained() && cmd->count("--prompts-dir") == 0)
-      req->prompts_dir = find_data_dir(facts.own_prompts->dir, "", false);
-    else
-      req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
-    req->manifests_dir = find_data_dir("manifests", req->manifests_dir, cmd->count("--manifests-dir") > 0);
-    req->command_line = command_line();
-    // The model's own defaults (the model table's; the embedded model's fit a 2-core CI machine in
-    // minutes), unless the user says otherwise.
-    const models::RunDefaults& d = facts.run;
-    if (cmd->count("--budget-minutes") == 0) req->budget_minutes = d.budget_minutes;
-    if (cmd->count("--budget-trials") == 0) req->budget_trials = d.budget_trials;
-    if (cmd->count("--executor-trials") == 0) req->executor_trials = d.executor_trials;
-    if (cmd->count("--max-prompts") == 0) req->gate.max_prompts = d.max_prompts;
-    if (cmd->count("--repeats") == 0) req->gate.timing_repeats = d.timing_repeats;
-    if (cmd->count("--screen-min-speedup") == 0 && d.screen_min_speedup)
-      req->screen_min_speedup = *d.screen_min_speedup;
-    req->load = model->request();
-    req->gpu_count = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
-    {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      req->cpu_cores = sched_getaffinity(0, sizeof set, &set) == 0
-                           ? CPU_COUNT(&set)
-                           : static_cast<int>(std::thread::hardware_concurrency());
-      if (req->cpu_cores < 1) req->cpu_cores = 1;
-    }
-    if (req->launcher == "slurm") {
-      // Slurm gives each task its devices: --workers tasks, --gpus-per-worker GPUs each.
-      if (gpus_opt->count() > 0)
-        throw Error("--gpus " + req->gpus + ": with --launcher slurm use --workers N and --gpus-per-worker G");
-      const bool cuda = req->load.precision.device.is_cuda();
-      if (cmd->count("--gpus-per-worker") == 0) req->gpus_per_worker = cuda ? 1 : 0;
-      if (!cuda && req->gpus_per_worker > 0)
-        throw Error("--gpus-per-worker " + std::to_string(req->gpus_per_worker) +
-                    ": the workers' device is the CPU (use --device cuda for GPU workers)");
-      if (cuda && req->gpus_per_worker == 0)
-        throw Error("--gpus-per-worker 0 with --device cuda: a GPU worker needs a GPU");
-    } else {
-      for (const char* o : {"--partition", "--gpus-per-worker", "--cpus-per-worker", "--slurm-time", "--sbatch-arg",
-                            "--slurm-start-timeout"})
-        if (cmd->count(o) > 0) throw Error(std::string(o) + " is for --launcher slurm");
-    }
-    if (req->launcher == "slurm") {
-      // Nothing of this host's devices is planned: the tasks get theirs from Slurm.
-    } else if (gpus_opt->count() > 0 && workers_opt->count() > 0) {
-      throw Error("--gpus and --workers: use --gpus on a GPU (one worker per GPU), --workers on the CPU");
-    } else if (req->load.precision.device.is_cuda()) {
-      if (workers_opt->count() > 0)
-        throw Error("--workers " + std::to_string(req->workers) +
-                    ": on a GPU use --gpus all|0,1,... (one worker per GPU)");
-      if (req->gpus.empty()) req->gpus = "0";
-    } else if (!req->gpus.empty()) {
-      throw Error("--gpus " + req->gpus + ": the run's device is the CPU (" +
-                  (runtime::built_with_cuda() ? std::string("--device cuda uses the GPUs") : no_cuda_build_text()) +
-                  "); use --workers N");
-    }
-    // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
-    if (req->load.precision.device.is_cuda() &&
-        std::find(req->families.begin(), req->families.end(), "quant") == req->families.end())
-      req->families.push_back("quant");
-    req->model_cli = model_cli(*model);
-    const auto outcome = orchestrator::run(*req);
-    if (!req->plan) {
-      std::printf("report: %s\n", outcome.report_path.c_str());
-      std::printf("        %s\n", (fs::path(outcome.report_path).parent_path() / "report.html").c_str());
-    }
-    for (const auto& w : outcome.warnings) log::warn(w);
-    // The reason for a non-zero exit goes to stderr whatever the log level: CI shows it.
-    for (const auto& p : outcome.problems)
-      std::fprintf(stderr, "autooptim: %s: %s\n", outcome.exit_code == 1 ? "check failed" : "error", p.c_str());
-    exit_status() = outcome.exit_code;
-  });
+}
+
+// The request completed from the options: --out or --plan, the data folders, the model's own defaults.
+void complete_run_request(const std::shared_ptr<ModelArgs>& model, const RunRequestPtr& req, CLI::App* cmd,
+                          const RunOptionHandles& given) {
+  if (given.out->count() == 0 && !req->plan) throw CLI::RequiredError("--out");
+  if (req->plan && req->out_dir.empty()) req->out_dir = "(plan)";
+  if (given.fail_tier->count() > 0 && req->fail_if_no_tier.empty()) req->fail_if_no_tier = "any";
+  const models::ModelFacts& facts = model->facts();
+  if (model->tiny_trained() && cmd->count("--prompts-dir") == 0)
+    req->prompts_dir = find_data_dir(facts.own_prompts->dir, "", false);
+  else
+    req->prompts_dir = find_data_dir("prompts", req->prompts_dir, cmd->count("--prompts-dir") > 0);
+  req->manifests_dir = find_data_dir("manifests", req->manifests_dir, cmd->count("--manifests-dir") > 0);
+  req->command_line = command_line();
+  // The model's own defaults (the model table's; the embedded model's fit a 2-core CI machine in
+  // minutes), unless the user says otherwise.
+  const models::RunDefaults& d = facts.run;
+  if (cmd->count("--budget-minutes") == 0) req->budget_minutes = d.budget_minutes;
+  if (cmd->count("--budget-trials") == 0) req->budget_trials = d.budget_trials;
+  if (cmd->count("--executor-trials") == 0) req->executor_trials = d.executor_trials;
+  if (cmd->count("--max-prompts") == 0) req->gate.max_prompts = d.max_prompts;
+  if (cmd->count("--repeats") == 0) req->gate.timing_repeats = d.timing_repeats;
+  if (cmd->count("--screen-min-speedup") == 0 && d.screen_min_speedup) req->screen_min_speedup = *d.screen_min_speedup;
+  req->load = model->request();
+}
+
+// The GPUs and CPU cores of this host that the run may plan workers on.
+void count_host_devices(const RunRequestPtr& req) {
+  req->gpu_count = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  req->cpu_cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                               : static_cast<int>(std::thread::hardware_concurrency());
+  if (req->cpu_cores < 1) req->cpu_cores = 1;
+}
+
+// Where the workers run, checked against the options that place them: Slurm tasks, one worker per GPU, or
+// CPU workers.
+void check_worker_placement(CLI::App* cmd, const RunRequestPtr& req, const RunOptionHandles& given) {
+  if (req->launcher == "slurm") {
+    // Slurm gives each task its devices: --workers tasks, --gpus-per-worker GPUs each.
+    if (given.gpus->count() > 0)
+      throw Error("--gpus " + req->gpus + ": with --launcher slurm use --workers N and --gpus-per-worker G");
+    const bool cuda = req->load.precision.device.is_cuda();
+    if (cmd->count("--gpus-per-worker") == 0) req->gpus_per_worker = cuda ? 1 : 0;
+    if (!cuda && req->gpus_per_worker > 0)
+      throw Error("--gpus-per-worker " + std::to_string(req->gpus_per_worker) +
+                  ": the workers' device is the CPU (use --device cuda for GPU workers)");
+    if (cuda && req->gpus_per_worker == 0)
+      throw Error("--gpus-per-worker 0 with --device cuda: a GPU worker needs a GPU");
+  } else {
+    for (const char* o : {"--partition", "--gpus-per-worker", "--cpus-per-worker", "--slurm-time", "--sbatch-arg",
+                          "--slurm-start-timeout"})
+      if (cmd->count(o) > 0) throw Error(std::string(o) + " is for --launcher slurm");
+  }
+  if (req->launcher == "slurm") {
+    // Nothing of this host's devices is planned: the tasks get theirs from Slurm.
+  } else if (given.gpus->count() > 0 && given.workers->count() > 0) {
+    throw Error("--gpus and --workers: use --gpus on a GPU (one worker per GPU), --workers on the CPU");
+  } else if (req->load.precision.device.is_cuda()) {
+    if (given.workers->count() > 0)
+      throw Error("--workers " + std::to_string(req->workers) +
+                  ": on a GPU use --gpus all|0,1,... (one worker per GPU)");
+    if (req->gpus.empty()) req->gpus = "0";
+  } else if (!req->gpus.empty()) {
+    throw Error("--gpus " + req->gpus + ": the run's device is the CPU (" +
+                (runtime::built_with_cuda() ? std::string("--device cuda uses the GPUs") : no_cuda_build_text()) +
+                "); use --workers N");
+  }
+}
+
+// What `autooptim run` does once its options are parsed: the request completed and checked, the run, and
+// where its report is.
+void run_orchestrator(const std::shared_ptr<ModelArgs>& model, const RunRequestPtr& req, CLI::App* cmd,
+                      const RunOptionHandles& given) {
+  complete_run_request(model, req, cmd, given);
+  count_host_devices(req);
+  check_worker_placement(cmd, req, given);
+  // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
+  if (req->load.precision.device.is_cuda() &&
+      std::find(req->families.begin(), req->families.end(), "quant") == req->families.end())
+    req->families.push_back("quant");
+  req->model_cli = model_cli(*model);
+  const auto outcome = orchestrator::run(*req);
+  if (!req->plan) {
+    std::printf("report: %s\n", outcome.report_path.c_str());
+    std::printf("        %s\n", (fs::path(outcome.report_path).parent_path() / "report.html").c_str());
+  }
+  for (const auto& w : outcome.warnings) log::warn(w);
+  // The reason for a non-zero exit goes to stderr whatever the log level: CI shows it.
+  for (const auto& p : outcome.problems)
+    std::fprintf(stderr, "autooptim: %s: %s\n", outcome.exit_code == 1 ? "check failed" : "error", p.c_str());
+  exit_status() = outcome.exit_code;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto model = std::make_shared<ModelArgs>();
+  auto req = std::make_shared<orchestrator::RunRequest>();
+  auto* cmd =
+      app.add_subcommand("run", "Search every technique family, gate the proposals, compose, and report the tiers");
+  model->add_to(cmd);
+  // The options in the order --help lists them within each group.
+  RunOptionHandles given;
+  add_run_output_options(cmd, req, given);
+  add_run_screen_options(cmd, req);
+  add_run_launcher_options(cmd, req);
+  add_run_budget_options(cmd, req);
+  add_run_gate_options(cmd, req, given);
+  add_run_deploy_options(cmd, req);
+  add_run_reduced_config_options(cmd, req);
+  group_run_options(cmd);
+  cmd->callback([model, req, cmd, given] { run_orchestrator(model, req, cmd, given); });
 }
 
 void add_executor(CLI::App& app) {

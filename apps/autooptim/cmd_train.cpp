@@ -23,17 +23,21 @@ namespace fs = std::filesystem;
 
 namespace autooptim::app {
 
-void add_train(CLI::App& app) {
-  auto o = std::make_shared<train::TrainOptions>();
-  auto* cmd = app.add_subcommand("train", "Train wan22-tiny (VAE, then transformer) on the procedural video data set");
-  std::string model = models::kDefaultModel;
-  cmd->add_option("--model", model, "Only wan22-tiny can be trained")->check(CLI::IsMember(models::trainable_models()));
+namespace {
+
+// Where the run writes (and --resume continues), its device and seed.
+void add_train_output_options(CLI::App* cmd, const std::shared_ptr<train::TrainOptions>& o) {
   cmd->add_option("--out", o->out,
                   "Output folder: a diffusers checkpoint (--weights DIR) plus train_state/ for --resume")
       ->required();
   cmd->add_flag("--resume", o->resume, "Continue the run in --out (budgets and step counts are totals over all runs)");
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--seed", o->seed, "Seed of the data set, the initial weights and every draw")->capture_default_str();
+}
+
+// How long the stages train and where they start: the budgets, the stops of one invocation, an earlier
+// run's VAE or transformer.
+void add_train_length_options(CLI::App* cmd, const std::shared_ptr<train::TrainOptions>& o) {
   cmd->add_option("--minutes", o->minutes, "Wall-clock budget of both stages together (0: the step counts decide)")
       ->capture_default_str()
       ->check(number_in(0, 100000));
@@ -58,6 +62,10 @@ void add_train(CLI::App& app) {
       ->check(number_in(0, 1, true));
   cmd->add_option("--steps", o->dit_steps, "Transformer steps (stage 2); -1: --minutes decides")->capture_default_str();
   cmd->add_option("--vae-steps", o->vae_steps, "VAE steps (stage 1); -1: --minutes decides")->capture_default_str();
+}
+
+// The clips and scenes each stage trains on.
+void add_train_data_options(CLI::App* cmd, const std::shared_ptr<train::TrainOptions>& o) {
   cmd->add_option("--vae-batch", o->vae_batch, "Clips per VAE step")->capture_default_str()->check(int_in(1, 4096));
   cmd->add_option("--vae-frames", o->vae_frames, "Frames of a VAE training clip (4k+1)")
       ->capture_default_str()
@@ -76,6 +84,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--frames", o->frames, "Frames of a transformer training clip (the tiny model's 49)")
       ->capture_default_str()
       ->check(frames_count());
+}
+
+// Learning rates, the VAE's widths, the losses' weights, the EMA and the prompt dropout.
+void add_train_optimiser_options(CLI::App* cmd, const std::shared_ptr<train::TrainOptions>& o) {
   cmd->add_option("--vae-lr", o->vae_lr, "AdamW learning rate of the VAE")
       ->capture_default_str()
       ->check(number_in(0, 1, true));
@@ -101,31 +113,52 @@ void add_train(CLI::App& app) {
   cmd->add_option("--cfg-dropout", o->cfg_dropout, "Probability of training on the empty prompt")
       ->capture_default_str()
       ->check(number_in(0, 1));
+}
+
+// How often the run checkpoints and logs.
+void add_train_checkpoint_options(CLI::App* cmd, const std::shared_ptr<train::TrainOptions>& o) {
   cmd->add_option("--checkpoint-minutes", o->checkpoint_minutes, "Minutes between checkpoints")
       ->capture_default_str()
       ->check(number_in(0, 100000));
   cmd->add_option("--log-every", o->log_every, "Steps per logged (averaged) loss")
       ->capture_default_str()
       ->check(int_in(1, 1000000));
-  cmd->callback([o] {
-    std::string line;
-    for (const auto& a : command_line()) line += (line.empty() ? "" : " ") + a;
-    o->command_line = line;
-    const auto r = train::train_tiny(*o);
-    if (r.vae_steps == 0 && r.first_vae_loss == 0)
-      std::printf("VAE: not trained here (--vae-from, or --vae-steps 0)\n");
-    else
-      std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps),
-                  r.first_vae_loss, r.vae_loss);
-    std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss,
-                r.dit_loss);
-    if (!r.finished) {
-      std::printf("stopped at the session limit; continue with --resume (the same --out)\n");
-      exit_status() = 3;
-      return;
-    }
-    std::printf("checkpoint: %s (load with --model wan22-tiny --weights %s)\n", o->out.c_str(), o->out.c_str());
-  });
+}
+
+// Trains, then says what each stage reached and where the checkpoint is (exit 3: stopped at the session limit).
+void train_and_report(const std::shared_ptr<train::TrainOptions>& o) {
+  std::string line;
+  for (const auto& a : command_line()) line += (line.empty() ? "" : " ") + a;
+  o->command_line = line;
+  const auto r = train::train_tiny(*o);
+  if (r.vae_steps == 0 && r.first_vae_loss == 0)
+    std::printf("VAE: not trained here (--vae-from, or --vae-steps 0)\n");
+  else
+    std::printf("VAE: %lld steps, reconstruction loss %.4f -> %.4f\n", static_cast<long long>(r.vae_steps),
+                r.first_vae_loss, r.vae_loss);
+  std::printf("transformer: %lld steps, loss %.4f -> %.4f\n", static_cast<long long>(r.dit_steps), r.first_dit_loss,
+              r.dit_loss);
+  if (!r.finished) {
+    std::printf("stopped at the session limit; continue with --resume (the same --out)\n");
+    exit_status() = 3;
+    return;
+  }
+  std::printf("checkpoint: %s (load with --model wan22-tiny --weights %s)\n", o->out.c_str(), o->out.c_str());
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto o = std::make_shared<train::TrainOptions>();
+  auto* cmd = app.add_subcommand("train", "Train wan22-tiny (VAE, then transformer) on the procedural video data set");
+  std::string model = models::kDefaultModel;
+  cmd->add_option("--model", model, "Only wan22-tiny can be trained")->check(CLI::IsMember(models::trainable_models()));
+  add_train_output_options(cmd, o);
+  add_train_length_options(cmd, o);
+  add_train_data_options(cmd, o);
+  add_train_optimiser_options(cmd, o);
+  add_train_checkpoint_options(cmd, o);
+  cmd->callback([o] { train_and_report(o); });
 }
 
 namespace {

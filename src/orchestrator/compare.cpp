@@ -116,6 +116,123 @@ double tier_noise(const json& report, const json& tier, std::string* how) {
   return 0.0;
 }
 
+namespace {
+
+// A regression: one sentence in the list the exit status reads and in the result's.
+void regress(Comparison& c, const std::string& s) {
+  c.regressions.push_back(s);
+  c.result["regressions"].push_back(s);
+}
+
+// The baseline: slower beyond both runs' timing spread, on the same device and configuration (comparable).
+json compare_baseline(const json& o, const json& n, const CompareOptions& opt, bool comparable, Comparison& c) {
+  const json& ob = o["baseline"];
+  const json& nb = n["baseline"];
+  const double os = num_or(ob, "seconds", 0), ns = num_or(nb, "seconds", 0);
+  const double on = std::max(spread_of(ob.value("timing", json())), 0.0),
+               nn = std::max(spread_of(nb.value("timing", json())), 0.0);
+  const double allowed = std::min(on + nn, opt.max_noise);
+  json b = {{"old_seconds", os}, {"new_seconds", ns},        {"old_noise", on},
+            {"new_noise", nn},   {"allowed_noise", allowed}, {"status", "unchanged"}};
+  if (ns <= 0 && os > 0) {
+    b["status"] = "regression";
+    regress(c, "baseline: the new run measured no baseline" +
+                   (str_or(nb, "reason").empty() ? std::string() : " (" + str_or(nb, "reason") + ")"));
+  } else if (os > 0 && ns > 0) {
+    const double rel = ns / os - 1;
+    b["change"] = rel;
+    if (rel > allowed) {
+      b["status"] = comparable ? "regression" : "slower (not comparable)";
+      if (comparable)
+        regress(c, "baseline: " + fmt("%.3f", os) + " s -> " + fmt("%.3f", ns) + " s (" + pct(rel) +
+                       ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
+    } else if (rel < -allowed) {
+      b["status"] = "faster";
+    }
+  }
+  return b;
+}
+
+// The tiers to compare: the fixed buckets first, then any other bucket either report has.
+std::vector<std::string> tier_buckets(const json& o, const json& n) {
+  std::vector<std::string> buckets(std::begin(kBuckets), std::end(kBuckets));
+  std::set<std::string> known(buckets.begin(), buckets.end());
+  for (const json* r : {&o, &n})
+    for (const auto& [k, v] : (*r)["tiers"].items())
+      if (known.insert(k).second) buckets.push_back(k);
+  return buckets;
+}
+
+// What a report's tier reached (null when it reached none).
+json tier_figures(const json& t) {
+  return t.is_object() ? json{{"manifest", t["manifest"]},
+                              {"speedup", t["speedup"]},
+                              {"psnr", t["psnr"]},
+                              {"ssim", t.value("ssim", 0.0)}}
+                       : json();
+}
+
+// A tier both runs reached (ot, nt): its changes into t, a regression when its speedup dropped beyond the
+// noise or its worst PSNR beyond the tolerance.
+void compare_reached_tier(const json& o, const json& n, const json& ot, const json& nt, const std::string& bucket,
+                          const CompareOptions& opt, json& t, Comparison& c) {
+  std::string how_o, how_n;
+  const double on = tier_noise(o, ot, &how_o), nn = tier_noise(n, nt, &how_n);
+  const double os = ot["speedup"].get<double>(), ns = nt["speedup"].get<double>();
+  const double rel = os > 0 ? ns / os - 1 : 0;
+  const double op = ot["psnr"].get<double>(), np = nt["psnr"].get<double>();
+  // Capped PSNR is "identical": both at the cap is no change whatever the stored figure.
+  const double dpsnr = (op >= kIdenticalPsnr && np >= kIdenticalPsnr)
+                           ? 0.0
+                           : std::min(np, kIdenticalPsnr) - std::min(op, kIdenticalPsnr);
+  t["speedup_change"] = rel;
+  t["psnr_change_db"] = dpsnr;
+  t["ssim_change"] = nt.value("ssim", 0.0) - ot.value("ssim", 0.0);
+  // Each speedup is uncertain by its own run's spread: a drop counts when it exceeds both together, bounded
+  // by max_noise (CompareOptions).
+  const double allowed = std::min(on + nn, opt.max_noise);
+  t["noise"] = {{"old", on},           {"new", nn},          {"old_source", how_o},
+                {"new_source", how_n}, {"allowed", allowed}, {"bound", opt.max_noise}};
+  std::vector<std::string> why;
+  if (rel < -allowed)
+    why.push_back("speedup " + fmt("%.2fx", os) + " -> " + fmt("%.2fx", ns) + " (" + pct(rel) +
+                  ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
+  if (dpsnr < -opt.psnr_tolerance_db)
+    why.push_back("worst PSNR " + quality_text(op, true) + " -> " + quality_text(np, true) + " (" +
+                  fmt("%+.2f dB", dpsnr) + ", tolerance " + fmt("%.2f dB", opt.psnr_tolerance_db) + ")");
+  if (!why.empty()) {
+    t["status"] = "regression";
+    std::string s = "tier " + bucket + ": ";
+    for (size_t i = 0; i < why.size(); ++i) s += (i ? "; " : "") + why[i];
+    regress(c, s);
+  } else if (rel > on + nn) {
+    t["status"] = "faster";
+  } else {
+    t["status"] = "unchanged";
+  }
+  if (ot["manifest"] != nt["manifest"]) t["candidate_changed"] = true;
+}
+
+// One bucket of both reports: reached by neither, lost, new, or compared.
+json compare_tier(const json& o, const json& n, const std::string& bucket, const CompareOptions& opt, Comparison& c) {
+  const json ot = o["tiers"].value(bucket, json()), nt = n["tiers"].value(bucket, json());
+  json t = {{"tier", bucket}, {"old", tier_figures(ot)}, {"new", tier_figures(nt)}};
+  if (!ot.is_object() && !nt.is_object()) {
+    t["status"] = "not reached";
+  } else if (!nt.is_object()) {
+    t["status"] = "regression";
+    regress(c, "tier " + bucket + ": lost (was " + ot["manifest"].get<std::string>() + " at " +
+                   fmt("%.2fx", ot["speedup"].get<double>()) + ")");
+  } else if (!ot.is_object()) {
+    t["status"] = "new";
+  } else {
+    compare_reached_tier(o, n, ot, nt, bucket, opt, t, c);
+  }
+  return t;
+}
+
+}  // namespace
+
 Comparison compare_reports(const json& o, const json& n, const CompareOptions& opt, const std::string& old_label,
                            const std::string& new_label) {
   Comparison c;
@@ -129,10 +246,6 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
                 "): nothing to compare");
   res["model"] = model;
   auto note = [&](const std::string& s) { res["notes"].push_back(s); };
-  auto regress = [&](const std::string& s) {
-    c.regressions.push_back(s);
-    res["regressions"].push_back(s);
-  };
   const bool same_device = str_or(o, "device_name") == str_or(n, "device_name");
   const bool same_config = o.value("config", json()) == n.value("config", json());
   if (!same_device)
@@ -145,101 +258,8 @@ Comparison compare_reports(const json& o, const json& n, const CompareOptions& o
          "); only the fields both have are compared");
   if (n.contains("interrupted")) note("the new run was interrupted: what it did not reach counts as lost");
 
-  // The baseline: slower beyond both runs' timing spread, on the same device and configuration.
-  {
-    const json& ob = o["baseline"];
-    const json& nb = n["baseline"];
-    const double os = num_or(ob, "seconds", 0), ns = num_or(nb, "seconds", 0);
-    const double on = std::max(spread_of(ob.value("timing", json())), 0.0),
-                 nn = std::max(spread_of(nb.value("timing", json())), 0.0);
-    const double allowed = std::min(on + nn, opt.max_noise);
-    json b = {{"old_seconds", os}, {"new_seconds", ns},        {"old_noise", on},
-              {"new_noise", nn},   {"allowed_noise", allowed}, {"status", "unchanged"}};
-    if (ns <= 0 && os > 0) {
-      b["status"] = "regression";
-      regress("baseline: the new run measured no baseline" +
-              (str_or(nb, "reason").empty() ? std::string() : " (" + str_or(nb, "reason") + ")"));
-    } else if (os > 0 && ns > 0) {
-      const double rel = ns / os - 1;
-      b["change"] = rel;
-      if (rel > allowed) {
-        b["status"] = same_device && same_config ? "regression" : "slower (not comparable)";
-        if (same_device && same_config)
-          regress("baseline: " + fmt("%.3f", os) + " s -> " + fmt("%.3f", ns) + " s (" + pct(rel) +
-                  ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
-      } else if (rel < -allowed) {
-        b["status"] = "faster";
-      }
-    }
-    res["baseline"] = b;
-  }
-
-  // Tiers: the fixed buckets first, then any other bucket either report has.
-  std::vector<std::string> buckets(std::begin(kBuckets), std::end(kBuckets));
-  std::set<std::string> known(buckets.begin(), buckets.end());
-  for (const json* r : {&o, &n})
-    for (const auto& [k, v] : (*r)["tiers"].items())
-      if (known.insert(k).second) buckets.push_back(k);
-  for (const auto& bucket : buckets) {
-    const json ot = o["tiers"].value(bucket, json()), nt = n["tiers"].value(bucket, json());
-    json t = {{"tier", bucket},
-              {"old", ot.is_object() ? json{{"manifest", ot["manifest"]},
-                                            {"speedup", ot["speedup"]},
-                                            {"psnr", ot["psnr"]},
-                                            {"ssim", ot.value("ssim", 0.0)}}
-                                     : json()},
-              {"new", nt.is_object() ? json{{"manifest", nt["manifest"]},
-                                            {"speedup", nt["speedup"]},
-                                            {"psnr", nt["psnr"]},
-                                            {"ssim", nt.value("ssim", 0.0)}}
-                                     : json()}};
-    if (!ot.is_object() && !nt.is_object()) {
-      t["status"] = "not reached";
-    } else if (!nt.is_object()) {
-      t["status"] = "regression";
-      regress("tier " + bucket + ": lost (was " + ot["manifest"].get<std::string>() + " at " +
-              fmt("%.2fx", ot["speedup"].get<double>()) + ")");
-    } else if (!ot.is_object()) {
-      t["status"] = "new";
-    } else {
-      std::string how_o, how_n;
-      const double on = tier_noise(o, ot, &how_o), nn = tier_noise(n, nt, &how_n);
-      const double os = ot["speedup"].get<double>(), ns = nt["speedup"].get<double>();
-      const double rel = os > 0 ? ns / os - 1 : 0;
-      const double op = ot["psnr"].get<double>(), np = nt["psnr"].get<double>();
-      // Capped PSNR is "identical": both at the cap is no change whatever the stored figure.
-      const double dpsnr = (op >= kIdenticalPsnr && np >= kIdenticalPsnr)
-                               ? 0.0
-                               : std::min(np, kIdenticalPsnr) - std::min(op, kIdenticalPsnr);
-      t["speedup_change"] = rel;
-      t["psnr_change_db"] = dpsnr;
-      t["ssim_change"] = nt.value("ssim", 0.0) - ot.value("ssim", 0.0);
-      // Each speedup is uncertain by its own run's spread: a drop counts when it exceeds both together, bounded
-      // by max_noise (CompareOptions).
-      const double allowed = std::min(on + nn, opt.max_noise);
-      t["noise"] = {{"old", on},           {"new", nn},          {"old_source", how_o},
-                    {"new_source", how_n}, {"allowed", allowed}, {"bound", opt.max_noise}};
-      std::vector<std::string> why;
-      if (rel < -allowed)
-        why.push_back("speedup " + fmt("%.2fx", os) + " -> " + fmt("%.2fx", ns) + " (" + pct(rel) +
-                      ", beyond the noise of " + fmt("%.1f%%", 100 * allowed) + ")");
-      if (dpsnr < -opt.psnr_tolerance_db)
-        why.push_back("worst PSNR " + quality_text(op, true) + " -> " + quality_text(np, true) + " (" +
-                      fmt("%+.2f dB", dpsnr) + ", tolerance " + fmt("%.2f dB", opt.psnr_tolerance_db) + ")");
-      if (!why.empty()) {
-        t["status"] = "regression";
-        std::string s = "tier " + bucket + ": ";
-        for (size_t i = 0; i < why.size(); ++i) s += (i ? "; " : "") + why[i];
-        regress(s);
-      } else if (rel > on + nn) {
-        t["status"] = "faster";
-      } else {
-        t["status"] = "unchanged";
-      }
-      if (ot["manifest"] != nt["manifest"]) t["candidate_changed"] = true;
-    }
-    res["tiers"].push_back(t);
-  }
+  res["baseline"] = compare_baseline(o, n, opt, same_device && same_config, c);
+  for (const auto& bucket : tier_buckets(o, n)) res["tiers"].push_back(compare_tier(o, n, bucket, opt, c));
   return c;
 }
 

@@ -60,6 +60,70 @@ float decode_e5m2(uint8_t b) {
   return sign ? -v : v;
 }
 
+// One tensor's entry of the header ({"dtype", "shape", "data_offsets"}), checked against the data block's size.
+TensorInfo read_tensor_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
+                             uint64_t data_size) {
+  const std::string where = "tensor '" + name + "': ";
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+    fail(path, where + "entry needs dtype, shape and data_offsets");
+  TensorInfo info;
+  info.name = name;
+  if (!v["dtype"].is_string()) fail(path, where + "dtype is not a string");
+  const std::string dt = v["dtype"].get<std::string>();
+  const DTypeRow* row = nullptr;
+  for (const auto& r : kDTypes)
+    if (dt == r.name) row = &r;
+  if (!row) fail(path, where + "unknown dtype '" + dt + "'");
+  info.dtype = row->dtype;
+  if (!v["shape"].is_array()) fail(path, where + "shape is not an array");
+  uint64_t numel = 1;
+  for (const auto& d : v["shape"]) {
+    if (!d.is_number_unsigned()) fail(path, where + "shape has a non-integer or negative dimension");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim > (1ull << 40) || (dim && numel > (1ull << 48) / dim)) fail(path, where + "shape is too large");
+    numel *= dim;
+    info.shape.push_back(static_cast<int64_t>(dim));
+  }
+  const auto& off = v["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    fail(path, where + "data_offsets must be two non-negative integers");
+  info.begin = off[0].get<uint64_t>();
+  info.end = off[1].get<uint64_t>();
+  if (info.begin > info.end) fail(path, where + "data_offsets begin after they end");
+  if (info.end > data_size)
+    fail(path, where + "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                   ") run past the end of the data (" + std::to_string(data_size) + " bytes; file truncated?)");
+  if (info.end - info.begin != numel * row->size)
+    fail(path, where + "data_offsets cover " + std::to_string(info.end - info.begin) + " bytes but " + dt +
+                   " shape needs " + std::to_string(numel * row->size));
+  return info;
+}
+
+// The tensors must cover the data block exactly, in order: no gap, no overlap, nothing after the
+// last one. A header length one byte off, or garbage appended to a file, shows up here at once
+// instead of as every tensor read one byte off. Zero-size tensors take part (at their offset).
+void check_data_covered(const std::string& path, const std::map<std::string, TensorInfo>& infos, uint64_t data_size) {
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& kv : infos) by_offset.push_back(&kv.second);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const TensorInfo* prev = nullptr;
+  for (const auto* t : by_offset) {
+    if (t->begin < covered) fail(path, "tensors '" + prev->name + "' and '" + t->name + "' overlap in the data block");
+    if (t->begin > covered)
+      fail(path, "bytes [" + std::to_string(covered) + ", " + std::to_string(t->begin) +
+                     ") of the data block belong to no tensor (before '" + t->name + "'; header length wrong?)");
+    covered = t->end;
+    prev = t;
+  }
+  if (covered != data_size)
+    fail(path, "the data block has " + std::to_string(data_size - covered) + " bytes after the last tensor (" +
+                   std::to_string(data_size) + " bytes, tensors cover " + std::to_string(covered) +
+                   "; header length wrong, or junk appended?)");
+}
+
 }  // namespace
 
 const char* to_string(StDType d) {
@@ -142,7 +206,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       std::string_view(reinterpret_cast<const char*>(bytes + 8), n), path + ": header");
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
-  std::vector<const TensorInfo*> by_offset;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const auto& v = it.value();
@@ -154,62 +217,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       }
       continue;
     }
-    const std::string where = "tensor '" + name + "': ";
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-      fail(path, where + "entry needs dtype, shape and data_offsets");
-    TensorInfo info;
-    info.name = name;
-    if (!v["dtype"].is_string()) fail(path, where + "dtype is not a string");
-    const std::string dt = v["dtype"].get<std::string>();
-    const DTypeRow* row = nullptr;
-    for (const auto& r : kDTypes)
-      if (dt == r.name) row = &r;
-    if (!row) fail(path, where + "unknown dtype '" + dt + "'");
-    info.dtype = row->dtype;
-    if (!v["shape"].is_array()) fail(path, where + "shape is not an array");
-    uint64_t numel = 1;
-    for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) fail(path, where + "shape has a non-integer or negative dimension");
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim > (1ull << 40) || (dim && numel > (1ull << 48) / dim)) fail(path, where + "shape is too large");
-      numel *= dim;
-      info.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(path, where + "data_offsets must be two non-negative integers");
-    info.begin = off[0].get<uint64_t>();
-    info.end = off[1].get<uint64_t>();
-    if (info.begin > info.end) fail(path, where + "data_offsets begin after they end");
-    if (info.end > data_size)
-      fail(path, where + "data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
-                     ") run past the end of the data (" + std::to_string(data_size) + " bytes; file truncated?)");
-    if (info.end - info.begin != numel * row->size)
-      fail(path, where + "data_offsets cover " + std::to_string(info.end - info.begin) + " bytes but " + dt +
-                     " shape needs " + std::to_string(numel * row->size));
-    f->infos_.emplace(name, std::move(info));
+    f->infos_.emplace(name, read_tensor_entry(path, name, v, data_size));
   }
-  // The tensors must cover the data block exactly, in order: no gap, no overlap, nothing after the
-  // last one. A header length one byte off, or garbage appended to a file, shows up here at once
-  // instead of as every tensor read one byte off. Zero-size tensors take part (at their offset).
-  for (const auto& kv : f->infos_) by_offset.push_back(&kv.second);
-  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
-  uint64_t covered = 0;
-  const TensorInfo* prev = nullptr;
-  for (const auto* t : by_offset) {
-    if (t->begin < covered) fail(path, "tensors '" + prev->name + "' and '" + t->name + "' overlap in the data block");
-    if (t->begin > covered)
-      fail(path, "bytes [" + std::to_string(covered) + ", " + std::to_string(t->begin) +
-                     ") of the data block belong to no tensor (before '" + t->name + "'; header length wrong?)");
-    covered = t->end;
-    prev = t;
-  }
-  if (covered != data_size)
-    fail(path, "the data block has " + std::to_string(data_size - covered) + " bytes after the last tensor (" +
-                   std::to_string(data_size) + " bytes, tensors cover " + std::to_string(covered) +
-                   "; header length wrong, or junk appended?)");
+  check_data_covered(path, f->infos_, data_size);
   return f;
 }
 

@@ -59,6 +59,27 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
   return denoise_with(options_, in, per_step, on_step, trace, times, interceptor_);
 }
 
+namespace {
+
+// The latent mask [1, 1, T', h, w] per transformer token: [T'/pt, h/ph, w/pw] -> [L].
+at::Tensor token_mask_of(const at::Tensor& mask, const std::vector<int64_t>& pc) {
+  return mask[0][0]
+      .slice(0, 0, c10::nullopt, pc[0])
+      .slice(1, 0, c10::nullopt, pc[1])
+      .slice(2, 0, c10::nullopt, pc[2])
+      .reshape({-1});
+}
+
+// One denoising step's seconds, forwards and work.
+void record_step(StageTimes& times, double secs, int64_t forwards, const WorkCount& work) {
+  times.step_seconds.push_back(secs);
+  times.step_forwards.push_back(forwards);
+  times.step_blocks.push_back(work.blocks);
+  times.step_sparse_attention.push_back(work.sparse_self_attention);
+}
+
+}  // namespace
+
 at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& asked,
                                      std::vector<at::Tensor>* per_step, const StepCallback& on_step, Trace* trace,
                                      StageTimes* times, PipelineInterceptor* ic) {
@@ -87,12 +108,7 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
     condition = in.condition.to(dev, at::kFloat);
     mask.select(2, 0).zero_();
   }
-  // [T'/pt, h/ph, w/pw] -> [L]
-  const at::Tensor token_mask = mask[0][0]
-                                    .slice(0, 0, c10::nullopt, pc[0])
-                                    .slice(1, 0, c10::nullopt, pc[1])
-                                    .slice(2, 0, c10::nullopt, pc[2])
-                                    .reshape({-1});
+  const at::Tensor token_mask = token_mask_of(mask, pc);
   // Per-generation technique state: nothing here survives into the next generation.
   CrossKVCache cross_kv;
   techniques::CudaGraphs graphs;                 // declared after the K/V cache: destroyed first, as its graphs read it
@@ -151,12 +167,7 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
       throw NumericError("denoising step " + std::to_string(i) + " produced NaN or Inf latents");
     if (per_step) per_step->push_back(latents.to(at::kCPU));
     const double secs = synced_seconds_since(t0, dev);
-    if (times) {
-      times->step_seconds.push_back(secs);
-      times->step_forwards.push_back(step_forwards);
-      times->step_blocks.push_back(step_work.blocks);
-      times->step_sparse_attention.push_back(step_work.sparse_self_attention);
-    }
+    if (times) record_step(*times, secs, step_forwards, step_work);
     if (on_step) on_step(i, in.steps, secs);
   }
   if (condition.defined()) latents = (1 - mask) * condition + mask * latents;

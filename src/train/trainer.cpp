@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -215,10 +216,8 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 
   return buf;
 }
 
-}  // namespace
-
-TrainResult train_tiny(const TrainOptions& o) {
-  const auto t_start = Clock::now();
+// Refuses options that cannot make a run, before any work.
+void check_options(const TrainOptions& o) {
   if (o.out.empty()) throw Error("train: --out DIR is required");
   if (o.device != "cpu" && o.device != "cuda") throw Error("train: --device must be cpu or cuda");
   if (o.device == "cuda" && !runtime::cuda_available())
@@ -231,13 +230,22 @@ TrainResult train_tiny(const TrainOptions& o) {
     throw Error("train: height and width must be multiples of 32");
   if (o.vae_batch < 1 || o.dit_batch < 1 || o.scenes < 1) throw Error("train: batches and --scenes must be positive");
   if (!(o.vae_share > 0 && o.vae_share < 1)) throw Error("train: --vae-share must be in (0, 1)");
+}
+
+// The device the run trains on; on CUDA with TF32 matmuls and convolutions and cuDNN's autotuner.
+at::Device training_device(const TrainOptions& o) {
   const at::Device dev = o.device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   if (dev.is_cuda()) {
     at::globalContext().setAllowTF32CuBLAS(true);
     at::globalContext().setAllowTF32CuDNN(true);
     at::globalContext().setBenchmarkCuDNN(true);
   }
-  const fs::path out(o.out), state_dir = out / "train_state";
+  return dev;
+}
+
+// Where the run starts: the state that --resume continues, or a fresh one (state_dir made, the earlier runs
+// it continues recorded).
+State open_state(const TrainOptions& o, const fs::path& state_dir) {
   State st;
   if (o.resume) {
     if (!fs::exists(state_dir / "state.json"))
@@ -263,33 +271,61 @@ TrainResult train_tiny(const TrainOptions& o) {
     if (!o.vae_from.empty()) st.continued_from["vae_from"] = earlier_run(o.vae_from, true);
     if (!o.transformer_from.empty()) st.continued_from["transformer_from"] = earlier_run(o.transformer_from, false);
   }
-  LossLog loss_log(out / "train_log.jsonl");
-  auto session_over = [&] {
+  return st;
+}
+
+// One training run, as both stages share it: the options, the device and folders, the state that --resume
+// continues (st), the loss log, the tiny model's configs and the result so far.
+struct TrainRun {
+  TrainRun(const TrainOptions& options, Clock::time_point start)
+      : o(options),
+        t_start(start),
+        dev(training_device(o)),
+        out(o.out),
+        state_dir(out / "train_state"),
+        st(open_state(o, state_dir)),
+        loss_log(out / "train_log.jsonl"),
+        cfg(runtime::tiny_configs()),
+        p32{at::kFloat, dev},
+        budget(o.minutes * 60.0) {
+    res.first_vae_loss = st.first_vae_loss;
+    res.vae_loss = st.vae_loss;
+    res.first_dit_loss = st.first_dit_loss;
+    res.dit_loss = st.dit_loss;
+    cfg.vae.base_dim = o.vae_base_dim;
+    cfg.vae.decoder_base_dim = o.vae_decoder_base_dim;
+  }
+
+  // Whether --session-minutes is up: the stage checkpoints and the run stops, for --resume to continue.
+  bool session_over() const {
     return o.session_minutes > 0 &&
            std::chrono::duration<double>(Clock::now() - t_start).count() >= o.session_minutes * 60;
-  };
-  TrainResult res;
-  res.first_vae_loss = st.first_vae_loss;
-  res.vae_loss = st.vae_loss;
-  res.first_dit_loss = st.first_dit_loss;
-  res.dit_loss = st.dit_loss;
-  auto state_json = [&] {
+  }
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - t_start).count(); }
+  // The state to save, with the result's loss windows.
+  json state_json() {
     st.first_vae_loss = res.first_vae_loss;
     st.vae_loss = res.vae_loss;
     st.first_dit_loss = res.first_dit_loss;
     st.dit_loss = res.dit_loss;
     return st.to_json();
-  };
-  runtime::ModelConfigs cfg = runtime::tiny_configs();
-  cfg.vae.base_dim = o.vae_base_dim;
-  cfg.vae.decoder_base_dim = o.vae_decoder_base_dim;
-  const Precision p32{at::kFloat, dev};
-  const double budget = o.minutes * 60.0;
+  }
 
-  // ---------------------------------------------------------------------------------------------
-  // Stage 1: the VAE.
-  AutoencoderKLWan vae(cfg.vae, p32);
-  runtime::fill_synthetic(*vae, o.seed, "vae.");
+  const TrainOptions& o;
+  const Clock::time_point t_start;
+  const at::Device dev;
+  const fs::path out, state_dir;
+  State st;
+  LossLog loss_log;
+  TrainResult res;
+  runtime::ModelConfigs cfg;
+  const Precision p32;
+  const double budget;
+};
+
+// The VAE before training: the seed's synthetic weights, its residual branches at zero, its posterior narrow.
+void init_vae(AutoencoderKLWan& vae, const TrainRun& run) {
+  runtime::fill_synthetic(*vae, run.o.seed, "vae.");
   {
     // Residual branches start at zero (the last conv of each residual block, the mid attention's output
     // projection, the resampling convs of the down/up blocks): the untrained VAE is then the
@@ -309,18 +345,152 @@ TrainResult train_tiny(const TrainOptions& o) {
     // Start with a narrow posterior (log-variance about -6): with the random init's variance of about 1
     // the sampled latent is mostly noise, and the decoder first learns to ignore it (outputs the mean).
     at::NoGradGuard ng;
-    vae->quant_conv->bias.narrow(0, cfg.vae.z_dim, cfg.vae.z_dim).fill_(-6.0);
+    vae->quant_conv->bias.narrow(0, run.cfg.vae.z_dim, run.cfg.vae.z_dim).fill_(-6.0);
   }
+}
+
+// A window's diagnostics, each the mean over its n steps (diag holds their sums).
+json window_diagnostics(const at::Tensor& diag, int64_t n) {
+  const auto d = (diag / static_cast<double>(std::max<int64_t>(1, n))).to(at::kCPU);
+  const float* v = d.data_ptr<float>();
+  return json{{"object_mse", v[0]}, {"background_mse", v[1]}, {"logvar", v[2]}, {"mu_std", v[3]}};
+}
+
+// One step of stage 1 on a batch of fresh scenes: adds its reconstruction loss to `window` and its diagnostics
+// to `diag`, counts the step and its seconds. Returns the learning rate it used.
+double vae_step(TrainRun& run, AutoencoderKLWan& vae, torch::optim::AdamW& vae_opt, double vae_budget,
+                at::Tensor& window, at::Tensor& diag) {
+  const TrainOptions& o = run.o;
+  State& st = run.st;
+  const at::Device& dev = run.dev;
+  const auto t0 = Clock::now();
+  std::vector<SceneSpec> scenes;
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < o.vae_batch; ++i) {
+    const auto index = static_cast<uint64_t>(st.vae_step * o.vae_batch + i);
+    scenes.push_back(make_scene(o.seed ^ 0x76616531ull, index, o.mix));
+    starts.push_back(static_cast<int64_t>(mix(o.seed ^ 0x77696e64ull ^ (index * 0x100000001b3ull)) %
+                                          static_cast<uint64_t>(o.frames - o.vae_frames + 1)));
+  }
+  // A window of vae_frames of the transformer's clip (o.frames), at its motion per frame: rendering
+  // the whole motion into vae_frames would train on objects moving o.frames/vae_frames times
+  // faster than in the clips the VAE encodes for the transformer (and the evaluation decodes), each
+  // latent frame smearing an object over 4 distant positions.
+  const Rendered r = o.vae_frames < o.frames ? render(scenes, o.vae_frames, o.height, o.width, dev, o.frames, starts)
+                                             : render(scenes, o.vae_frames, o.height, o.width, dev);
+  auto gen = reseeded(dev, mix(o.seed * 31 + 1) ^ static_cast<uint64_t>(st.vae_step));
+  const auto [mu, logvar] = vae->encode(r.video);
+  const at::Tensor z = mu + at::exp(0.5 * logvar) * at::randn(mu.sizes(), gen, mu.options());
+  const at::Tensor rec = vae->decode_unclamped(z);
+  const at::Tensor weight = 1 + o.object_weight * r.alpha.unsqueeze(1);
+  // Squared error (plus a little L1): it pulls a blurry reconstruction toward the mean of a
+  // region, object included, where L1 alone settles on its median (the background) and the small
+  // object is the last thing learned.
+  const at::Tensor err = rec - r.video;
+  const at::Tensor l1 = ((err.pow(2) + 0.2 * err.abs()) * weight).mean() / (1 + o.object_weight * r.alpha.mean());
+  const at::Tensor kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).mean();
+  const at::Tensor loss = l1 + o.kl_weight * kl;
+  double progress_frac = 0;
+  if (o.vae_steps > 0) progress_frac = static_cast<double>(st.vae_step) / static_cast<double>(o.vae_steps);
+  if (run.budget > 0) progress_frac = std::max(progress_frac, st.vae_seconds / vae_budget);
+  const double lr = lr_at(o.vae_lr, st.vae_step, progress_frac, run.budget > 0 ? -1 : o.vae_steps);
+  set_lr(vae_opt, lr);
+  vae_opt.zero_grad();
+  loss.backward();
+  torch::nn::utils::clip_grad_norm_(vae->parameters(), 1.0);
+  vae_opt.step();
+  window += l1.detach();
+  {
+    at::NoGradGuard ng;
+    const at::Tensor a = r.alpha.unsqueeze(1).expand_as(err), e2 = err.detach().pow(2);
+    diag += at::stack({(e2 * a).sum() / a.sum().clamp_min(1), (e2 * (1 - a)).sum() / (1 - a).sum().clamp_min(1),
+                       logvar.detach().mean(), mu.detach().std()});
+  }
+  ++st.vae_step;
+  runtime::device_synchronize(dev);
+  st.vae_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  return lr;
+}
+
+// Stage 1's steps, until its step count or its share of the budget is reached (the stage is then "dit") or
+// the session is over: false for the latter (checkpointed, run.res filled for train_tiny to return).
+bool run_vae_steps(TrainRun& run, AutoencoderKLWan& vae, torch::optim::AdamW& vae_opt,
+                   const std::function<void()>& save_vae) {
+  const TrainOptions& o = run.o;
+  State& st = run.st;
+  TrainResult& res = run.res;
+  const double vae_budget = run.budget * o.vae_share;
+  log::Progress progress;
+  at::Tensor window = at::zeros({}, run.p32.fp32_opts());
+  // Diagnostics of the window: squared error on the object's pixels and on the background's, the
+  // posterior's mean log-variance and the spread of its means (is the latent carrying anything?).
+  at::Tensor diag = at::zeros({4}, run.p32.fp32_opts());
+  int64_t in_window = 0;
+  auto last_ckpt = Clock::now();
+  while (st.stage == "vae") {
+    const bool steps_done = o.vae_steps >= 0 && st.vae_step >= o.vae_steps;
+    const bool time_done = run.budget > 0 && st.vae_seconds >= vae_budget;
+    if (steps_done || time_done) {
+      if (in_window > 0) {  // the last, partial window of losses
+        res.vae_loss = window.item<double>() / static_cast<double>(in_window);
+        run.loss_log.row("vae", st.vae_step, res.vae_loss, 0, st.vae_seconds, window_diagnostics(diag, in_window));
+      }
+      st.stage = "dit";
+      save_vae();
+      progress.clear();
+      log::info(
+          fmt("stage 1 (VAE) done: %.0f steps in %.1f min", static_cast<double>(st.vae_step), st.vae_seconds / 60));
+      break;
+    }
+    const double lr = vae_step(run, vae, vae_opt, vae_budget, window, diag);
+    ++in_window;
+    if (in_window == o.log_every || st.vae_step == 1) {
+      const double mean = window.item<double>() / static_cast<double>(in_window);
+      if (res.first_vae_loss == 0) res.first_vae_loss = mean;
+      res.vae_loss = mean;
+      const json dj = window_diagnostics(diag, in_window);
+      run.loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds, dj);
+      progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step),
+                                          mean, lr, st.vae_seconds / 60) +
+                                          fmt("  object mse %.4f  background mse %.4f", dj["object_mse"].get<double>(),
+                                              dj["background_mse"].get<double>()));
+      window.zero_();
+      diag.zero_();
+      in_window = 0;
+    }
+    if (run.session_over()) {
+      save_vae();
+      progress.clear();
+      log::info(fmt(
+          "session limit (--session-minutes %.1f) reached in stage 1 at step %.0f: checkpointed; --resume continues",
+          o.session_minutes, static_cast<double>(st.vae_step)));
+      res.vae_steps = st.vae_step;
+      res.seconds = run.seconds();
+      return false;
+    }
+    if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
+      save_vae();
+      last_ckpt = Clock::now();
+    }
+  }
+  return true;
+}
+
+// Stage 1: the VAE trained (from where an earlier session stopped, with --resume), or taken from --vae-from.
+// False when the session limit stopped the run in it.
+bool train_vae(TrainRun& run, AutoencoderKLWan& vae) {
+  const TrainOptions& o = run.o;
+  State& st = run.st;
   if (st.vae_step > 0 || st.stage != "vae")
-    runtime::load_strict(*vae, runtime::TensorSource::open((state_dir / "vae.safetensors").string()));
+    runtime::load_strict(*vae, runtime::TensorSource::open((run.state_dir / "vae.safetensors").string()));
   set_trainable(*vae, true);
   torch::optim::AdamW vae_opt(
       vae->parameters(), torch::optim::AdamWOptions(o.vae_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(1e-4));
-  if (st.vae_step > 0 && st.stage == "vae") torch::load(vae_opt, (state_dir / "vae_optim.pt").string(), dev);
+  if (st.vae_step > 0 && st.stage == "vae") torch::load(vae_opt, (run.state_dir / "vae_optim.pt").string(), run.dev);
   auto save_vae = [&] {
-    save_module(*vae, state_dir / "vae.safetensors");
-    save_optimizer(vae_opt, state_dir / "vae_optim.pt");
-    write_json(state_dir / "state.json", state_json());
+    save_module(*vae, run.state_dir / "vae.safetensors");
+    save_optimizer(vae_opt, run.state_dir / "vae_optim.pt");
+    write_json(run.state_dir / "state.json", run.state_json());
   };
   if (!o.vae_from.empty() && !o.resume) {
     // Stage 1 taken from an earlier run's trained VAE: the whole budget goes to the transformer.
@@ -329,146 +499,36 @@ TrainResult train_tiny(const TrainOptions& o) {
                           " and --vae-decoder-width " + std::to_string(o.vae_decoder_base_dim) +
                           " (the widths must match)");
     st.stage = "dit";
-    save_module(*vae, state_dir / "vae.safetensors");  // where --resume reads the VAE of stage 2 from
+    save_module(*vae, run.state_dir / "vae.safetensors");  // where --resume reads the VAE of stage 2 from
     log::info("stage 1 skipped: the VAE of " + o.vae_from);
   }
-  const double vae_budget = budget * o.vae_share;
-  {
-    log::Progress progress;
-    at::Tensor window = at::zeros({}, p32.fp32_opts());
-    // Diagnostics of the window: squared error on the object's pixels and on the background's, the
-    // posterior's mean log-variance and the spread of its means (is the latent carrying anything?).
-    at::Tensor diag = at::zeros({4}, p32.fp32_opts());
-    auto diag_json = [&](int64_t n) {
-      const auto d = (diag / static_cast<double>(std::max<int64_t>(1, n))).to(at::kCPU);
-      const float* v = d.data_ptr<float>();
-      return json{{"object_mse", v[0]}, {"background_mse", v[1]}, {"logvar", v[2]}, {"mu_std", v[3]}};
-    };
-    int64_t in_window = 0;
-    auto last_ckpt = Clock::now();
-    while (st.stage == "vae") {
-      const bool steps_done = o.vae_steps >= 0 && st.vae_step >= o.vae_steps;
-      const bool time_done = budget > 0 && st.vae_seconds >= vae_budget;
-      if (steps_done || time_done) {
-        if (in_window > 0) {  // the last, partial window of losses
-          res.vae_loss = window.item<double>() / static_cast<double>(in_window);
-          loss_log.row("vae", st.vae_step, res.vae_loss, 0, st.vae_seconds, diag_json(in_window));
-        }
-        st.stage = "dit";
-        save_vae();
-        progress.clear();
-        log::info(
-            fmt("stage 1 (VAE) done: %.0f steps in %.1f min", static_cast<double>(st.vae_step), st.vae_seconds / 60));
-        break;
-      }
-      const auto t0 = Clock::now();
-      std::vector<SceneSpec> scenes;
-      std::vector<int64_t> starts;
-      for (int64_t i = 0; i < o.vae_batch; ++i) {
-        const auto index = static_cast<uint64_t>(st.vae_step * o.vae_batch + i);
-        scenes.push_back(make_scene(o.seed ^ 0x76616531ull, index, o.mix));
-        starts.push_back(static_cast<int64_t>(mix(o.seed ^ 0x77696e64ull ^ (index * 0x100000001b3ull)) %
-                                              static_cast<uint64_t>(o.frames - o.vae_frames + 1)));
-      }
-      // A window of vae_frames of the transformer's clip (o.frames), at its motion per frame: rendering
-      // the whole motion into vae_frames would train on objects moving o.frames/vae_frames times
-      // faster than in the clips the VAE encodes for the transformer (and the evaluation decodes), each
-      // latent frame smearing an object over 4 distant positions.
-      const Rendered r = o.vae_frames < o.frames
-                             ? render(scenes, o.vae_frames, o.height, o.width, dev, o.frames, starts)
-                             : render(scenes, o.vae_frames, o.height, o.width, dev);
-      auto gen = reseeded(dev, mix(o.seed * 31 + 1) ^ static_cast<uint64_t>(st.vae_step));
-      const auto [mu, logvar] = vae->encode(r.video);
-      const at::Tensor z = mu + at::exp(0.5 * logvar) * at::randn(mu.sizes(), gen, mu.options());
-      const at::Tensor rec = vae->decode_unclamped(z);
-      const at::Tensor weight = 1 + o.object_weight * r.alpha.unsqueeze(1);
-      // Squared error (plus a little L1): it pulls a blurry reconstruction toward the mean of a
-      // region, object included, where L1 alone settles on its median (the background) and the small
-      // object is the last thing learned.
-      const at::Tensor err = rec - r.video;
-      const at::Tensor l1 = ((err.pow(2) + 0.2 * err.abs()) * weight).mean() / (1 + o.object_weight * r.alpha.mean());
-      const at::Tensor kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).mean();
-      const at::Tensor loss = l1 + o.kl_weight * kl;
-      double progress_frac = 0;
-      if (o.vae_steps > 0) progress_frac = static_cast<double>(st.vae_step) / static_cast<double>(o.vae_steps);
-      if (budget > 0) progress_frac = std::max(progress_frac, st.vae_seconds / vae_budget);
-      const double lr = lr_at(o.vae_lr, st.vae_step, progress_frac, budget > 0 ? -1 : o.vae_steps);
-      set_lr(vae_opt, lr);
-      vae_opt.zero_grad();
-      loss.backward();
-      torch::nn::utils::clip_grad_norm_(vae->parameters(), 1.0);
-      vae_opt.step();
-      window += l1.detach();
-      {
-        at::NoGradGuard ng;
-        const at::Tensor a = r.alpha.unsqueeze(1).expand_as(err), e2 = err.detach().pow(2);
-        diag += at::stack({(e2 * a).sum() / a.sum().clamp_min(1), (e2 * (1 - a)).sum() / (1 - a).sum().clamp_min(1),
-                           logvar.detach().mean(), mu.detach().std()});
-      }
-      ++in_window;
-      ++st.vae_step;
-      runtime::device_synchronize(dev);
-      st.vae_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (in_window == o.log_every || st.vae_step == 1) {
-        const double mean = window.item<double>() / static_cast<double>(in_window);
-        if (res.first_vae_loss == 0) res.first_vae_loss = mean;
-        res.vae_loss = mean;
-        const json dj = diag_json(in_window);
-        loss_log.row("vae", st.vae_step, mean, lr, st.vae_seconds, dj);
-        progress.update("training VAE", fmt("step %.0f  rec %.4f  lr %.2e  %.1f min", static_cast<double>(st.vae_step),
-                                            mean, lr, st.vae_seconds / 60) +
-                                            fmt("  object mse %.4f  background mse %.4f",
-                                                dj["object_mse"].get<double>(), dj["background_mse"].get<double>()));
-        window.zero_();
-        diag.zero_();
-        in_window = 0;
-      }
-      if (session_over()) {
-        save_vae();
-        progress.clear();
-        log::info(fmt(
-            "session limit (--session-minutes %.1f) reached in stage 1 at step %.0f: checkpointed; --resume continues",
-            o.session_minutes, static_cast<double>(st.vae_step)));
-        res.vae_steps = st.vae_step;
-        res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-        return res;
-      }
-      if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
-        save_vae();
-        last_ckpt = Clock::now();
-      }
-    }
-  }
-  set_trainable(*vae, false);
-  res.vae_steps = st.vae_step;
+  return run_vae_steps(run, vae, vae_opt, save_vae);
+}
 
-  // ---------------------------------------------------------------------------------------------
-  // Stage 2 data: scenes rendered once, encoded with the trained VAE, captions embedded once.
-  const auto t_prep = Clock::now();
-  runtime::Tokenizer tok = runtime::Tokenizer::from_serialized(runtime::tiny_tokenizer_model());
-  runtime::UMT5EncoderModel text(cfg.text_encoder, p32);
-  runtime::fill_synthetic(*text, 1, "text_encoder.");  // frozen: the same random encoder as the synthetic model
-  std::vector<std::string> captions;
-  std::map<std::string, int64_t> caption_index;
-  at::Tensor scene_caption = at::empty({o.scenes}, at::kLong);
-  std::vector<SceneSpec> all;
-  for (int64_t i = 0; i < o.scenes; ++i) {
-    all.push_back(make_scene(o.seed, static_cast<uint64_t>(i), o.mix));
-    auto [it, fresh] = caption_index.emplace(all.back().caption, static_cast<int64_t>(captions.size()));
-    if (fresh) captions.push_back(all.back().caption);
-    scene_caption[i] = it->second;
+// Stage 2's data set, made once: each scene's latents and the embedding of its caption.
+struct DitData {
+  at::Tensor x0_all;         // [N, z, T', h, w] posterior means, normalised by latents_mean/std
+  at::Tensor scene_caption;  // [N] the row of emb that holds scene i's caption
+  at::Tensor emb;            // [U, 512, text_dim] the distinct captions' embeddings
+  at::Tensor null_emb;       // CFG's negative prompt
+};
+
+// The scenes encoded with the trained VAE, in chunks: [N, z, T', h, w] raw (un-normalised) posterior means.
+at::Tensor encode_scenes(const TrainRun& run, AutoencoderKLWan& vae, const std::vector<SceneSpec>& all) {
+  const TrainOptions& o = run.o;
+  at::NoGradGuard ng;
+  const int64_t chunk = run.dev.is_cuda() ? 32 : 4;
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < o.scenes; i += chunk) {
+    std::vector<SceneSpec> batch(all.begin() + i, all.begin() + std::min(o.scenes, i + chunk));
+    parts.push_back(vae->encode(render(batch, o.frames, o.height, o.width, run.dev).video).first);
   }
-  at::Tensor lat;  // [N, z, T', h, w] raw (un-normalised) posterior means
-  {
-    at::NoGradGuard ng;
-    const int64_t chunk = dev.is_cuda() ? 32 : 4;
-    std::vector<at::Tensor> parts;
-    for (int64_t i = 0; i < o.scenes; i += chunk) {
-      std::vector<SceneSpec> batch(all.begin() + i, all.begin() + std::min(o.scenes, i + chunk));
-      parts.push_back(vae->encode(render(batch, o.frames, o.height, o.width, dev).video).first);
-    }
-    lat = at::cat(parts, 0);
-  }
+  return at::cat(parts, 0);
+}
+
+// The latents normalised; latents_mean/std set first from them when the state has none yet.
+at::Tensor normalised_latents(TrainRun& run, const at::Tensor& lat) {
+  State& st = run.st;
   if (st.latents_mean.empty()) {
     // latents_mean/std per channel from the data, as the real VAE's config carries them.
     const at::Tensor m = lat.mean({0, 2, 3, 4}).to(at::kCPU, at::kDouble);
@@ -476,11 +536,28 @@ TrainResult train_tiny(const TrainOptions& o) {
     st.latents_mean.assign(m.data_ptr<double>(), m.data_ptr<double>() + m.numel());
     st.latents_std.assign(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
   }
-  const at::Tensor lmean = at::tensor(st.latents_mean, at::kDouble).to(p32.fp32_opts()).view({1, -1, 1, 1, 1});
-  const at::Tensor lstd = at::tensor(st.latents_std, at::kDouble).to(p32.fp32_opts()).view({1, -1, 1, 1, 1});
-  const at::Tensor x0_all = ((lat - lmean) / lstd).contiguous();
-  lat = at::Tensor();
-  at::Tensor emb, null_emb;
+  const at::Tensor lmean = at::tensor(st.latents_mean, at::kDouble).to(run.p32.fp32_opts()).view({1, -1, 1, 1, 1});
+  const at::Tensor lstd = at::tensor(st.latents_std, at::kDouble).to(run.p32.fp32_opts()).view({1, -1, 1, 1, 1});
+  return ((lat - lmean) / lstd).contiguous();
+}
+
+// Stage 2's data set: the scenes rendered and encoded, their captions embedded with the frozen text encoder.
+// The seconds since t_prep count as the run's data preparation.
+DitData prepare_dit_data(TrainRun& run, AutoencoderKLWan& vae, runtime::UMT5EncoderModel& text,
+                         const runtime::Tokenizer& tok, Clock::time_point t_prep) {
+  const TrainOptions& o = run.o;
+  DitData data;
+  std::vector<std::string> captions;
+  std::map<std::string, int64_t> caption_index;
+  data.scene_caption = at::empty({o.scenes}, at::kLong);
+  std::vector<SceneSpec> all;
+  for (int64_t i = 0; i < o.scenes; ++i) {
+    all.push_back(make_scene(o.seed, static_cast<uint64_t>(i), o.mix));
+    auto [it, fresh] = caption_index.emplace(all.back().caption, static_cast<int64_t>(captions.size()));
+    if (fresh) captions.push_back(all.back().caption);
+    data.scene_caption[i] = it->second;
+  }
+  data.x0_all = normalised_latents(run, encode_scenes(run, vae, all));
   {
     std::vector<at::Tensor> parts;
     for (size_t i = 0; i < captions.size(); i += 64) {
@@ -488,27 +565,30 @@ TrainResult train_tiny(const TrainOptions& o) {
                                  captions.begin() + static_cast<long>(std::min(captions.size(), i + 64)));
       parts.push_back(runtime::encode_prompts(text, tok, c, 512, at::kFloat).clone());
     }
-    emb = at::cat(parts, 0);                                                       // [U, 512, text_dim]
-    null_emb = runtime::encode_prompts(text, tok, {""}, 512, at::kFloat).clone();  // CFG's negative prompt
+    data.emb = at::cat(parts, 0);
+    data.null_emb = runtime::encode_prompts(text, tok, {""}, 512, at::kFloat).clone();
   }
-  runtime::device_synchronize(dev);
+  runtime::device_synchronize(run.dev);
   const double prep = std::chrono::duration<double>(Clock::now() - t_prep).count();
-  st.prep_seconds += prep;
+  run.st.prep_seconds += prep;
   log::info(fmt("stage 2 data: %.0f scenes (%.0f distinct captions) encoded in %.1f s", static_cast<double>(o.scenes),
                 static_cast<double>(captions.size()), prep));
+  return data;
+}
 
-  // ---------------------------------------------------------------------------------------------
-  // Stage 2: the transformer.
-  WanTransformer3DModel dit(cfg.transformer, p32), ema(cfg.transformer, p32);
+// The transformer and its EMA at the start of stage 2: the seed's synthetic weights with a zero head, or
+// the weights where an earlier session (--resume) or run (--transformer-from) left them.
+void init_transformers(const TrainRun& run, WanTransformer3DModel& dit, WanTransformer3DModel& ema) {
+  const TrainOptions& o = run.o;
   for (auto* m : {&dit, &ema}) {
     runtime::fill_synthetic(**m, o.seed, "transformer.");
     at::NoGradGuard ng;
     (*m)->proj_out->weight.zero_();  // start from a zero velocity: the head learns first
     (*m)->proj_out->bias.zero_();
   }
-  if (st.dit_step > 0 || st.stage == "done") {
-    runtime::load_strict(*dit, runtime::TensorSource::open((state_dir / "transformer.safetensors").string()));
-    runtime::load_strict(*ema, runtime::TensorSource::open((state_dir / "transformer_ema.safetensors").string()));
+  if (run.st.dit_step > 0 || run.st.stage == "done") {
+    runtime::load_strict(*dit, runtime::TensorSource::open((run.state_dir / "transformer.safetensors").string()));
+    runtime::load_strict(*ema, runtime::TensorSource::open((run.state_dir / "transformer_ema.safetensors").string()));
   } else if (!o.transformer_from.empty()) {
     // Continue an earlier run's transformer: its exported (EMA) weights start both the trained weights
     // and their EMA; the optimiser's moments and the learning-rate schedule start afresh.
@@ -516,118 +596,157 @@ TrainResult train_tiny(const TrainOptions& o) {
                       "its transformer does not load as wan22-tiny's");
     log::info("stage 2 starts from the transformer of " + o.transformer_from);
   }
+}
+
+// One step of stage 2 on a batch drawn from the data set: updates the EMA (ema_params from params), adds the
+// loss to `window`, counts the step and its seconds. `used`: the run's seconds before the step. Returns the
+// learning rate it used.
+double dit_step(TrainRun& run, const DitData& data, WanTransformer3DModel& dit, torch::optim::AdamW& dit_opt,
+                const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& ema_params, double used,
+                at::Tensor& window) {
+  const TrainOptions& o = run.o;
+  State& st = run.st;
+  const at::Device& dev = run.dev;
+  const double budget = run.budget;
+  const double shift = run.cfg.scheduler.flow_shift;
+  const int64_t N = o.scenes, B = o.dit_batch;
+  const auto t0 = Clock::now();
+  auto g = at::detail::createCPUGenerator(mix(o.seed * 131 + 7) ^ static_cast<uint64_t>(st.dit_step));
+  const at::Tensor idx = at::randint(N, {B}, g, at::kLong);
+  const at::Tensor s = at::rand({B}, g, at::kFloat);
+  const at::Tensor drop = (at::rand({B}, g, at::kFloat) < o.cfg_dropout).to(dev).view({B, 1, 1});
+  // The scheduler's shift of the uniform sigma: sigma = shift s / (1 + (shift - 1) s).
+  const at::Tensor sigma = (shift * s / (1 + (shift - 1) * s)).to(dev);
+  const at::Tensor x0 = data.x0_all.index_select(0, idx.to(dev));
+  at::Tensor ctx = data.emb.index_select(0, data.scene_caption.index_select(0, idx).to(dev));
+  ctx = at::where(drop, data.null_emb.expand_as(ctx), ctx);
+  auto gen = reseeded(dev, mix(o.seed * 977 + 3) ^ static_cast<uint64_t>(st.dit_step));
+  const at::Tensor noise = at::randn(x0.sizes(), gen, x0.options());
+  const at::Tensor sv = sigma.view({B, 1, 1, 1, 1});
+  const at::Tensor xt = (1 - sv) * x0 + sv * noise;
+  const at::Tensor pred = dit->forward(xt, sigma * 1000.0, ctx);
+  const at::Tensor loss = (pred.to(at::kFloat) - (noise - x0)).pow(2).mean();
+  double progress_frac = 0;
+  if (o.dit_steps > 0) progress_frac = static_cast<double>(st.dit_step) / static_cast<double>(o.dit_steps);
+  if (budget > 0)
+    progress_frac = std::max(progress_frac, (used - st.vae_seconds) / std::max(1.0, budget - st.vae_seconds));
+  const double lr = lr_at(o.dit_lr, st.dit_step, progress_frac, budget > 0 ? -1 : o.dit_steps);
+  set_lr(dit_opt, lr);
+  dit_opt.zero_grad();
+  loss.backward();
+  torch::nn::utils::clip_grad_norm_(params, 1.0);
+  dit_opt.step();
+  {
+    at::NoGradGuard ng;
+    const double d =
+        std::min(o.ema_decay, (1.0 + static_cast<double>(st.dit_step)) / (10.0 + static_cast<double>(st.dit_step)));
+    for (size_t i = 0; i < params.size(); ++i) ema_params[i].mul_(d).add_(params[i].detach(), 1 - d);
+  }
+  window += loss.detach();
+  ++st.dit_step;
+  runtime::device_synchronize(dev);
+  st.dit_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  return lr;
+}
+
+// Stage 2's steps, until its step count or the run's budget is reached (the stage is then "done") or the
+// session is over (or --stop-at-step reached): false for the latter (checkpointed, run.res filled for
+// train_tiny to return).
+bool run_dit_steps(TrainRun& run, const DitData& data, WanTransformer3DModel& dit, WanTransformer3DModel& ema,
+                   torch::optim::AdamW& dit_opt, const std::function<void()>& save_dit) {
+  const TrainOptions& o = run.o;
+  State& st = run.st;
+  TrainResult& res = run.res;
+  const std::vector<at::Tensor> params = dit->parameters(), ema_params = ema->parameters();
+  log::Progress progress;
+  at::Tensor window = at::zeros({}, run.p32.fp32_opts());
+  int64_t in_window = 0;
+  auto last_ckpt = Clock::now();
+  while (st.stage == "dit") {
+    const double used = st.vae_seconds + st.prep_seconds + st.dit_seconds;
+    const bool steps_done = o.dit_steps >= 0 && st.dit_step >= o.dit_steps;
+    const bool time_done = run.budget > 0 && used >= run.budget;
+    if (steps_done || time_done) {
+      if (in_window > 0) {
+        res.dit_loss = window.item<double>() / static_cast<double>(in_window);
+        run.loss_log.row("dit", st.dit_step, res.dit_loss, 0, st.dit_seconds);
+      }
+      st.stage = "done";
+      save_dit();
+      progress.clear();
+      log::info(fmt("stage 2 (transformer) done: %.0f steps in %.1f min", static_cast<double>(st.dit_step),
+                    st.dit_seconds / 60));
+      break;
+    }
+    const double lr = dit_step(run, data, dit, dit_opt, params, ema_params, used, window);
+    ++in_window;
+    if (in_window == o.log_every || st.dit_step == 1) {
+      const double mean = window.item<double>() / static_cast<double>(in_window);
+      if (res.first_dit_loss == 0) res.first_dit_loss = mean;
+      res.dit_loss = mean;
+      run.loss_log.row("dit", st.dit_step, mean, lr, st.dit_seconds);
+      progress.update("training transformer", fmt("step %.0f  loss %.4f  lr %.2e  %.1f min",
+                                                  static_cast<double>(st.dit_step), mean, lr, st.dit_seconds / 60));
+      window.zero_();
+      in_window = 0;
+    }
+    if (run.session_over() || (o.stop_at_step > 0 && st.dit_step >= o.stop_at_step)) {
+      save_dit();
+      progress.clear();
+      log::info(fmt(
+          "session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",
+          o.session_minutes, static_cast<double>(st.dit_step)));
+      res.vae_steps = st.vae_step;
+      res.dit_steps = st.dit_step;
+      res.seconds = run.seconds();
+      return false;
+    }
+    if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
+      save_dit();
+      last_ckpt = Clock::now();
+    }
+  }
+  return true;
+}
+
+// Stage 2: the transformer trained (from where an earlier session stopped, with --resume); each checkpoint
+// also writes the model folder (the EMA's weights, the VAE, the text encoder). False when the session limit
+// stopped the run in it.
+bool train_dit(TrainRun& run, AutoencoderKLWan& vae, runtime::UMT5EncoderModel& text, const DitData& data) {
+  const TrainOptions& o = run.o;
+  State& st = run.st;
+  WanTransformer3DModel dit(run.cfg.transformer, run.p32), ema(run.cfg.transformer, run.p32);
+  init_transformers(run, dit, ema);
   set_trainable(*dit, true);
   torch::optim::AdamW dit_opt(
       dit->parameters(), torch::optim::AdamWOptions(o.dit_lr).betas(std::make_tuple(0.9, 0.99)).weight_decay(0.01));
-  if (st.dit_step > 0 && st.stage == "dit") torch::load(dit_opt, (state_dir / "dit_optim.pt").string(), dev);
-  auto vae_cfg = cfg.vae;
+  if (st.dit_step > 0 && st.stage == "dit") torch::load(dit_opt, (run.state_dir / "dit_optim.pt").string(), run.dev);
+  auto vae_cfg = run.cfg.vae;
   vae_cfg.latents_mean = st.latents_mean;
   vae_cfg.latents_std = st.latents_std;
   auto save_dit = [&] {
-    save_module(*dit, state_dir / "transformer.safetensors");
-    save_module(*ema, state_dir / "transformer_ema.safetensors");
-    save_optimizer(dit_opt, state_dir / "dit_optim.pt");
-    write_json(state_dir / "state.json", state_json());
-    TinyCheckpoint ck{&*ema, &*vae, &*text, cfg.transformer, vae_cfg, cfg.text_encoder, cfg.scheduler};
-    write_tiny_checkpoint(out.string(), ck);
+    save_module(*dit, run.state_dir / "transformer.safetensors");
+    save_module(*ema, run.state_dir / "transformer_ema.safetensors");
+    save_optimizer(dit_opt, run.state_dir / "dit_optim.pt");
+    write_json(run.state_dir / "state.json", run.state_json());
+    TinyCheckpoint ck{&*ema, &*vae, &*text, run.cfg.transformer, vae_cfg, run.cfg.text_encoder, run.cfg.scheduler};
+    write_tiny_checkpoint(run.out.string(), ck);
   };
-  const double shift = cfg.scheduler.flow_shift;
-  const int64_t N = o.scenes, B = o.dit_batch;
-  const std::vector<at::Tensor> params = dit->parameters(), ema_params = ema->parameters();
-  {
-    log::Progress progress;
-    at::Tensor window = at::zeros({}, p32.fp32_opts());
-    int64_t in_window = 0;
-    auto last_ckpt = Clock::now();
-    while (st.stage == "dit") {
-      const double used = st.vae_seconds + st.prep_seconds + st.dit_seconds;
-      const bool steps_done = o.dit_steps >= 0 && st.dit_step >= o.dit_steps;
-      const bool time_done = budget > 0 && used >= budget;
-      if (steps_done || time_done) {
-        if (in_window > 0) {
-          res.dit_loss = window.item<double>() / static_cast<double>(in_window);
-          loss_log.row("dit", st.dit_step, res.dit_loss, 0, st.dit_seconds);
-        }
-        st.stage = "done";
-        save_dit();
-        progress.clear();
-        log::info(fmt("stage 2 (transformer) done: %.0f steps in %.1f min", static_cast<double>(st.dit_step),
-                      st.dit_seconds / 60));
-        break;
-      }
-      const auto t0 = Clock::now();
-      auto g = at::detail::createCPUGenerator(mix(o.seed * 131 + 7) ^ static_cast<uint64_t>(st.dit_step));
-      const at::Tensor idx = at::randint(N, {B}, g, at::kLong);
-      const at::Tensor s = at::rand({B}, g, at::kFloat);
-      const at::Tensor drop = (at::rand({B}, g, at::kFloat) < o.cfg_dropout).to(dev).view({B, 1, 1});
-      // The scheduler's shift of the uniform sigma: sigma = shift s / (1 + (shift - 1) s).
-      const at::Tensor sigma = (shift * s / (1 + (shift - 1) * s)).to(dev);
-      const at::Tensor x0 = x0_all.index_select(0, idx.to(dev));
-      at::Tensor ctx = emb.index_select(0, scene_caption.index_select(0, idx).to(dev));
-      ctx = at::where(drop, null_emb.expand_as(ctx), ctx);
-      auto gen = reseeded(dev, mix(o.seed * 977 + 3) ^ static_cast<uint64_t>(st.dit_step));
-      const at::Tensor noise = at::randn(x0.sizes(), gen, x0.options());
-      const at::Tensor sv = sigma.view({B, 1, 1, 1, 1});
-      const at::Tensor xt = (1 - sv) * x0 + sv * noise;
-      const at::Tensor pred = dit->forward(xt, sigma * 1000.0, ctx);
-      const at::Tensor loss = (pred.to(at::kFloat) - (noise - x0)).pow(2).mean();
-      double progress_frac = 0;
-      if (o.dit_steps > 0) progress_frac = static_cast<double>(st.dit_step) / static_cast<double>(o.dit_steps);
-      if (budget > 0)
-        progress_frac = std::max(progress_frac, (used - st.vae_seconds) / std::max(1.0, budget - st.vae_seconds));
-      const double lr = lr_at(o.dit_lr, st.dit_step, progress_frac, budget > 0 ? -1 : o.dit_steps);
-      set_lr(dit_opt, lr);
-      dit_opt.zero_grad();
-      loss.backward();
-      torch::nn::utils::clip_grad_norm_(params, 1.0);
-      dit_opt.step();
-      {
-        at::NoGradGuard ng;
-        const double d =
-            std::min(o.ema_decay, (1.0 + static_cast<double>(st.dit_step)) / (10.0 + static_cast<double>(st.dit_step)));
-        for (size_t i = 0; i < params.size(); ++i) ema_params[i].mul_(d).add_(params[i].detach(), 1 - d);
-      }
-      window += loss.detach();
-      ++in_window;
-      ++st.dit_step;
-      runtime::device_synchronize(dev);
-      st.dit_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-      if (in_window == o.log_every || st.dit_step == 1) {
-        const double mean = window.item<double>() / static_cast<double>(in_window);
-        if (res.first_dit_loss == 0) res.first_dit_loss = mean;
-        res.dit_loss = mean;
-        loss_log.row("dit", st.dit_step, mean, lr, st.dit_seconds);
-        progress.update("training transformer", fmt("step %.0f  loss %.4f  lr %.2e  %.1f min",
-                                                    static_cast<double>(st.dit_step), mean, lr, st.dit_seconds / 60));
-        window.zero_();
-        in_window = 0;
-      }
-      if (session_over() || (o.stop_at_step > 0 && st.dit_step >= o.stop_at_step)) {
-        save_dit();
-        progress.clear();
-        log::info(fmt(
-            "session limit (--session-minutes %.1f) reached in stage 2 at step %.0f: checkpointed; --resume continues",
-            o.session_minutes, static_cast<double>(st.dit_step)));
-        res.vae_steps = st.vae_step;
-        res.dit_steps = st.dit_step;
-        res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-        return res;
-      }
-      if (std::chrono::duration<double>(Clock::now() - last_ckpt).count() > o.checkpoint_minutes * 60) {
-        save_dit();
-        last_ckpt = Clock::now();
-      }
-    }
-  }
-  if (st.stage == "done" && !fs::exists(out / "model_index.json")) save_dit();
-  res.dit_steps = st.dit_step;
-  res.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  res.finished = true;
+  if (!run_dit_steps(run, data, dit, ema, dit_opt, save_dit)) return false;
+  if (st.stage == "done" && !fs::exists(run.out / "model_index.json")) save_dit();
+  return true;
+}
+
+// train_info.json of the finished run: what made it, its device-minutes (with the earlier runs it continues),
+// its final losses and options.
+void write_train_info(const TrainRun& run) {
+  const TrainOptions& o = run.o;
+  const State& st = run.st;
   const double total = st.vae_seconds + st.prep_seconds + st.dit_seconds;
   json info = {{"command", o.command_line},
                {"seed", o.seed},
                {"device", o.device},
-               {"device_name", runtime::device_name(dev)},
+               {"device_name", runtime::device_name(run.dev)},
                {"build", runtime::build_info_text()},
                {"vae_steps", st.vae_step},
                {"transformer_steps", st.dit_step},
@@ -638,8 +757,8 @@ TrainResult train_tiny(const TrainOptions& o) {
                {"continued_from", st.continued_from},
                {"device_minutes_with_earlier_runs", total / 60 + earlier_minutes(st.continued_from)},
                {"final_vae_reconstruction_loss",
-                st.vae_step > 0 ? json(res.vae_loss) : json(nullptr)},  // --vae-from: see continued_from
-               {"final_transformer_loss", res.dit_loss},
+                st.vae_step > 0 ? json(run.res.vae_loss) : json(nullptr)},  // --vae-from: see continued_from
+               {"final_transformer_loss", run.res.dit_loss},
                {"options",
                 {{"minutes", o.minutes},
                  {"vae_share", o.vae_share},
@@ -658,12 +777,44 @@ TrainResult train_tiny(const TrainOptions& o) {
                  {"object_weight", o.object_weight},
                  {"ema_decay", o.ema_decay},
                  {"cfg_dropout", o.cfg_dropout},
-                 {"flow_shift", shift},
+                 {"flow_shift", run.cfg.scheduler.flow_shift},
                  {"vertical_share", o.mix.vertical_share}}}};
-  write_json(out / "train_info.json", info);
+  write_json(run.out / "train_info.json", info);
   log::info(fmt("training done: %.1f device-minutes in all (VAE %.1f, data %.1f, transformer %.1f)", total / 60,
                 st.vae_seconds / 60, st.prep_seconds / 60, st.dit_seconds / 60));
-  return res;
+}
+
+}  // namespace
+
+TrainResult train_tiny(const TrainOptions& o) {
+  const auto t_start = Clock::now();
+  check_options(o);
+  TrainRun run(o, t_start);
+
+  // ---------------------------------------------------------------------------------------------
+  // Stage 1: the VAE.
+  AutoencoderKLWan vae(run.cfg.vae, run.p32);
+  init_vae(vae, run);
+  if (!train_vae(run, vae)) return run.res;
+  set_trainable(*vae, false);
+  run.res.vae_steps = run.st.vae_step;
+
+  // ---------------------------------------------------------------------------------------------
+  // Stage 2 data: scenes rendered once, encoded with the trained VAE, captions embedded once.
+  const auto t_prep = Clock::now();
+  runtime::Tokenizer tok = runtime::Tokenizer::from_serialized(runtime::tiny_tokenizer_model());
+  runtime::UMT5EncoderModel text(run.cfg.text_encoder, run.p32);
+  runtime::fill_synthetic(*text, 1, "text_encoder.");  // frozen: the same random encoder as the synthetic model
+  const DitData data = prepare_dit_data(run, vae, text, tok, t_prep);
+
+  // ---------------------------------------------------------------------------------------------
+  // Stage 2: the transformer.
+  if (!train_dit(run, vae, text, data)) return run.res;
+  run.res.dit_steps = run.st.dit_step;
+  run.res.seconds = run.seconds();
+  run.res.finished = true;
+  write_train_info(run);
+  return run.res;
 }
 
 }  // namespace autooptim::train

@@ -49,6 +49,21 @@ namespace {
 std::atomic<int> g_signal{0};
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
+// SIGTERM and SIGINT set g_signal (told_to_stop). They are unblocked: a worker spawned by the orchestrator
+// starts with them blocked (base/spawn.cpp).
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, SIGTERM);
+  sigaddset(&unblock, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+}
+
 struct Abandon : std::exception {
   bool requeue;  // true: put the request back (we are leaving); false: it was cancelled
   explicit Abandon(bool r) : requeue(r) {}
@@ -111,6 +126,12 @@ class Server {
     std::lock_guard<std::mutex> l(mu_);
     stage_ = s;
   }
+
+  // --- run's steps
+  void take_over_folder();
+  void register_loading();
+  void load_model();
+  void serve_queue();
 
   // --- requests
   void serve_one(const fs::path& claimed, const std::string& name);
@@ -198,6 +219,34 @@ void Server::heartbeat_loop() {
 int Server::run() {
   if (!valid_id(o_.worker_id))
     throw Error("--worker-id '" + o_.worker_id + "': use 1-64 letters, digits, '-', '_' or '.'");
+  take_over_folder();
+  install_stop_handlers();
+  if (o_.threads > 0) at::set_num_threads(static_cast<int>(o_.threads));
+  register_loading();
+  std::thread hb([this] { heartbeat_loop(); });
+  struct Join {
+    std::thread& t;
+    std::atomic<bool>& q;
+    ~Join() {
+      q.store(true);
+      if (t.joinable()) t.join();
+    }
+  } join{hb, quit_};
+  load_model();
+  serve_queue();
+  if (fs::exists(dir_ / "dead")) {
+    std::fprintf(stderr, "worker %s: declared dead by a janitor; leaving\n", o_.worker_id.c_str());
+    return 1;
+  }
+  write_registration("stopped");
+  std::fprintf(stderr, "worker %s: stopped after %lld requests\n", o_.worker_id.c_str(),
+               static_cast<long long>(requests_));
+  return 0;
+}
+
+// The worker's folder under the run: refused when a live worker of this host holds the id; a dead
+// predecessor's claimed requests go back to the queue.
+void Server::take_over_folder() {
   fs::create_directories(dir_);
   for (const auto& d : {layout_.queue(), layout_.responses(), layout_.cancel()}) fs::create_directories(d);
   // An id held by a live worker of this host is refused; a dead predecessor's claims are queued again.
@@ -222,19 +271,10 @@ int Server::run() {
   fs::remove(dir_ / "dead", ec);
   fs::remove(dir_ / "stop", ec);
   fs::create_directories(dir_ / "claimed");
+}
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  sigset_t unblock;
-  sigemptyset(&unblock);
-  sigaddset(&unblock, SIGTERM);
-  sigaddset(&unblock, SIGINT);
-  sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
-
-  if (o_.threads > 0) at::set_num_threads(static_cast<int>(o_.threads));
+// The registration written while the model loads: who, where, which model and device.
+void Server::register_loading() {
   const bool cuda = o_.load.precision.device.is_cuda();
   registration_ = {
       {"protocol", kProtocolVersion},
@@ -249,16 +289,11 @@ int Server::run() {
       {"build", gates::Worker::build_id()},
       {"started", base::utc_timestamp()}};
   write_registration("loading");
-  std::thread hb([this] { heartbeat_loop(); });
-  struct Join {
-    std::thread& t;
-    std::atomic<bool>& q;
-    ~Join() {
-      q.store(true);
-      if (t.joinable()) t.join();
-    }
-  } join{hb, quit_};
+}
 
+// Loads the model, then registers the worker as ready with what the gate keys its verdicts by; a failure is
+// registered before it is rethrown.
+void Server::load_model() {
   try {
     registration_["weights_id"] = weights_identity(o_.load);
     const auto t0 = Clock::now();
@@ -283,7 +318,11 @@ int Server::run() {
   std::fprintf(stderr, "worker %s: %s loaded in %.1f s on %s; serving %s\n", o_.worker_id.c_str(),
                o_.load.model.c_str(), load_s_, registration_.value("device_name", "").c_str(), o_.run_dir.c_str());
   std::fflush(stderr);
+}
 
+// Serves the queue, oldest request first, until told to stop, --max-requests, or --idle-exit.
+void Server::serve_queue() {
+  std::error_code ec;
   auto idle_since = Clock::now();
   while (!told_to_stop()) {
     std::vector<std::string> names;
@@ -312,14 +351,6 @@ int Server::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  if (fs::exists(dir_ / "dead")) {
-    std::fprintf(stderr, "worker %s: declared dead by a janitor; leaving\n", o_.worker_id.c_str());
-    return 1;
-  }
-  write_registration("stopped");
-  std::fprintf(stderr, "worker %s: stopped after %lld requests\n", o_.worker_id.c_str(),
-               static_cast<long long>(requests_));
-  return 0;
 }
 
 void Server::serve_one(const fs::path& claimed, const std::string& name) {
