@@ -151,14 +151,17 @@ void train_and_report(const std::shared_ptr<train::TrainOptions>& o) {
 void add_train(CLI::App& app) {
   auto o = std::make_shared<train::TrainOptions>();
   auto* cmd = app.add_subcommand("train", "Train wan22-tiny (VAE, then transformer) on the procedural video data set");
-  std::string model = models::kDefaultModel;
-  cmd->add_option("--model", model, "Only wan22-tiny can be trained")->check(CLI::IsMember(models::trainable_models()));
+  // CLI11 writes into the bound string when it parses, after this function has returned: it lives as long
+  // as the callback that holds it (a local here was written through a dangling reference).
+  auto model = std::make_shared<std::string>(models::kDefaultModel);
+  cmd->add_option("--model", *model, "Only wan22-tiny can be trained")
+      ->check(CLI::IsMember(models::trainable_models()));
   add_train_output_options(cmd, o);
   add_train_length_options(cmd, o);
   add_train_data_options(cmd, o);
   add_train_optimiser_options(cmd, o);
   add_train_checkpoint_options(cmd, o);
-  cmd->callback([o] { train_and_report(o); });
+  cmd->callback([o, model] { train_and_report(o); });
 }
 
 namespace {
