@@ -55,6 +55,10 @@ void each_setting(Settings& s, Visit&& visit) {
   visit("cache_dir", s.cache_dir);
   visit("records_path", s.records_path);
   visit("timing_repeats", s.timing_repeats);
+  visit("min_timing_repeats", s.min_timing_repeats);
+  visit("quiet_noise", s.quiet_noise);
+  visit("warmup_steps", s.warmup_steps);
+  visit("stop_early", s.stop_early);
   visit("min_margin", s.min_margin);
   visit("min_psnr", s.min_psnr);
   visit("min_ssim", s.min_ssim);
@@ -232,6 +236,41 @@ void guard_baseline_speed(const GateEvidence& ev, const Manifest& cand, const Ma
   if (speed.trusted) records.append(speed.key, speed.identity, speed.entry);
 }
 
+// The verdict's row in the ledger, with what the gate ran on.
+void append_to_ledger(Ledger* ledger, const GateVerdict& v, const json& env, const json& meta, const Manifest& cand,
+                      const fs::path& out, const std::string& model) {
+  if (!ledger) return;
+  json row = ledger_row(v, env);
+  row["clocks"] = meta["clocks"];
+  row["seed"] = cand.config.seed;
+  row["out_dir"] = out.string();
+  row["family"] = cand.family;
+  row["kind"] = cand.kind;
+  row["model"] = model;
+  ledger->append(row);
+}
+
+// A gate that stopped after its timed pairs (GateSettings::stop_early): rejected by the performance check
+// it could no longer pass; the configuration is still judged, nothing else was made.
+void stopped_verdict(const GateEvidence& ev, const Manifest& cand, const GateSettings& S, GateVerdict& v) {
+  const GateTiming& t = ev.timing;
+  v.baseline_seconds = t.baseline.median;
+  v.candidate_seconds = t.candidate.median;
+  v.speedup = t.speedup;
+  v.integrity["timing_choices"] = timing_choices(ev.sequence, S);
+  v.integrity["stopped_early"] = {{"after_generations", ev.sequence.windows.size()}, {"reason", ev.stopped_early}};
+  v.checks.push_back(check_official_config(cand.config, official_config(cand.model)));
+  v.checks.push_back({"performance",
+                      false,
+                      ev.stopped_early,
+                      {{"baseline", t.baseline.to_json()},
+                       {"candidate", t.candidate.to_json()},
+                       {"noise", t.noise},
+                       {"speedup", t.speedup},
+                       {"stopped_early", true}}});
+  decide_verdict(v);
+}
+
 }  // namespace
 
 GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, const std::string& out_dir,
@@ -252,12 +291,19 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   write_json(out / "metadata.json", meta);
 
   GateEvidence ev = run_gate_generations(w, cand, base, prompts, {env, v.baseline_hash, out.string()}, S, progress);
+  if (!ev.stopped_early.empty()) {
+    stopped_verdict(ev, cand, S, v);
+    write_json(out / "verdict.json", v.to_json());
+    append_to_ledger(ledger, v, env, meta, cand, out, w.model());
+    return v;
+  }
   v.integrity["baseline_cache"] = ev.cache_check;
   v.baseline_seconds = ev.timing.baseline.median;
   v.candidate_seconds = ev.timing.candidate.median;
   v.speedup = ev.timing.speedup;
   const UntimedWork untimed = audit_untimed_work(ev.sequence, ev.timing.candidate.median, S);
   v.integrity["untimed_work"] = untimed.report;
+  v.integrity["timing_choices"] = timing_choices(ev.sequence, S);
   json drawn = json::array();
   for (const auto& c : ev.clips)
     if (c.pair) drawn.push_back({{"prompt", c.run.prompt.id}, {"seed", c.run.seed}});
@@ -289,16 +335,7 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   write_gate_reports(ev, v, quality.clips, visual.clips, out.string());
   check_reports_parse(v, out.string());
   write_json(out / "verdict.json", v.to_json());
-  if (ledger) {
-    json row = ledger_row(v, env);
-    row["clocks"] = meta["clocks"];
-    row["seed"] = cand.config.seed;
-    row["out_dir"] = out.string();
-    row["family"] = cand.family;
-    row["kind"] = cand.kind;
-    row["model"] = w.model();
-    ledger->append(row);
-  }
+  append_to_ledger(ledger, v, env, meta, cand, out, w.model());
   return v;
 }
 

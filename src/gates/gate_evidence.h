@@ -44,6 +44,7 @@ struct GateSequence {
   int baseline_threads = 0;            // libtorch's threads for the baseline
   int64_t candidate_threads_flag = 0;  // the candidate's cpu_threads flag
   int cores = 0;                       // the CPUs the process may run on
+  double pairs_noise = -1;             // the pairs' relative range when the gate last asked (-1: never)
 };
 
 // One candidate clip and the baseline clip of the same prompt and seed.
@@ -75,6 +76,9 @@ struct ForwardWork {
 };
 
 struct GateEvidence {
+  // Why the gate stopped after its timed pairs, its verdict certain ("" when it made every generation):
+  // then only the sequence, the timing, the work and the calibration are filled.
+  std::string stopped_early;
   std::vector<Prompt> prompts;
   GateSequence sequence;
   std::vector<GateClip> clips;  // the split at the official seed, then the timed pairs

@@ -25,16 +25,23 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
     return &plan.back();  // used before the next generation is added
   };
   add("warmup_baseline", "baseline", "drawn",
-      "steady state before timing (allocator, kernel choice); the thread count later windows may not exceed");
-  add("warmup_candidate", "candidate", "drawn", "the candidate's steady state (its one-time costs untimed)");
-  const int64_t R = std::max<int64_t>(1, S.timing_repeats);
+      "steady state before timing (allocations, kernel choice, graphs at the shape, one decode); the thread count "
+      "later windows may not exceed")
+      ->steps = std::max<int64_t>(0, S.warmup_steps);
+  add("warmup_candidate", "candidate", "drawn", "the candidate's steady state (its one-time costs untimed)")->steps =
+      std::max<int64_t>(0, S.warmup_steps);
+  const int64_t R = std::max<int64_t>(1, S.timing_repeats), quiet = std::max<int64_t>(1, S.min_timing_repeats);
   for (int64_t i = 1; i <= R; ++i) {
+    const std::string when = i > quiet ? " (only while the pairs so far are not quiet)" : "";
     add("candidate", "candidate", "drawn",
-        "timed pair " + std::to_string(i) +
-            ": the speedup and its noise; an unannounced quality audit (a prompt and "
-            "seed nothing before the timer knew)");
+        "timed pair " + std::to_string(i) + when +
+            ": the speedup and its noise; an unannounced quality audit (a prompt and seed nothing before the timer "
+            "knew)")
+        ->conditional = i > quiet;
     add("baseline", "baseline", "pair " + std::to_string(i) + "'s",
-        "timed pair " + std::to_string(i) + ": the baseline's time next to a calibration; the audit clip's reference");
+        "timed pair " + std::to_string(i) + when +
+            ": the baseline's time next to a calibration; the audit clip's reference")
+        ->conditional = i > quiet;
   }
   for (const auto& id : ids)
     add("candidate_split", "candidate", official(id),
@@ -69,10 +76,11 @@ int64_t generations_made(const std::vector<PlannedGeneration>& plan) {
                        [](const PlannedGeneration& g) { return !g.conditional && !g.cached; });
 }
 
-double planned_seconds(const PlannedGeneration& g, double baseline_clip_s, double candidate_speedup) {
+double planned_seconds(const PlannedGeneration& g, const ClipCost& c, double candidate_speedup) {
   if (g.cached || g.conditional) return 0.0;
-  if (g.side == "candidate") return baseline_clip_s / std::max(1e-9, candidate_speedup);
-  return baseline_clip_s;
+  double s = c.clip_s;
+  if (g.steps > 0 && g.steps < c.steps) s -= static_cast<double>(c.steps - g.steps) * c.step_s;
+  return g.side == "candidate" ? s / std::max(1e-9, candidate_speedup) : s;
 }
 
 }  // namespace autooptim::gates

@@ -17,7 +17,8 @@ struct PlannedGeneration {
   std::string prompt;        // "drawn" (inside the timed window), "<id> @ official seed", "pair 1 again"
   bool cacheable = false;    // a baseline output the keyed cache may hold
   bool cached = false;       // ... and holds now: not generated
-  bool conditional = false;  // made only when the gate needs it (recheck, precision control)
+  bool conditional = false;  // made only when the gate needs it (pairs beyond the quiet minimum, recheck, control)
+  int64_t steps = 0;         // denoising steps when fewer than the configuration's (a warm-up); 0: all
   std::string serves;        // what it is for
 };
 
@@ -30,8 +31,15 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
 // The generations the gate will make (conditional ones and cache hits left out).
 int64_t generations_made(const std::vector<PlannedGeneration>& plan);
 
-// Seconds of one planned generation: a baseline-speed clip of `baseline_clip_s`, the candidate's at
-// `candidate_speedup` times that speed; a cache hit and a conditional generation cost nothing.
-double planned_seconds(const PlannedGeneration& g, double baseline_clip_s, double candidate_speedup);
+// What a clip costs at the baseline's speed: the whole clip, and one denoising step of `steps` (every CFG
+// branch's forward), so that a generation of fewer steps is priced by what it leaves out.
+struct ClipCost {
+  double clip_s = 0, step_s = 0;
+  int64_t steps = 0;
+};
+
+// Seconds of one planned generation: a baseline-speed clip, the candidate's at `candidate_speedup` times
+// that speed; a cache hit and a conditional generation cost nothing.
+double planned_seconds(const PlannedGeneration& g, const ClipCost& cost, double candidate_speedup);
 
 }  // namespace autooptim::gates

@@ -41,6 +41,20 @@ const char* stage_label(const std::string& role) {
 
 int64_t branches_of(const RunConfig& c) { return c.guidance > 1.0 ? 2 : 1; }
 
+// A warm-up: the manifest at its shape, with settings.warmup_steps denoising steps (0: as it is).
+Manifest warmup_manifest(const Manifest& m, const GateSettings& S) {
+  Manifest w = m;
+  if (S.warmup_steps > 0) w.config.steps = std::min(m.config.steps, S.warmup_steps);
+  return w;
+}
+
+// The relative range of the runs at these windows.
+double spread_of(const GateSequence& seq, const std::vector<size_t>& at) {
+  std::vector<double> v;
+  for (size_t i : at) v.push_back(seq.windows[i].out.seconds);
+  return runtime::TimingStats::of(v).spread();
+}
+
 // The sequence of generations. Every one is a window with the process sampled around it.
 class GateRunner {
  public:
@@ -60,6 +74,14 @@ class GateRunner {
  private:
   const RunOutput& window(const std::string& role, bool candidate_code, const std::function<RunOutput()>& fn);
   const RunOutput& baseline_window(const std::string& role, const std::function<RunOutput()>& fn);
+  // Before pair `made` + 1: enough pairs already (at least settings.min_timing_repeats, both sides quiet).
+  bool quiet_enough(int64_t made);
+
+ public:
+  // After the pairs: why the performance check must fail whatever follows ("" when it may pass).
+  std::string certain_slowdown() const;
+
+ private:
   void check_first_cached_clip(const std::optional<std::vector<cv::Mat>>& cached, const fs::path& f,
                                const BaselineClipCache& cache, json& cache_check);
 
@@ -98,18 +120,42 @@ const RunOutput& GateRunner::baseline_window(const std::string& role, const std:
 // process's first generation (a candidate's thread started in an earlier trial is not); the thread count
 // after the baseline's warm-up is what the candidate's runs may not add to.
 void GateRunner::warm_up() {
+  const Manifest warm_base = warmup_manifest(base_, S_), warm_cand = warmup_manifest(cand_, S_);
   const std::vector<pid_t> harness = harness_thread_ids();
   if (harness.empty())
     mon_.adopt_current_threads();  // a process that never made a Worker: nothing has run yet
   else
     mon_.adopt(harness);
   seq_.cores = usable_cores();
-  window("warmup_baseline", false, [&] { return w_.run_drawn(base_, prompts_); });
+  window("warmup_baseline", false, [&] { return w_.run_drawn(warm_base, prompts_); });
   seq_.threads_reference = thread_count();
   seq_.baseline_threads = at::get_num_threads();
   seq_.candidate_threads_flag = to_runtime_options(cand_).cpu_threads;
   seq_.first_candidate = seq_.windows.size();
-  window("warmup_candidate", true, [&] { return w_.run_drawn(cand_, prompts_); });
+  window("warmup_candidate", true, [&] { return w_.run_drawn(warm_cand, prompts_); });
+}
+
+bool GateRunner::quiet_enough(int64_t made) {
+  if (made < std::max<int64_t>(1, S_.min_timing_repeats)) return false;
+  const double noise = std::max(spread_of(seq_, seq_.pair_baseline), spread_of(seq_, seq_.pair_candidate));
+  seq_.pairs_noise = noise;
+  return noise <= S_.quiet_noise;
+}
+
+// The median of the baseline's runs (the check's included) is at most the slowest pair baseline, the
+// candidate's at least its fastest run: when even that best case is within 1 + min_margin, the performance
+// check fails however the rest goes. Not for the baseline's own gate or a control (no technique flags):
+// their gate measures the baseline.
+std::string GateRunner::certain_slowdown() const {
+  if (!S_.stop_early || technique_flags_set(cand_).empty() || seq_.pair_candidate.empty()) return "";
+  double slowest_base = 0, fastest_cand = 1e300;
+  for (size_t i : seq_.pair_baseline) slowest_base = std::max(slowest_base, seq_.windows[i].out.seconds);
+  for (size_t i : seq_.pair_candidate) fastest_cand = std::min(fastest_cand, seq_.windows[i].out.seconds);
+  const double best = fastest_cand > 0 ? slowest_base / fastest_cand : 0.0;
+  if (best >= 1.0 + S_.min_margin) return "";
+  return "stopped after " + std::to_string(seq_.pair_candidate.size()) + " timed pairs, the verdict certain: at best " +
+         base::format_fixed(best, 3) + "x (the slowest baseline run over the candidate's fastest), and the " +
+         "performance check needs more than " + base::format_fixed(1.0 + S_.min_margin, 3) + "x";
 }
 
 // Timed pairs: the candidate first, on a prompt and seed drawn inside its timed window (so nothing before
@@ -119,6 +165,7 @@ void GateRunner::warm_up() {
 void GateRunner::timed_pairs() {
   const int64_t R = std::max<int64_t>(1, S_.timing_repeats);
   for (int64_t i = 0; i < R; ++i) {
+    if (quiet_enough(i)) break;
     const RunOutput& c = window("candidate", true, [&] { return w_.run_drawn(cand_, prompts_); });
     const Prompt drawn = c.prompt;
     const int64_t seed = c.seed;
@@ -333,14 +380,39 @@ int64_t expected_gate_runs(int64_t np, const GateSettings& S) {
       plan_gate_generations(std::vector<std::string>(static_cast<size_t>(std::max<int64_t>(0, np))), S));
 }
 
+namespace {
+
+double total_seconds(const RunOutput& r) { return r.seconds; }
+
+// The evidence of a gate that stopped after its pairs: the sequence, the pairs' timing, the work.
+GateEvidence stopped_evidence(Worker& w, const Manifest& cand, const Manifest& base, const std::vector<Prompt>& prompts,
+                              GateRunner& runner, GateEvidence ev) {
+  runner.sequence().harness_threads = runner.harness_threads();
+  ev.prompts = prompts;
+  ev.sequence = std::move(runner.sequence());
+  GateTiming& t = ev.timing;
+  t.baseline = runtime::TimingStats::of(seconds_of(ev.sequence, ev.sequence.pair_baseline, total_seconds));
+  t.candidate = runtime::TimingStats::of(seconds_of(ev.sequence, ev.sequence.pair_candidate, total_seconds));
+  t.speedup = t.candidate.median > 0 ? t.baseline.median / t.candidate.median : 0.0;
+  t.noise = std::max(t.baseline.spread(), t.candidate.spread());
+  ev.work = work_of(w, base.config, cand.config);
+  ev.calibration = best_calibration(ev.sequence.baseline_calibrations);
+  ev.on_cuda = w.device().is_cuda();
+  return ev;
+}
+
+}  // namespace
+
 GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifest& base,
                                   const std::vector<Prompt>& prompts, const GateRunContext& ctx, const GateSettings& S,
                                   GateProgressCounter& progress) {
   GateRunner runner(w, cand, base, prompts, S, progress);
   runner.warm_up();
   runner.timed_pairs();
-  runner.split_audit_and_off();
   GateEvidence ev;
+  ev.stopped_early = runner.certain_slowdown();
+  if (!ev.stopped_early.empty()) return stopped_evidence(w, cand, base, prompts, runner, std::move(ev));
+  runner.split_audit_and_off();
   const fs::path cache_root =
       S.cache_dir.empty() ? fs::path(ctx.out_dir).parent_path() / "baseline-cache" : fs::path(S.cache_dir);
   json cache_key = ctx.environment;  // the gate environment, plus the baseline's threads and manifest
@@ -367,6 +439,27 @@ GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifes
   ev.on_cuda = w.device().is_cuda();
   ev.control_dtype = control_dtype_of(base, w.device());
   return ev;
+}
+
+json timing_choices(const GateSequence& seq, const GateSettings& S) {
+  auto first_and_later = [&](const std::vector<size_t>& at) {
+    std::vector<double> later;
+    for (size_t k = 1; k < at.size(); ++k) later.push_back(seq.windows[at[k]].out.seconds);
+    return json{{"first_s", at.empty() ? 0.0 : seq.windows[at[0]].out.seconds},
+                {"later_median_s", later.empty() ? json(nullptr) : json(median_of(later))}};
+  };
+  std::vector<size_t> baseline_runs = seq.pair_baseline;
+  if (seq.baseline_check > 0) baseline_runs.push_back(seq.baseline_check);
+  return {{"pairs",
+           {{"made", seq.pair_candidate.size()},
+            {"most", std::max<int64_t>(1, S.timing_repeats)},
+            {"least", std::max<int64_t>(1, S.min_timing_repeats)},
+            {"quiet_noise", S.quiet_noise},
+            {"noise_seen", seq.pairs_noise < 0 ? json(nullptr) : json(seq.pairs_noise)}}},
+          {"warmup",
+           {{"steps", S.warmup_steps},
+            {"baseline", first_and_later(baseline_runs)},
+            {"candidate", first_and_later(seq.pair_candidate)}}}};
 }
 
 std::vector<PrecisionControlClip> run_precision_controls(Worker& w, const Manifest& base, const GateEvidence& ev,

@@ -48,6 +48,11 @@ GateEvidence run_gate_generations(Worker& worker, const Manifest& candidate, con
                                   const std::vector<Prompt>& prompts, const GateRunContext& context,
                                   const GateSettings& settings, GateProgressCounter& progress);
 
+// What the gate chose and what it saw of it (integrity.timing_choices): the timed pairs made against the
+// most and the least asked for, with the noise that decided; the warm-ups' steps, and each side's first
+// timed run against its later ones (a warm-up too short for the steady state shows as a slower first run).
+nlohmann::json timing_choices(const GateSequence& sequence, const GateSettings& settings);
+
 // The precision control's clips (the baseline one precision up) of these split clips (indices of
 // evidence.clips), read from the baseline cache or run and cached: what the quality gate's precision floor
 // compares with. Stops after the first control that failed (its clip carries the error).

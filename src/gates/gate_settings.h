@@ -26,8 +26,22 @@ struct GateSettings {
   // Records of the baseline's stage times on this machine (a slowed baseline is an error of the run);
   // default <cache_dir>/../baseline-records.json.
   std::string records_path;
-  int64_t timing_repeats = 3;  // interleaved candidate/baseline timed pairs
-  double min_margin = 0.03;    // a speedup must beat the noise and at least this
+  int64_t timing_repeats = 3;  // interleaved candidate/baseline timed pairs, at most
+  // Pairs beyond min_timing_repeats are made only while the timings are not quiet: after each pair from the
+  // min_timing_repeats-th on, the gate stops pairing when both sides' relative range is at most quiet_noise
+  // (a quiet GPU needs fewer pairs than a loaded 2-core CPU; the verdict records the noise and the pairs).
+  int64_t min_timing_repeats = 2;
+  double quiet_noise = 0.02;
+  // The warm-ups run each manifest at its shape with this many denoising steps (0: the whole clip). What a
+  // warm-up is for (allocations, kernel and algorithm choice, captured graphs at the shape, the text encoder
+  // and one decode) takes a few forwards and one decode, not a clip; the verdict records each side's first
+  // timed run against its later ones (docs/gate-cost.md).
+  int64_t warmup_steps = 2;
+  // A gate stops as soon as its verdict is certain, and says why: after the timed pairs, a candidate with
+  // technique flags whose best case (the slowest baseline run over its fastest run) cannot beat
+  // 1 + min_margin fails the performance check whatever the rest would show.
+  bool stop_early = true;
+  double min_margin = 0.03;  // a speedup must beat the noise and at least this
   // Quality tolerance for lossy candidates (gate 5); lossless ones must match within lossless_psnr.
   double min_psnr = 30.0;
   double min_ssim = 0.90;

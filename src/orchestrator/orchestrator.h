@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gates/gate.h"
+#include "gates/gate_plan.h"
 #include "runtime/models.h"
 
 namespace autooptim::orchestrator {
@@ -77,16 +78,19 @@ struct PlanEstimate {
   double gate_s = 0;     // one candidate's gate run, the split's baseline outputs cached, at the baseline's speed
   double gate_2x_s = 0;  // the same for a candidate twice as fast
   int64_t gate_generations = 0;
-  double screen_s = 0;  // one screen
-  double trial_s = 0;   // one executor trial
+  gates::ClipCost cost;  // a clip and a step at the baseline's speed
+  double screen_s = 0;   // one screen
+  double trial_s = 0;    // one executor trial
   double baseline_gate_s = 0, exploration_s = 0, gating_s = 0, total_device_s = 0, wall_s = 0;
   double min_budget_s = 0;  // the least budget that gates one candidate
   int64_t workers = 1, gates_fit = 0;
   bool enough = false;
   std::string why;  // when not enough
 };
-// The estimate of a run from a calibration result (the worker's "calibrate" response).
-PlanEstimate estimate_plan(const RunRequest& req, const nlohmann::json& calibration, int64_t prompts_in_split);
+// The estimate of a run from a calibration result (the worker's "calibrate" response) at the run's
+// configuration (unknown: a warm-up is priced as a whole clip).
+PlanEstimate estimate_plan(const RunRequest& req, const nlohmann::json& calibration, int64_t prompts_in_split,
+                           const std::optional<gates::RunConfig>& config = std::nullopt);
 
 // What a run ended with: the report's path, the exit status and why it is not 0.
 struct RunOutcome {

@@ -75,6 +75,9 @@ struct Fixture {
     settings.cache_dir = tmp.file("cache");
     settings.timing_repeats = 2;
     settings.max_prompts = 1;
+    // The defences are what these tests judge: a gate that stops once its performance check is certain to
+    // fail would not reach them for a candidate that is not faster (Gate.ACertainSlowdownStopsTheGate...).
+    settings.stop_early = false;
   }
   GateVerdict gate(const Manifest& m, Ledger* ledger = nullptr) {
     return run_gate(worker(), m, "smoke", tmp.file(fs::path(m.id).filename().string()), settings, ledger);
@@ -450,7 +453,7 @@ TEST(Gate, RedTeamFlagsAreRefusedUnlessAllowed) {
 TEST(Gate, EveryRedTeamSwitchParsesRoundTripsAndStaysOnInTheOffRun) {
   AllowRedTeam allow;
   const auto& all = redteam::switches();
-  ASSERT_EQ(all.size(), 14u);  // thirteen cheats and load_spike (simulated load, not a cheat)
+  ASSERT_EQ(all.size(), 15u);  // fourteen cheats and load_spike (simulated load, not a cheat)
   const std::string plain = manifest_hash(patch("rt", {{"cross_kv_cache", true}}, true));
   for (const auto& s : all) {
     const Manifest m = patch("rt", {{"cross_kv_cache", true}, {"redteam", {{s.key, true}}}}, true);
@@ -558,6 +561,30 @@ TEST(Gate, RedTeamStandingThreadStartedBeforeTheGateIsNotTheHarnesss) {
   EXPECT_FALSE(v.accepted);
   EXPECT_FALSE(passed(v, "authenticity"));
   EXPECT_TRUE(has_problem(v, "authenticity", "untimed work")) << reasons(v, "authenticity");
+}
+
+// Issue 37: a gate stops as soon as its verdict is certain. A candidate slowed 10 s in each timed run (the
+// load-spike switch) cannot pass the performance check whatever follows: the gate stops after its pairs
+// (2 warm-ups + 2 pairs), says why, and writes its verdict and ledger row; nothing else is generated.
+TEST(Gate, ACertainSlowdownStopsTheGateAfterItsPairs) {
+  AllowRedTeam allow;
+  Fixture f;
+  f.settings.stop_early = true;
+  Ledger ledger(f.tmp.file("ledger.jsonl"));
+  const Manifest m = patch("slow", {{"cross_kv_cache", true}, {"redteam", {{"load_spike", true}}}}, true);
+  const GateVerdict v = f.gate(m, &ledger);
+  EXPECT_FALSE(v.accepted);
+  ASSERT_NE(v.check("performance"), nullptr);
+  EXPECT_FALSE(v.check("performance")->pass);
+  EXPECT_EQ(v.check("performance")->reason.rfind("stopped after 2 timed pairs, the verdict certain: at best ", 0), 0u)
+      << v.check("performance")->reason;
+  EXPECT_EQ(v.check("quality"), nullptr);
+  EXPECT_EQ(v.integrity.at("stopped_early").at("after_generations"), 6);
+  EXPECT_LT(v.speedup, 1.0);
+  const fs::path dir = f.tmp.file(fs::path(m.id).filename().string());
+  EXPECT_TRUE(fs::exists(dir / "verdict.json"));
+  EXPECT_FALSE(fs::exists(dir / "quality.json"));
+  EXPECT_EQ(ledger.read_all().size(), 1u);
 }
 
 // The harness's threads (those alive before the process's first generation) include libtorch's intra-op

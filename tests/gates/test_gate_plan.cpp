@@ -44,13 +44,31 @@ TEST(GatePlan, CachedBaselineOutputsAreNotMadeNorPriced) {
   EXPECT_EQ(generations_made(plan), 13);  // b's output cached; a's is the baseline check, made every gate
   double at1 = 0, at2 = 0;
   for (const auto& g : plan) {
-    at1 += planned_seconds(g, 10.0, 1.0);
-    at2 += planned_seconds(g, 10.0, 2.0);
+    at1 += planned_seconds(g, ClipCost{10.0, 0.0, 0}, 1.0);  // steps unknown: a warm-up is a whole clip
+    at2 += planned_seconds(g, ClipCost{10.0, 0.0, 0}, 2.0);
   }
   EXPECT_DOUBLE_EQ(at1, 130.0);
   // At the baseline's speed: its warm-up, 2 pair baselines, the check, the off run, c's output = 6 x 10;
   // the candidate's: its warm-up, 2 pairs, 3 split clips, the audit = 7 x 5.
   EXPECT_DOUBLE_EQ(at2, 60.0 + 35.0);
+}
+
+// Pairs beyond the quiet minimum are made only while the timings are not quiet; the warm-ups run a few
+// steps, and are priced by the steps they leave out.
+TEST(GatePlan, ExtraPairsAreConditionalAndWarmUpsArePricedByTheirSteps) {
+  GateSettings S = two_pairs();
+  S.timing_repeats = 3;
+  S.warmup_steps = 2;
+  const auto plan = plan_gate_generations({"a"}, S, {});
+  EXPECT_EQ(roles(plan, true),
+            std::vector<std::string>({"candidate", "baseline", "recheck_fresh", "recheck_seen", "precision_control"}));
+  EXPECT_EQ(plan[0].steps, 2);
+  EXPECT_EQ(plan[1].steps, 2);
+  const ClipCost cost{55.0, 1.0, 50};  // 50 steps of 1 s, 5 s besides: a 2-step warm-up costs 7 s
+  EXPECT_DOUBLE_EQ(planned_seconds(plan[0], cost, 1.0), 7.0);
+  EXPECT_DOUBLE_EQ(planned_seconds(plan[1], cost, 2.0), 3.5);
+  EXPECT_DOUBLE_EQ(planned_seconds(plan[2], cost, 2.0), 27.5);  // the first pair's candidate: a whole clip at 2x
+  EXPECT_DOUBLE_EQ(planned_seconds(plan[6], cost, 1.0), 0.0);   // the third pair: conditional
 }
 
 }  // namespace autooptim::test

@@ -47,7 +47,7 @@ void prepare_gating(RunState& s);
 // candidate `speedup` times faster.
 std::vector<gates::PlannedGeneration> gate_plan_of(const RunRequest& req, int64_t prompts_in_split, bool split_cached,
                                                    const std::vector<std::string>& ids = {});
-double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, double clip_s, double speedup);
+double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, const gates::ClipCost& cost, double speedup);
 // plan.json's object for a calibration and its estimate.
 nlohmann::json plan_json(const RunState& s, const nlohmann::json& calibration, const PlanEstimate& e);
 // --plan: calibrates on one worker in a private folder, prints the estimate; exit 2 when not enough.

@@ -25,13 +25,14 @@ std::vector<gates::PlannedGeneration> gate_plan_of(const RunRequest& req, int64_
   return gates::plan_gate_generations(names, req.gate, std::vector<bool>(names.size(), split_cached));
 }
 
-double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, double clip_s, double speedup) {
+double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, const gates::ClipCost& cost, double speedup) {
   double total = 0;
-  for (const auto& g : plan) total += gates::planned_seconds(g, clip_s, speedup);
+  for (const auto& g : plan) total += gates::planned_seconds(g, cost, speedup);
   return total;
 }
 
-PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t prompts_in_split) {
+PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t prompts_in_split,
+                           const std::optional<gates::RunConfig>& config) {
   PlanEstimate e;
   e.workers = std::max<int64_t>(
       1, req.gpus.empty() ? req.workers : static_cast<int64_t>(std::count(req.gpus.begin(), req.gpus.end(), ',') + 1));
@@ -46,9 +47,14 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
   // in the cache. Priced at the baseline's speed (a candidate's own is unknown before its screen), and at 2x.
   const std::vector<gates::PlannedGeneration> cold = gate_plan_of(req, prompts_in_split, false);
   const std::vector<gates::PlannedGeneration> warm = gate_plan_of(req, prompts_in_split, true);
-  e.baseline_gate_s = plan_seconds(cold, e.clip_s, 1.0);
-  e.gate_s = plan_seconds(warm, e.clip_s, 1.0);
-  e.gate_2x_s = plan_seconds(warm, e.clip_s, 2.0);
+  e.cost.clip_s = e.clip_s;
+  if (config) {  // a step is every CFG branch's forward: what a warm-up of fewer steps leaves out
+    e.cost.steps = config->steps;
+    e.cost.step_s = (config->guidance > 1.0 ? 2 : 1) * e.forward_s;
+  }
+  e.baseline_gate_s = plan_seconds(cold, e.cost, 1.0);
+  e.gate_s = plan_seconds(warm, e.cost, 1.0);
+  e.gate_2x_s = plan_seconds(warm, e.cost, 2.0);
   e.gate_generations = gates::generations_made(warm);
   e.screen_s = (2 * std::max<int64_t>(1, req.screen_forwards) + 4) * e.forward_s + e.text_s;
   e.trial_s = 3 * e.clip_s;  // warm-up, baseline and candidate on one prompt
@@ -146,14 +152,18 @@ void print_gate_generations(const RunState& s, const PlanEstimate& e) {
   const auto plan = gate_plan_of(s.req, static_cast<int64_t>(ids.size()), true, ids);
   std::printf("  one candidate gate on %s, after the baseline's gate cached the split's baseline outputs:\n",
               s.req.split.c_str());
-  std::printf("    %-3s %-18s %-9s %-28s %-8s %8s %8s  %s\n", "#", "role", "side", "prompt", "cache", "at 1x", "at 2x",
+  std::printf("    %-3s %-18s %-9s %-28s %-8s %8s %8s  %s\n", "#", "role", "side", "prompt", "note", "at 1x", "at 2x",
               "serves");
   int n = 0;
   for (const auto& g : plan) {
-    const std::string cache = g.conditional ? "if need" : g.cached ? "cached" : g.cacheable ? "made" : "-";
+    const std::string cache = g.conditional ? "if need"
+                              : g.cached    ? "cached"
+                              : g.cacheable ? "made"
+                              : g.steps > 0 ? std::to_string(g.steps) + " steps"
+                                            : "-";
     std::printf("    %-3d %-18s %-9s %-28s %-8s %8.1f %8.1f  %s\n", ++n, g.role.c_str(), g.side.c_str(),
-                g.prompt.c_str(), cache.c_str(), gates::planned_seconds(g, e.clip_s, 1.0),
-                gates::planned_seconds(g, e.clip_s, 2.0), g.serves.c_str());
+                g.prompt.c_str(), cache.c_str(), gates::planned_seconds(g, e.cost, 1.0),
+                gates::planned_seconds(g, e.cost, 2.0), g.serves.c_str());
   }
   std::printf("    %lld generations: %.1f s at 1x, %.1f s at 2x (conditional ones not counted)\n",
               static_cast<long long>(e.gate_generations), e.gate_s, e.gate_2x_s);
@@ -187,7 +197,8 @@ void print_plan(const RunState& s, const PlanEstimate& e) {
 
 RunOutcome plan_run(RunState& s) {
   const json cal = calibrate(s);
-  const PlanEstimate e = estimate_plan(s.req, cal, static_cast<int64_t>(s.prompts.split(s.req.split).size()));
+  const PlanEstimate e =
+      estimate_plan(s.req, cal, static_cast<int64_t>(s.prompts.split(s.req.split).size()), s.base.config);
   print_plan(s, e);
   // The figures as JSON for scripts: in OUT/plan.json when --out is given, never on the terminal.
   if (s.req.out_dir != "(plan)") {
