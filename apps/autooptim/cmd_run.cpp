@@ -81,7 +81,7 @@ void add_run_screen_options(CLI::App* cmd, const RunRequestPtr& req) {
   cmd->add_option("--baseline-cache", req->baseline_cache,
                   "Folder of baseline clips and verdicts reused across runs (keyed by weights, build, device, "
                   "manifest, prompts, seed)")
-      ->default_str("OUT/baseline-cache (this run only)");
+      ->default_str("on a GPU ~/.cache/autooptim/baseline-cache (every run of this machine), else OUT/baseline-cache");
   cmd->add_option("--worker-dead-after", req->worker_dead_after_s,
                   "Seconds of heartbeat silence after which a worker's requests are re-queued")
       ->capture_default_str()
@@ -198,7 +198,8 @@ void group_run_options(CLI::App* cmd) {
         "--fail-if-no-tier"}},
       {"Prompts and gate",
        {"--split", "--heldout-split", "--heldout-max-prompts", "--prompts-dir", "--manifests-dir", "--repeats",
-        "--max-prompts", "--min-psnr", "--min-ssim", "--object-check", "--no-precision-floor", "--baseline-cache"}},
+        "--max-prompts", "--min-psnr", "--min-ssim", "--object-check", "--no-precision-floor", "--full-gate",
+        "--baseline-cache"}},
       {"Screening", {"--screen-min-speedup", "--screen-slack", "--screen-forwards"}},
       {"Workers", {"--gpus", "--workers", "--worker-dead-after", "--launcher"}},
       {"Deploy check", {"--no-deploy-check", "--deploy-pairs"}},

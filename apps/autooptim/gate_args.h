@@ -18,6 +18,9 @@ inline void add_gate_judgement_options(CLI::App* cmd, gates::GateSettings& s) {
   cmd->add_flag("--no-precision-floor{false}", s.precision_floor,
                 "Judge a lossless claim by the 50 dB rule alone, without the precision control "
                 "(the baseline one precision up; docs/gate-defences.md)");
+  cmd->add_flag("--full-gate{false}", s.stop_early,
+                "Make every generation of the gate even when its timed pairs already make the performance check "
+                "certain to fail (by default the gate stops there; docs/gate-cost.md)");
 }
 
 }  // namespace autooptim::app

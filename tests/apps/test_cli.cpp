@@ -684,7 +684,8 @@ TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
   const auto r =
       sh_in(kSrc, "AUTOOPTIM_TTY=0",
             "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
-                " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
+                " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --full-gate "
+                "--json --out " +
                 tmp.file("g"));
   ASSERT_EQ(r.code, 1) << r.err;
   const json v = json::parse(r.out);
@@ -695,7 +696,7 @@ TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
   // Without the reduced configuration the same manifest meets a baseline of another size.
   const auto full = sh_in(kSrc, "AUTOOPTIM_TTY=0",
                           "gate --model wan22-tiny --synthetic-weights --manifest " + tmp.file("kv-small.json") +
-                              " --split smoke --max-prompts 1 --repeats 1 --json --out " + tmp.file("h"));
+                              " --split smoke --max-prompts 1 --repeats 1 --full-gate --json --out " + tmp.file("h"));
   ASSERT_EQ(full.code, 1) << full.err;
   EXPECT_FALSE(json::parse(full.out)["gates"]["quality"]["pass"].get<bool>());
   // With the shipped trained weights the gate takes wan22-tiny's own prompts, as run does: the split's clip
@@ -703,7 +704,8 @@ TEST(CliUx, GateAtAReducedConfigurationRunsThePinnedBaselineThere) {
   const auto trained =
       sh_in(kSrc, "AUTOOPTIM_TTY=0",
             "gate --model wan22-tiny --manifest " + tmp.file("kv-small.json") +
-                " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --json --out " +
+                " --split smoke --max-prompts 1 --repeats 1 --frames 5 --steps 2 --height 64 --width 96 --full-gate "
+                "--json --out " +
                 tmp.file("t"));
   ASSERT_EQ(trained.code, 1) << trained.err;
   const json tq = json::parse(slurp(tmp.file("t") + "/quality.json"));

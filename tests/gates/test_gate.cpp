@@ -367,6 +367,10 @@ TEST(Gate, SettingsTravelToAWorkerWhole) {
   s.cache_dir = "/c";
   s.records_path = "/r.json";
   s.timing_repeats = 7;
+  s.min_timing_repeats = 3;
+  s.quiet_noise = 0.05;
+  s.warmup_steps = 5;
+  s.stop_early = false;
   s.min_margin = 0.07;
   s.min_psnr = 33;
   s.min_ssim = 0.93;

@@ -1,6 +1,10 @@
 // The --plan phase: the estimate of a run from a calibration, and plan.json's figures.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <map>
+
+#include "gates/gate.h"
 #include "orchestrator/phases/phases.h"
 #include "run_state_fixture.h"
 
@@ -46,6 +50,30 @@ TEST(PlanPhase, EstimateCountsTheGenerationsOfEachStep) {
   EXPECT_TRUE(e.enough);
 }
 
+// The official configuration of the 5B, priced from the calibration an H100 gave on 2026-12-06 (one clip
+// 127.7 s: text 0.049 s, 50 steps of two 1.183 s forwards, a 9.355 s decode), at the run's gate settings (at
+// most 3 pairs, 2 when quiet; 2-step warm-ups of 14.13 s; the val split's 8 prompts). The figures
+// docs/gate-cost.md states: a candidate's gate 1943.8 s at 1x and 1234.3 s at 2x, the baseline's 2837.7 s.
+TEST(PlanPhase, TheOfficialConfigurationAtTheH100sCalibration) {
+  RunRequest req = plan_request();
+  req.gate.timing_repeats = 3;
+  req.budget_minutes = 480;
+  const json cal = {{"worker_load_s", 0.4},
+                    {"clip_estimate_s", 0.049 + 100 * 1.183 + 9.355},
+                    {"forward_s", 1.183},
+                    {"decode_s", 9.355},
+                    {"text_s", 0.049}};
+  const PlanEstimate e = estimate_plan(req, cal, 8, autooptim::gates::official_config("wan22-ti2v-5b"));
+  const double clip = 127.704, warm = clip - 48 * 2 * 1.183;
+  EXPECT_EQ(e.gate_generations, 17);  // 2 warm-ups, 2 pairs, 8 split clips, the audit, the check, the off run
+  EXPECT_NEAR(e.gate_s, 2 * warm + 15 * clip, 1e-6);
+  EXPECT_NEAR(e.gate_2x_s, warm + 4 * clip + (warm + 11 * clip) / 2, 1e-6);
+  EXPECT_NEAR(e.baseline_gate_s, e.gate_s + 7 * clip, 1e-6);
+  EXPECT_NEAR(e.gate_s, 1943.8, 0.1);
+  EXPECT_NEAR(e.gate_2x_s, 1234.3, 0.1);
+  EXPECT_NEAR(e.baseline_gate_s, 2837.7, 0.1);
+}
+
 TEST(PlanPhase, ABudgetBelowOneCandidateSaysWhatItNeeds) {
   RunRequest req = plan_request();
   req.budget_minutes = 1;
@@ -80,4 +108,23 @@ TEST_F(RunStateTest, PlanJsonHoldsTheEstimateAndTheBudget) {
   EXPECT_EQ(plan["budget"], json({{"minutes", 10.0}, {"trials", 40}, {"executor_trials", 8}}));
   EXPECT_EQ(plan["enough"], true);
   EXPECT_EQ(plan["reason"], "");
+}
+
+// Issue 37: on a GPU the baseline's outputs and verdict are kept for every later run of the machine (the
+// baseline's own gate at the official configuration costs most of an hour); on a CPU, the run's own folder.
+TEST(BaselineCacheDefault, AGpuRunSharesTheMachinesCacheACpuRunKeepsItsOwn) {
+  const std::filesystem::path out = "/runs/a";
+  std::map<std::string, std::string> vars = {{"HOME", "/home/u"}};
+  auto env = [&](const char* k) -> const char* {
+    const auto it = vars.find(k);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(default_baseline_cache(out, "cpu", env), "/runs/a/baseline-cache");
+  EXPECT_EQ(default_baseline_cache(out, "cuda", env), "/home/u/.cache/autooptim/baseline-cache");
+  vars["XDG_CACHE_HOME"] = "/xdg";
+  EXPECT_EQ(default_baseline_cache(out, "cuda", env), "/xdg/autooptim/baseline-cache");
+  vars["AUTOOPTIM_CACHE_DIR"] = "/fast";
+  EXPECT_EQ(default_baseline_cache(out, "cuda", env), "/fast/baseline-cache");
+  vars.clear();
+  EXPECT_EQ(default_baseline_cache(out, "cuda", env), "/runs/a/baseline-cache");  // no home: the run's own
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <utility>
@@ -40,6 +41,13 @@ void open_run(RunState& s);
 // The ledger, the verdicts to resume (decided in the first worker's environment), the gate settings
 // and the prompt counts.
 void prepare_gating(RunState& s);
+
+// Where a run keeps baseline outputs and the baseline's verdict when --baseline-cache is not given: on a GPU,
+// one folder per machine that every run shares ($AUTOOPTIM_CACHE_DIR/baseline-cache, else
+// $XDG_CACHE_HOME/autooptim/baseline-cache, else ~/.cache/autooptim/baseline-cache; a baseline's gate at the
+// official configuration costs most of an hour there); on a CPU, OUT/baseline-cache (the run's own).
+std::string default_baseline_cache(const std::filesystem::path& out, const std::string& device,
+                                   const std::function<const char*(const char*)>& env);
 
 // --- plan (plan.cpp)
 // One gate run of `req`'s settings on a split of prompts_in_split prompts (ids: their names where known),

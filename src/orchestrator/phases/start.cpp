@@ -2,6 +2,7 @@
 // started, then what gating needs (the ledger's verdicts to resume, the gate settings).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -74,6 +75,19 @@ workers::WorkerInfo start_workers(Launcher& launcher, workers::Client& client, P
     progress.show("loading", 0, 0, 1.0, "workers loading the model");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+std::string default_baseline_cache(const fs::path& out, const std::string& device,
+                                   const std::function<const char*(const char*)>& env) {
+  const std::string run_only = (out / "baseline-cache").string();
+  if (device != "cuda") return run_only;
+  const char* own = env("AUTOOPTIM_CACHE_DIR");
+  if (own && *own) return (fs::path(own) / "baseline-cache").string();
+  const char* xdg = env("XDG_CACHE_HOME");
+  if (xdg && *xdg) return (fs::path(xdg) / "autooptim" / "baseline-cache").string();
+  const char* home = env("HOME");
+  if (home && *home) return (fs::path(home) / ".cache" / "autooptim" / "baseline-cache").string();
+  return run_only;
 }
 
 namespace {
@@ -192,8 +206,11 @@ void prepare_gating(RunState& s) {
   s.gs = req.gate;
   s.gs.prompts_dir = fs::absolute(req.prompts_dir).string();
   s.gs.baseline_config = s.base.config;  // the pinned baseline at this run's configuration
-  s.cache =
-      fs::absolute(req.baseline_cache.empty() ? (s.out / "baseline-cache").string() : req.baseline_cache).string();
+  s.cache = fs::absolute(req.baseline_cache.empty() ? default_baseline_cache(s.out, s.first_worker.device, std::getenv)
+                                                    : req.baseline_cache)
+                .string();
+  if (req.baseline_cache.empty() && s.first_worker.device == "cuda")
+    s.progress.line("baseline cache: " + s.cache + " (this machine's GPU runs share it; --baseline-cache to choose)");
   s.gs.cache_dir = (fs::path(s.cache) / "outputs").string();
   if (s.first_worker.device == "cuda") s.gs.exact_off_identity = false;
   s.gate_settings = gates::settings_to_json(s.gs);
