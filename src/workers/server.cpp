@@ -29,6 +29,7 @@
 #include "runtime/device.h"
 #include "base/error.h"
 #include "base/process_identity.h"
+#include "base/stop_signals.h"
 #include "runtime/forward_context.h"
 #include "base/stats.h"
 #include "runtime/techniques/engagement.h"
@@ -51,19 +52,6 @@ extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 // SIGTERM and SIGINT set g_signal (told_to_stop). They are unblocked: a worker spawned by the orchestrator
 // starts with them blocked (base/spawn.cpp).
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  sigset_t unblock;
-  sigemptyset(&unblock);
-  sigaddset(&unblock, SIGTERM);
-  sigaddset(&unblock, SIGINT);
-  sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
-}
-
 struct Abandon : std::exception {
   bool requeue;  // true: put the request back (we are leaving); false: it was cancelled
   explicit Abandon(bool r) : requeue(r) {}
@@ -220,7 +208,7 @@ int Server::run() {
   if (!valid_id(o_.worker_id))
     throw Error("--worker-id '" + o_.worker_id + "': use 1-64 letters, digits, '-', '_' or '.'");
   take_over_folder();
-  install_stop_handlers();
+  base::catch_stop_signals(on_signal, /*once=*/false);  // not reset: the worker leaves at its next check
   if (o_.threads > 0) at::set_num_threads(static_cast<int>(o_.threads));
   register_loading();
   std::thread hb([this] { heartbeat_loop(); });
