@@ -4,13 +4,11 @@
 
 namespace autooptim::base {
 
-namespace {
 double clock_seconds(clockid_t id) {
   timespec ts{};
   if (clock_gettime(id, &ts) != 0) return -1.0;
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
-}  // namespace
 
 double process_cpu_seconds() { return clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 double thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }

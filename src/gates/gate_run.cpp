@@ -48,11 +48,27 @@ Manifest warmup_manifest(const Manifest& m, const GateSettings& S) {
   return w;
 }
 
+std::vector<double> seconds_of(const GateSequence& seq, const std::vector<size_t>& at,
+                               double (*pick)(const RunOutput&)) {
+  std::vector<double> v;
+  for (size_t i : at) v.push_back(pick(seq.windows[i].out));
+  return v;
+}
+
+double total_seconds(const RunOutput& r) { return r.seconds; }
+
 // The relative range of the runs at these windows.
 double spread_of(const GateSequence& seq, const std::vector<size_t>& at) {
-  std::vector<double> v;
-  for (size_t i : at) v.push_back(seq.windows[i].out.seconds);
-  return runtime::TimingStats::of(v).spread();
+  return runtime::TimingStats::of(seconds_of(seq, at, total_seconds)).spread();
+}
+
+// The pairs' side of the timing: the baseline's runs (the pairs', and the check's where it ran) against the
+// candidate's timed runs.
+void time_the_pairs(const GateSequence& seq, std::vector<double> base_times, GateTiming& t) {
+  t.baseline = runtime::TimingStats::of(std::move(base_times));
+  t.candidate = runtime::TimingStats::of(seconds_of(seq, seq.pair_candidate, total_seconds));
+  t.speedup = t.candidate.median > 0 ? t.baseline.median / t.candidate.median : 0.0;
+  t.noise = std::max(t.baseline.spread(), t.candidate.spread());
 }
 
 // The sequence of generations. Every one is a window with the process sampled around it.
@@ -148,9 +164,8 @@ bool GateRunner::quiet_enough(int64_t made) {
 // their gate measures the baseline.
 std::string GateRunner::certain_slowdown() const {
   if (!S_.stop_early || technique_flags_set(cand_).empty() || seq_.pair_candidate.empty()) return "";
-  double slowest_base = 0, fastest_cand = 1e300;
-  for (size_t i : seq_.pair_baseline) slowest_base = std::max(slowest_base, seq_.windows[i].out.seconds);
-  for (size_t i : seq_.pair_candidate) fastest_cand = std::min(fastest_cand, seq_.windows[i].out.seconds);
+  const double slowest_base = runtime::TimingStats::of(seconds_of(seq_, seq_.pair_baseline, total_seconds)).max;
+  const double fastest_cand = runtime::TimingStats::of(seconds_of(seq_, seq_.pair_candidate, total_seconds)).min;
   const double best = fastest_cand > 0 ? slowest_base / fastest_cand : 0.0;
   if (best >= 1.0 + S_.min_margin) return "";
   return "stopped after " + std::to_string(seq_.pair_candidate.size()) + " timed pairs, the verdict certain: at best " +
@@ -259,21 +274,13 @@ void GateRunner::recheck_if_disagreeing() {
   seq_.recheck = std::make_pair(a, seq_.windows.size() - 1);
 }
 
-std::vector<double> seconds_of(const GateSequence& seq, const std::vector<size_t>& at,
-                               double (*pick)(const RunOutput&)) {
-  std::vector<double> v;
-  for (size_t i : at) v.push_back(pick(seq.windows[i].out));
-  return v;
-}
-
 GateTiming timing_of(const GateSequence& seq, const GateSettings& S) {
   GateTiming t;
-  auto total = [](const RunOutput& r) { return r.seconds; };
   auto text = [](const RunOutput& r) { return r.times.text_encoding; };
   auto denoise = [](const RunOutput& r) { return r.times.denoising; };
   auto decode = [](const RunOutput& r) { return r.times.decoding; };
   const RunOutput& check = seq.windows[seq.baseline_check].out;
-  std::vector<double> base_times = seconds_of(seq, seq.pair_baseline, total);
+  std::vector<double> base_times = seconds_of(seq, seq.pair_baseline, total_seconds);
   base_times.push_back(check.seconds);
   for (const auto& win : seq.windows) {
     if (win.role.rfind("warmup", 0) == 0) continue;
@@ -286,12 +293,9 @@ GateTiming timing_of(const GateSequence& seq, const GateSettings& S) {
                               {"denoise_s", r.times.denoising},
                               {"decode_s", r.times.decoding}});
   }
-  t.baseline = runtime::TimingStats::of(base_times);
-  t.candidate = runtime::TimingStats::of(seconds_of(seq, seq.pair_candidate, total));
-  t.speedup = t.candidate.median > 0 ? t.baseline.median / t.candidate.median : 0.0;
-  t.noise = std::max(t.baseline.spread(), t.candidate.spread());
+  time_the_pairs(seq, std::move(base_times), t);
   t.margin = std::max(S.min_margin, t.noise);
-  t.candidate_split_s = seconds_of(seq, seq.split_candidate, total);
+  t.candidate_split_s = seconds_of(seq, seq.split_candidate, total_seconds);
   if (seq.recheck)
     t.recheck_s =
         std::make_pair(seq.windows[seq.recheck->first].out.seconds, seq.windows[seq.recheck->second].out.seconds);
@@ -382,19 +386,13 @@ int64_t expected_gate_runs(int64_t np, const GateSettings& S) {
 
 namespace {
 
-double total_seconds(const RunOutput& r) { return r.seconds; }
-
 // The evidence of a gate that stopped after its pairs: the sequence, the pairs' timing, the work.
 GateEvidence stopped_evidence(Worker& w, const Manifest& cand, const Manifest& base, const std::vector<Prompt>& prompts,
                               GateRunner& runner, GateEvidence ev) {
   runner.sequence().harness_threads = runner.harness_threads();
   ev.prompts = prompts;
   ev.sequence = std::move(runner.sequence());
-  GateTiming& t = ev.timing;
-  t.baseline = runtime::TimingStats::of(seconds_of(ev.sequence, ev.sequence.pair_baseline, total_seconds));
-  t.candidate = runtime::TimingStats::of(seconds_of(ev.sequence, ev.sequence.pair_candidate, total_seconds));
-  t.speedup = t.candidate.median > 0 ? t.baseline.median / t.candidate.median : 0.0;
-  t.noise = std::max(t.baseline.spread(), t.candidate.spread());
+  time_the_pairs(ev.sequence, seconds_of(ev.sequence, ev.sequence.pair_baseline, total_seconds), ev.timing);
   ev.work = work_of(w, base.config, cand.config);
   ev.calibration = best_calibration(ev.sequence.baseline_calibrations);
   ev.on_cuda = w.device().is_cuda();

@@ -16,6 +16,7 @@
 #include <torch/version.h>
 
 #include "base/error.h"
+#include "base/process_identity.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -36,15 +37,9 @@ std::vector<pid_t> thread_ids() {
 
 int thread_count() { return static_cast<int>(thread_ids().size()); }
 
-namespace {
-double clock_seconds(clockid_t id) {
-  timespec ts{};
-  if (clock_gettime(id, &ts) != 0) return -1.0;
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-}  // namespace
+using base::clock_seconds;
 
-double this_thread_cpu_seconds() { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
+double this_thread_cpu_seconds() { return base::thread_cpu_seconds(); }
 
 int usable_cores() {
   cpu_set_t set;
@@ -144,8 +139,6 @@ void BaselineRecords::append(const std::string& key, const json& identity, const
 }
 
 json machine_identity() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
   std::string cpu = "cpu";
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -166,7 +159,7 @@ json machine_identity() {
 #else
   const std::string compiler = "unknown";
 #endif
-  return {{"host", host},
+  return {{"host", base::host_name()},
           {"cpu", cpu},
           {"cores", std::thread::hardware_concurrency()},
           {"compiler", compiler},
