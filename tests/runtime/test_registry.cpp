@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 #include <sys/wait.h>
+#include <utility>
 
 #include "gates/manifest.h"
 #include "base/error.h"
@@ -504,6 +505,34 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;
   EXPECT_EQ(run_cli("techniques --steps 0").code, 2);
   EXPECT_EQ(run_cli("techniques").code, 0);
+}
+
+// The store RuntimeOptions holds the techniques' options in: an absent struct reads as its default without
+// being added, a copy is deep, and the flags read and write the struct the code reads.
+TEST(TechniqueOptions, DefaultsDeepCopiesAndTheFlagsBindTheStoredStruct) {
+  RuntimeOptions o;
+  EXPECT_FALSE(o.techniques.has<EasyCacheOptions>());
+  const RuntimeOptions& read = o;
+  EXPECT_DOUBLE_EQ(read.of<EasyCacheOptions>().threshold, EasyCacheOptions{}.threshold);
+  EXPECT_FALSE(o.techniques.has<EasyCacheOptions>());  // reading added nothing
+  EXPECT_EQ(flags_to_json(o), flags_to_json(RuntimeOptions{}));
+
+  o.of<EasyCacheOptions>().threshold = 0.2;
+  o.of<AttentionBackendOptions>().backend = "math";
+  RuntimeOptions copy = o;
+  copy.of<EasyCacheOptions>().threshold = 0.3;
+  EXPECT_DOUBLE_EQ(o.of<EasyCacheOptions>().threshold, 0.2);  // the copy has its own struct
+  EXPECT_EQ(copy.of<AttentionBackendOptions>().backend, "math");
+  copy = o;
+  EXPECT_DOUBLE_EQ(copy.of<EasyCacheOptions>().threshold, 0.2);
+  RuntimeOptions moved = std::move(copy);
+  EXPECT_EQ(moved.of<AttentionBackendOptions>().backend, "math");
+
+  const Technique* easycache = find("easycache");
+  ASSERT_NE(easycache, nullptr);
+  EXPECT_EQ(easycache->flag("threshold")->get(o), 0.2);
+  easycache->flag("threshold")->set(o, 0.4);
+  EXPECT_DOUBLE_EQ(o.of<EasyCacheOptions>().threshold, 0.4);
 }
 
 }  // namespace
