@@ -250,24 +250,29 @@ void append_to_ledger(Ledger* ledger, const GateVerdict& v, const json& env, con
   ledger->append(row);
 }
 
-// A gate that stopped after its timed pairs (GateSettings::stop_early): rejected by the performance check
-// it could no longer pass; the configuration is still judged, nothing else was made.
+// A gate that stopped as soon as its verdict was certain (GateSettings::stop_early): rejected by the check
+// it could no longer pass (performance after the pairs, authenticity on an idle switch, quality on a split
+// clip below the claim); the configuration is still judged, nothing else was made.
 void stopped_verdict(const GateEvidence& ev, const Manifest& cand, const GateSettings& S, GateVerdict& v) {
   const GateTiming& t = ev.timing;
   v.baseline_seconds = t.baseline.median;
   v.candidate_seconds = t.candidate.median;
   v.speedup = t.speedup;
   v.integrity["timing_choices"] = timing_choices(ev.sequence, S);
-  v.integrity["stopped_early"] = {{"after_generations", ev.sequence.windows.size()}, {"reason", ev.stopped_early}};
+  v.integrity["stopped_early"] = {
+      {"after_generations", ev.sequence.windows.size()}, {"check", ev.stopped_check}, {"reason", ev.stopped_early}};
   v.checks.push_back(check_official_config(cand.config, official_config(cand.model)));
-  v.checks.push_back({"performance",
-                      false,
-                      ev.stopped_early,
-                      {{"baseline", t.baseline.to_json()},
-                       {"candidate", t.candidate.to_json()},
-                       {"noise", t.noise},
-                       {"speedup", t.speedup},
-                       {"stopped_early", true}}});
+  json details = ev.stopped_details;
+  details.update({{"baseline", t.baseline.to_json()},
+                  {"candidate", t.candidate.to_json()},
+                  {"noise", t.noise},
+                  {"speedup", t.speedup},
+                  {"stopped_early", true}});
+  if (ev.stopped_check == "quality" && details.contains("psnr_mean") && details["psnr_mean"].is_number()) {
+    v.psnr = details["psnr_mean"].get<double>();
+    if (details["ssim_mean"].is_number()) v.ssim = details["ssim_mean"].get<double>();
+  }
+  v.checks.push_back({ev.stopped_check, false, ev.stopped_early, details});
   decide_verdict(v);
 }
 
@@ -285,7 +290,9 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   if (refuse_by_ledger(w, cand, split, out, env, ledger, v)) return v;
   const Manifest base = harness_baseline(cand, S, v);
   const std::vector<Prompt> prompts = gate_prompts(S, split);
-  GateProgressCounter progress(S, cand.id, split, expected_gate_runs(static_cast<int64_t>(prompts.size()), S));
+  GateProgressCounter progress(
+      S, cand.id, split,
+      expected_gate_runs(static_cast<int64_t>(prompts.size()), S, manifest_hash(cand) == manifest_hash(base)));
   write_json(out / "manifest.json", to_json(cand));
   const json meta = gate_metadata(w, cand, base, split, prompts, env, v, S);
   write_json(out / "metadata.json", meta);

@@ -1,5 +1,6 @@
 #include "gates/gate_baseline_cache.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/json_file.h"
@@ -39,6 +40,15 @@ void BaselineClipCache::write(const fs::path& f, const std::vector<cv::Mat>& fra
   const std::string tmp = f.string() + ".tmp" + std::to_string(::getpid());
   runtime::write_safetensors(tmp, {{"video", frames_to_u8(frames)}});
   fs::rename(tmp, f);
+}
+
+std::string BaselineClipCache::fingerprint(const fs::path& f) {
+  struct stat st {};
+  if (::stat(f.c_str(), &st) != 0) return "";
+  // The change time too: a process can set a file's modification time back, not its change time.
+  auto at = [](const timespec& t) { return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec); };
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         at(st.st_mtim) + ":" + at(st.st_ctim);
 }
 
 }  // namespace autooptim::gates

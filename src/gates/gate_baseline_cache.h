@@ -25,6 +25,10 @@ class BaselineClipCache {
   static std::optional<std::vector<cv::Mat>> read(const std::filesystem::path& file);
   // Temporary name + rename: a parallel worker never reads half a file.
   static void write(const std::filesystem::path& file, const std::vector<cv::Mat>& frames);
+  // What changes when the file is rewritten, replaced or touched (its device and inode, size, modification and
+  // change times to the nanosecond): how a process knows a clip it verified is still the one it verified.
+  // "" when it is absent.
+  static std::string fingerprint(const std::filesystem::path& file);
 
  private:
   nlohmann::json key_;

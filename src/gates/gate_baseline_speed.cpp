@@ -51,7 +51,7 @@ Efficiency efficiency_of(const GateEvidence& ev) {
     e.cpu_cal.attention_tflops = std::max(e.cpu_cal.attention_tflops, c.attention_tflops_per_cpu_s);
   }
   std::vector<size_t> base_windows = ev.sequence.pair_baseline;
-  base_windows.push_back(ev.sequence.baseline_check);
+  if (ev.sequence.baseline_check) base_windows.push_back(*ev.sequence.baseline_check);
   const double N = static_cast<double>(ev.work.base_forwards);
   for (size_t k : base_windows) {
     const GateWindow& bw = ev.sequence.windows[k];
@@ -174,6 +174,7 @@ json speed_report(const GateEvidence& ev, const Efficiency& e, double floor, con
 }  // namespace
 
 Calibration best_calibration(const std::vector<Calibration>& rounds) {
+  if (rounds.empty()) return {};  // a gate that stopped before its first baseline run
   Calibration cal = rounds.front();
   for (const auto& c : rounds) {
     cal.matmul_tflops = std::max(cal.matmul_tflops, c.matmul_tflops);

@@ -22,7 +22,7 @@ namespace autooptim::gates {
 // One generation of the gate's sequence, with the process sampled around it.
 struct GateWindow {
   // warmup_baseline, warmup_candidate, candidate, baseline, candidate_split, audit, baseline_check, off,
-  // baseline_split, recheck_fresh, recheck_seen
+  // baseline_split, recheck_fresh, recheck_seen (gates/gate_plan.h says what each is for)
   std::string role;
   bool candidate_code = false;  // the candidate's manifest (or its off run) ran in it
   ProcessSample before, after;
@@ -34,7 +34,10 @@ struct GateSequence {
   std::deque<GateWindow> windows;  // a deque: references to earlier windows stay valid
   size_t first_candidate = 0;      // the candidate's warm-up
   std::vector<size_t> pair_candidate, pair_baseline, split_candidate;
-  size_t audit = 0, baseline_check = 0, off = 0;
+  size_t audit = 0, off = 0;
+  // The fresh baseline run that spot-checks the cached outputs: only in a worker's first gate on a cache
+  // it has not verified yet (the baseline's own gate checks every cached clip against its split instead).
+  std::optional<size_t> baseline_check;
   // The adjacent fresh-draw / official-seed pair, run when the split and the timed pairs disagree.
   std::optional<std::pair<size_t, size_t>> recheck;
   // Next to each judged baseline run, the machine's throughput at the model's shapes.
@@ -56,7 +59,7 @@ struct GateClip {
   bool identical = false;  // same size and bit for bit the baseline's
 };
 
-// The timings the checks compare: the timed pairs (and the baseline check), the split, the stages.
+// The timings the checks compare: the timed pairs (and a cache spot-check's baseline run), the split, the stages.
 struct GateTiming {
   runtime::TimingStats baseline, candidate;
   double speedup = 0, noise = 0, margin = 0;
@@ -76,13 +79,15 @@ struct ForwardWork {
 };
 
 struct GateEvidence {
-  // Why the gate stopped after its timed pairs, its verdict certain ("" when it made every generation):
-  // then only the sequence, the timing, the work and the calibration are filled.
-  std::string stopped_early;
+  // Why the gate stopped before its last generation, its verdict certain ("" when it made every generation),
+  // and the check that fails (performance, authenticity or quality) with what it saw: then only the sequence,
+  // the timing, the work and the calibration are filled.
+  std::string stopped_early, stopped_check;
+  nlohmann::json stopped_details = nlohmann::json::object();
   std::vector<Prompt> prompts;
   GateSequence sequence;
   std::vector<GateClip> clips;  // the split at the official seed, then the timed pairs
-  RunOutput audit, off_run, baseline_check;
+  RunOutput audit, off_run;
   nlohmann::json off_manifest;  // the candidate with its flags off, as run
   GateTiming timing;
   ForwardWork work;

@@ -13,7 +13,7 @@ bool is_cached(const std::vector<bool>& cached, size_t i) { return i < cached.si
 }  // namespace
 
 std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::string>& ids, const GateSettings& S,
-                                                     const std::vector<bool>& cached) {
+                                                     const std::vector<bool>& cached, bool baseline_gate) {
   std::vector<PlannedGeneration> plan;
   auto add = [&](std::string role, std::string side, std::string prompt, std::string serves) {
     PlannedGeneration g;
@@ -45,16 +45,21 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
   }
   for (const auto& id : ids)
     add("candidate_split", "candidate", official(id),
-        "the quality gate's clip; its time against the fresh draws (a candidate that depends on the baseline's "
-        "outputs)");
+        baseline_gate
+            ? "the baseline's output of " + id + ", cached for every later gate (checked against a cached one)"
+            : "the quality gate's clip; its time against the fresh draws (a candidate that depends on the "
+              "baseline's outputs)");
   add("audit", "candidate", "pair 1 again",
       "the duplicate-prompt audit: the same request must cost the same and give the same clip");
-  if (!ids.empty()) {
+  if (ids.empty()) return plan;
+  if (!baseline_gate && is_cached(cached, 0))
     add("baseline_check", "baseline", official(ids.front()),
-        "the off run's reference; the spot-check of the cached baseline outputs; one more baseline time");
-    add("off", "off", official(ids.front()), "off identity: the build with the flags off is the baseline");
-  }
-  for (size_t i = 1; i < ids.size(); ++i) {
+        "only in a worker process's first gate on this cached output (a later one trusts the file it verified, "
+        "unchanged since): the fresh spot-check that keeps the cache honest; one more baseline time")
+        ->conditional = true;
+  add("off", "off", official(ids.front()),
+      "off identity: the build with the flags off makes the baseline's output (cached or fresh) at its speed");
+  for (size_t i = 0; i < ids.size() && !baseline_gate; ++i) {
     PlannedGeneration* g =
         add("baseline_split", "baseline", official(ids[i]), "the reference of the quality gate's clip of " + ids[i]);
     g->cacheable = true;

@@ -23,10 +23,11 @@ struct PlannedGeneration {
 };
 
 // prompt_ids: the split's prompts the gate judges; cached: for each, whether the baseline cache already
-// holds its output at the official seed (empty: none cached).
+// holds its output at the official seed (empty: none cached); baseline_gate: the baseline's own gate, whose
+// split clips are the baseline's outputs (none made twice).
 std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::string>& prompt_ids,
-                                                     const GateSettings& settings,
-                                                     const std::vector<bool>& cached = {});
+                                                     const GateSettings& settings, const std::vector<bool>& cached = {},
+                                                     bool baseline_gate = false);
 
 // The generations the gate will make (conditional ones and cache hits left out).
 int64_t generations_made(const std::vector<PlannedGeneration>& plan);

@@ -9,6 +9,7 @@
 
 #include "base/strings.h"
 #include "gates/baseline_error.h"
+#include "gates/checks/quality.h"
 #include "gates/clip_frames.h"
 #include "gates/gate_baseline_cache.h"
 #include "gates/gate_baseline_speed.h"
@@ -18,6 +19,7 @@
 #include "gates/robust_stats.h"
 #include "runtime/flops.h"
 #include "runtime/models.h"
+#include "runtime/techniques/engagement.h"
 #include "runtime/video_io.h"
 
 namespace fs = std::filesystem;
@@ -76,11 +78,20 @@ class GateRunner {
  public:
   GateRunner(Worker& w, const Manifest& cand, const Manifest& base, const std::vector<Prompt>& prompts,
              const GateSettings& S, GateProgressCounter& progress)
-      : w_(w), cand_(cand), base_(base), prompts_(prompts), S_(S), progress_(progress) {}
+      : w_(w),
+        cand_(cand),
+        base_(base),
+        prompts_(prompts),
+        S_(S),
+        progress_(progress),
+        is_baseline_(manifest_hash(cand) == manifest_hash(base)) {}
 
   void warm_up();
   void timed_pairs();
-  void split_audit_and_off();
+  // Each returns true when the verdict became certain (GateSettings::stop_early), with why in `ev`.
+  bool stop_after_pairs(GateEvidence& ev) const;
+  bool split(const BaselineClipCache& cache, GateEvidence& ev);
+  void audit_and_off(const BaselineClipCache& cache);
   void baseline_split(const BaselineClipCache& cache, json& cache_check);
   void recheck_if_disagreeing();
   GateSequence& sequence() { return seq_; }
@@ -92,14 +103,23 @@ class GateRunner {
   const RunOutput& baseline_window(const std::string& role, const std::function<RunOutput()>& fn);
   // Before pair `made` + 1: enough pairs already (at least settings.min_timing_repeats, both sides quiet).
   bool quiet_enough(int64_t made);
-
- public:
   // After the pairs: why the performance check must fail whatever follows ("" when it may pass).
   std::string certain_slowdown() const;
-
- private:
-  void check_first_cached_clip(const std::optional<std::vector<cv::Mat>>& cached, const fs::path& f,
-                               const BaselineClipCache& cache, json& cache_check);
+  // After the first timed pair: a switch that is on and left no trace fails authenticity ("" when none).
+  std::string certain_disengagement() const;
+  // After split clip k: below the claim's quality against a cached output this process verified ("" else).
+  std::string certain_quality_failure_of(size_t k, const BaselineClipCache& cache, json& seen) const;
+  // A cached clip held against a fresh run of the baseline: it must be what the baseline makes now.
+  void verify_cached_clip(const std::string& prompt_id, const std::vector<cv::Mat>& cached,
+                          const std::vector<cv::Mat>& fresh, const fs::path& f, const BaselineClipCache& cache,
+                          json& cache_check);
+  bool verified_here(const fs::path& f) const {
+    return fs::exists(f) && w_.baseline_clip_verified(f.string(), BaselineClipCache::fingerprint(f));
+  }
+  // `as_read`: the file's fingerprint when its clip was read (empty: now, after this process wrote it).
+  void mark_verified(const fs::path& f, const std::string& as_read = "") {
+    w_.mark_baseline_clip_verified(f.string(), as_read.empty() ? BaselineClipCache::fingerprint(f) : as_read);
+  }
 
   Worker& w_;
   const Manifest& cand_;
@@ -107,6 +127,10 @@ class GateRunner {
   const std::vector<Prompt>& prompts_;
   const GateSettings& S_;
   GateProgressCounter& progress_;
+  const bool is_baseline_;  // the baseline's own gate: its split clips are the baseline's outputs
+  std::string idle_;        // a switch that left no trace in the first timed clip (certain_disengagement)
+  std::optional<std::vector<cv::Mat>> first_cached_;  // the first prompt's cached output, read before the off run
+  std::string first_fingerprint_;                     // its file's fingerprint then
   ProcessMonitor mon_;
   GateSequence seq_;
   std::vector<std::vector<cv::Mat>> split_base8_;
@@ -158,7 +182,7 @@ bool GateRunner::quiet_enough(int64_t made) {
   return noise <= S_.quiet_noise;
 }
 
-// The median of the baseline's runs (the check's included) is at most the slowest pair baseline, the
+// The median of the baseline's runs (a spot-check's included) is at most the slowest pair baseline, the
 // candidate's at least its fastest run: when even that best case is within 1 + min_margin, the performance
 // check fails however the rest goes. Not for the baseline's own gate or a control (no technique flags):
 // their gate measures the baseline.
@@ -185,49 +209,103 @@ void GateRunner::timed_pairs() {
     const Prompt drawn = c.prompt;
     const int64_t seed = c.seed;
     seq_.pair_candidate.push_back(seq_.windows.size() - 1);
+    if (i == 0 && !(idle_ = certain_disengagement()).empty()) return;  // its baseline would change nothing
     seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
     baseline_window("baseline", [&] { return w_.run(base_, drawn, seed); });
     seq_.pair_baseline.push_back(seq_.windows.size() - 1);
   }
 }
 
-// The candidate on the split at the official seed (the clips of the quality gate), before any baseline
-// output of them is made or read in this gate; the duplicate-prompt audit (the first pair's prompt and
-// seed again must cost the same and give the same clip); a fresh baseline run at the official seed of
-// the first prompt (the off run's reference and the check of the cached baseline output), next to the
-// off run: the same build with the technique's flags off.
-void GateRunner::split_audit_and_off() {
-  for (const auto& p : prompts_) {
-    window("candidate_split", true, [&] { return w_.run(cand_, p); });
-    seq_.split_candidate.push_back(seq_.windows.size() - 1);
+// The gate stops when a switch that is on left no trace in the first timed clip (authenticity must fail:
+// checked before that clip's baseline is made), or after the pairs when the performance check must fail.
+bool GateRunner::stop_after_pairs(GateEvidence& ev) const {
+  ev.stopped_early = idle_;
+  ev.stopped_check = "authenticity";
+  if (ev.stopped_early.empty()) {
+    ev.stopped_early = certain_slowdown();
+    ev.stopped_check = "performance";
   }
+  if (ev.stopped_early.empty()) ev.stopped_check.clear();
+  return !ev.stopped_early.empty();
+}
+
+std::string GateRunner::certain_disengagement() const {
+  if (!S_.stop_early || technique_flags_set(cand_).empty() || seq_.pair_candidate.empty()) return "";
+  const RunOutput& first = seq_.windows[seq_.pair_candidate[0]].out;
+  if (!first.error.empty()) return "";  // a failed run is judged whole (artifacts)
+  const auto problems = runtime::engagement_problems(to_runtime_options(cand_), first.trace);
+  if (problems.empty()) return "";
+  return "stopped after the first timed clip, the verdict certain: " + problems.front();
+}
+
+std::string GateRunner::certain_quality_failure_of(size_t k, const BaselineClipCache& cache, json& seen) const {
+  if (!S_.stop_early || is_baseline_ || technique_flags_set(cand_).empty()) return "";
+  const fs::path f = cache.clip_path(prompts_[k].id, base_.config.seed);
+  // Trusted as the quality check trusts it: the file was verified here, or the cache's spot-checked clip was
+  // (a stale cache, e.g. other weights, shows there first and is an error of the run, not a rejection).
+  if (!verified_here(f) && !verified_here(cache.clip_path(prompts_[0].id, base_.config.seed))) return "";
+  const auto base8 = BaselineClipCache::read(f);
+  const RunOutput& r = seq_.windows[seq_.split_candidate[k]].out;
+  if (!base8 || !r.error.empty() || !finite_video(r.video)) return "";
+  const std::string why =
+      certain_quality_failure(prompts_[k].id, runtime::frames_from_tensor(r.video), *base8, cand_.lossless, S_, seen);
+  if (why.empty()) return "";
+  return "stopped after split clip " + std::to_string(k + 1) + " of " + std::to_string(prompts_.size()) +
+         ", the verdict certain: " + why;
+}
+
+// The candidate on the split at the official seed (the clips of the quality gate), before any baseline
+// output of them is made or read in this gate. Where this process already verified the cache, a clip
+// below what the claim needs ends the gate at once (its baseline output read after the clip was made).
+bool GateRunner::split(const BaselineClipCache& cache, GateEvidence& ev) {
+  for (size_t k = 0; k < prompts_.size(); ++k) {
+    window("candidate_split", true, [&] { return w_.run(cand_, prompts_[k]); });
+    seq_.split_candidate.push_back(seq_.windows.size() - 1);
+    ev.stopped_early = certain_quality_failure_of(k, cache, ev.stopped_details);
+    if (!ev.stopped_early.empty()) {
+      ev.stopped_check = "quality";
+      return true;
+    }
+  }
+  return false;
+}
+
+// The duplicate-prompt audit (the first pair's prompt and seed again must cost the same and give the same
+// clip); where this process has not yet verified the cached output of the first prompt, a fresh baseline
+// run of it (the spot-check that keeps the cache honest); then the off run, the same build with the
+// technique's flags off, whose clip the off-identity check holds against the baseline's output.
+void GateRunner::audit_and_off(const BaselineClipCache& cache) {
   const Prompt audit_prompt = seq_.windows[seq_.pair_candidate[0]].out.prompt;
   const int64_t audit_seed = seq_.windows[seq_.pair_candidate[0]].out.seed;
   window("audit", true, [&] { return w_.run(cand_, audit_prompt, audit_seed); });
   seq_.audit = seq_.windows.size() - 1;
+  const fs::path first = cache.clip_path(prompts_[0].id, base_.config.seed);
+  // The off run's reference, read before the off run: what the candidate's code does to the file after
+  // cannot change it (a change before shows in the file's fingerprint: then the fresh spot-check runs).
+  if (!is_baseline_) {
+    first_fingerprint_ = BaselineClipCache::fingerprint(first);
+    first_cached_ = BaselineClipCache::read(first);
+  }
+  if (!is_baseline_ && first_cached_ && !verified_here(first)) {
+    seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
+    baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
+    seq_.baseline_check = seq_.windows.size() - 1;
+  }
   const Manifest off = with_flags_off(cand_);
-  seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
-  baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
-  seq_.baseline_check = seq_.windows.size() - 1;
   window("off", true, [&] { return w_.run(off, prompts_[0]); });
   seq_.off = seq_.windows.size() - 1;
 }
 
-// The promised check: the cached output must be what a fresh run makes now.
-void GateRunner::check_first_cached_clip(const std::optional<std::vector<cv::Mat>>& cached, const fs::path& f,
-                                         const BaselineClipCache& cache, json& cache_check) {
-  const auto& fresh = split_base8_[0];
-  if (!cached) {
-    BaselineClipCache::write(f, fresh);
-    cache_check["checked"] = nullptr;
-    cache_check["note"] = "no cached output yet: the fresh run was cached";
-    return;
+void GateRunner::verify_cached_clip(const std::string& prompt_id, const std::vector<cv::Mat>& cached,
+                                    const std::vector<cv::Mat>& fresh, const fs::path& f,
+                                    const BaselineClipCache& cache, json& cache_check) {
+  const bool same = same_frames(cached, fresh);
+  const double p = same ? kPsnrCap : same_shape(cached, fresh) ? compare_clips(cached, fresh).psnr_min : 0;
+  if (cache_check["checked"].is_null()) {  // the first clip checked is the one reported
+    cache_check["checked"] = prompt_id;
+    cache_check["bit_identical"] = same;
+    cache_check["psnr_min"] = p;
   }
-  const bool same = same_frames(*cached, fresh);
-  const double p = same ? kPsnrCap : same_shape(*cached, fresh) ? compare_clips(*cached, fresh).psnr_min : 0;
-  cache_check["checked"] = prompts_[0].id;
-  cache_check["bit_identical"] = same;
-  cache_check["psnr_min"] = p;
   if (!same && (S_.exact_off_identity || p < S_.lossless_psnr))
     throw BaselineError("the cached baseline output " + f.string() +
                         " differs from a fresh run of the baseline (PSNR " + base::format_fixed(p, 2) +
@@ -235,25 +313,43 @@ void GateRunner::check_first_cached_clip(const std::optional<std::vector<cv::Mat
                         cache.dir().string() + " and run again");
 }
 
-// Baseline outputs of the rest of the split: from the cache, made here when missing.
+// Baseline outputs of the split: the baseline's own gate has made them (its split clips), checked against
+// any cached ones; a spot-check's fresh run checks the first prompt's cached output; the rest come from the
+// cache, made here and cached when missing.
 void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_check) {
   split_base8_.assign(prompts_.size(), {});
+  cache_check["checked"] = nullptr;
   for (size_t i = 0; i < prompts_.size(); ++i) {
     const fs::path f = cache.clip_path(prompts_[i].id, base_.config.seed);
-    std::optional<std::vector<cv::Mat>> cached = BaselineClipCache::read(f);
-    if (i == 0) {
-      split_base8_[0] = runtime::frames_from_tensor(seq_.windows[seq_.baseline_check].out.video);
-      check_first_cached_clip(cached, f, cache, cache_check);
+    const bool verified = verified_here(f);
+    std::optional<std::vector<cv::Mat>> cached = i == 0 && first_cached_ ? first_cached_ : BaselineClipCache::read(f);
+    const bool check_run = i == 0 && seq_.baseline_check.has_value();
+    if (is_baseline_ || check_run) {
+      const size_t w = is_baseline_ ? seq_.split_candidate[i] : *seq_.baseline_check;
+      split_base8_[i] = runtime::frames_from_tensor(seq_.windows[w].out.video);
+      if (cached) {
+        verify_cached_clip(prompts_[i].id, *cached, split_base8_[i], f, cache, cache_check);
+        mark_verified(f, i == 0 && first_cached_ ? first_fingerprint_ : "");
+      } else {
+        BaselineClipCache::write(f, split_base8_[i]);
+        mark_verified(f);
+      }
       continue;
     }
     if (cached) {
+      if (i == 0 && verified) cache_check["verified_in_process"] = true;
       split_base8_[i] = std::move(*cached);
       continue;
     }
     const RunOutput& b = baseline_window("baseline_split", [&] { return w_.run(base_, prompts_[i]); });
     split_base8_[i] = runtime::frames_from_tensor(b.video);
     BaselineClipCache::write(f, split_base8_[i]);
+    mark_verified(f);
   }
+  if (cache_check["checked"].is_null())
+    cache_check["note"] = cache_check.value("verified_in_process", false)
+                              ? "verified earlier in this process against a fresh baseline run (the file unchanged)"
+                              : "no cached output to check: the fresh runs were cached";
 }
 
 // Authenticity compares the candidate on prompts/seeds whose baseline output exists (the split at the
@@ -279,9 +375,9 @@ GateTiming timing_of(const GateSequence& seq, const GateSettings& S) {
   auto text = [](const RunOutput& r) { return r.times.text_encoding; };
   auto denoise = [](const RunOutput& r) { return r.times.denoising; };
   auto decode = [](const RunOutput& r) { return r.times.decoding; };
-  const RunOutput& check = seq.windows[seq.baseline_check].out;
-  std::vector<double> base_times = seconds_of(seq, seq.pair_baseline, total_seconds);
-  base_times.push_back(check.seconds);
+  std::vector<size_t> base_runs = seq.pair_baseline;  // the pairs', and a spot-check's where it ran
+  if (seq.baseline_check) base_runs.push_back(*seq.baseline_check);
+  std::vector<double> base_times = seconds_of(seq, base_runs, total_seconds);
   for (const auto& win : seq.windows) {
     if (win.role.rfind("warmup", 0) == 0) continue;
     const auto& r = win.out;
@@ -299,9 +395,7 @@ GateTiming timing_of(const GateSequence& seq, const GateSettings& S) {
   if (seq.recheck)
     t.recheck_s =
         std::make_pair(seq.windows[seq.recheck->first].out.seconds, seq.windows[seq.recheck->second].out.seconds);
-  std::vector<double> base_denoise = seconds_of(seq, seq.pair_baseline, denoise);
-  base_denoise.push_back(check.times.denoising);
-  t.baseline_denoise_s = median_of(base_denoise);
+  t.baseline_denoise_s = median_of(seconds_of(seq, base_runs, denoise));
   t.baseline_text_s = median_of(seconds_of(seq, seq.pair_baseline, text));
   t.baseline_decode_s = median_of(seconds_of(seq, seq.pair_baseline, decode));
   t.candidate_text_s = median_of(seconds_of(seq, seq.pair_candidate, text));
@@ -379,9 +473,9 @@ void GateProgressCounter::tick(const std::string& role) {
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count()});
 }
 
-int64_t expected_gate_runs(int64_t np, const GateSettings& S) {
-  return generations_made(
-      plan_gate_generations(std::vector<std::string>(static_cast<size_t>(std::max<int64_t>(0, np))), S));
+int64_t expected_gate_runs(int64_t np, const GateSettings& S, bool baseline_gate) {
+  return generations_made(plan_gate_generations(std::vector<std::string>(static_cast<size_t>(std::max<int64_t>(0, np))),
+                                                S, {}, baseline_gate));
 }
 
 namespace {
@@ -408,9 +502,7 @@ GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifes
   runner.warm_up();
   runner.timed_pairs();
   GateEvidence ev;
-  ev.stopped_early = runner.certain_slowdown();
-  if (!ev.stopped_early.empty()) return stopped_evidence(w, cand, base, prompts, runner, std::move(ev));
-  runner.split_audit_and_off();
+  if (runner.stop_after_pairs(ev)) return stopped_evidence(w, cand, base, prompts, runner, std::move(ev));
   const fs::path cache_root =
       S.cache_dir.empty() ? fs::path(ctx.out_dir).parent_path() / "baseline-cache" : fs::path(S.cache_dir);
   json cache_key = ctx.environment;  // the gate environment, plus the baseline's threads and manifest
@@ -419,6 +511,8 @@ GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifes
   const BaselineClipCache cache(cache_root, cache_key);
   ev.cache_root = cache_root.string();
   ev.cache_dir = cache.dir().string();
+  if (runner.split(cache, ev)) return stopped_evidence(w, cand, base, prompts, runner, std::move(ev));
+  runner.audit_and_off(cache);
   ev.cache_check = {{"dir", cache.dir().string()}, {"key", cache.key()}};
   runner.baseline_split(cache, ev.cache_check);
   runner.recheck_if_disagreeing();
@@ -429,7 +523,6 @@ GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifes
   ev.clips = clips_of(seq, prompts, runner.split_base8());
   ev.audit = seq.windows[seq.audit].out;
   ev.off_run = seq.windows[seq.off].out;
-  ev.baseline_check = seq.windows[seq.baseline_check].out;
   ev.off_manifest = to_json(with_flags_off(cand));
   ev.timing = timing_of(seq, S);
   ev.work = work_of(w, base.config, cand.config);
@@ -447,7 +540,7 @@ json timing_choices(const GateSequence& seq, const GateSettings& S) {
                 {"later_median_s", later.empty() ? json(nullptr) : json(median_of(later))}};
   };
   std::vector<size_t> baseline_runs = seq.pair_baseline;
-  if (seq.baseline_check > 0) baseline_runs.push_back(seq.baseline_check);
+  if (seq.baseline_check) baseline_runs.push_back(*seq.baseline_check);
   return {{"pairs",
            {{"made", seq.pair_candidate.size()},
             {"most", std::max<int64_t>(1, S.timing_repeats)},

@@ -1,8 +1,10 @@
 #pragma once
 // The gate run: the sequence of generations a verdict rests on (warm-ups, interleaved timed pairs, the
-// split's clips, the duplicate-prompt audit, the baseline check and the off run, the split's baselines
-// from the cache or made and cached, and where the split and the pairs disagree an adjacent recheck),
-// each a window with the process sampled around it. It returns the evidence; the checks judge it.
+// split's clips, the duplicate-prompt audit, a spot-check of the cached baseline outputs where this process
+// has not verified them, the off run, the split's baselines from the cache or made and cached, and where
+// the split and the pairs disagree an adjacent recheck), each a window with the process sampled around it.
+// It stops as soon as the verdict is certain (GateSettings::stop_early). It returns the evidence; the
+// checks judge it.
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,9 +33,8 @@ class GateProgressCounter {
   std::chrono::steady_clock::time_point began_;
 };
 
-// The generations a gate expects: warm-ups, the timed pairs, the split, the audit, the baseline check,
-// the off run, the split's baselines.
-int64_t expected_gate_runs(int64_t prompts, const GateSettings& settings);
+// The generations a gate expects with a cold cache (gates/gate_plan.h); baseline_gate: the baseline's own.
+int64_t expected_gate_runs(int64_t prompts, const GateSettings& settings, bool baseline_gate = false);
 
 // What the gate run needs besides the manifests and the prompts.
 struct GateRunContext {

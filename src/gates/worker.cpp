@@ -84,6 +84,15 @@ const std::string& Worker::build_id() {
   return id;
 }
 
+bool Worker::baseline_clip_verified(const std::string& file, const std::string& digest) const {
+  const auto it = verified_baseline_clips_.find(file);
+  return it != verified_baseline_clips_.end() && it->second == digest;
+}
+
+void Worker::mark_baseline_clip_verified(const std::string& file, const std::string& digest) {
+  verified_baseline_clips_[file] = digest;
+}
+
 double Worker::peak_tflops() {
   if (peak_tflops_ > 0) return peak_tflops_;
   const auto& p = request_.precision;

@@ -104,6 +104,10 @@ class Worker {
   // What run() has done so far: generations and the seconds spent inside them (device time generating).
   int64_t generations() const { return generations_; }
   double generating_seconds() const { return generating_s_; }
+  // The cached baseline clips this process has held against a fresh baseline run of its own (or written
+  // from one): each file with the digest of its bytes then. A file changed since is not verified.
+  bool baseline_clip_verified(const std::string& file, const std::string& digest) const;
+  void mark_baseline_clip_verified(const std::string& file, const std::string& digest);
 
  private:
   runtime::LoadRequest request_;
@@ -113,6 +117,7 @@ class Worker {
   int64_t generations_ = 0;
   double generating_s_ = 0;
   std::string weights_hash_;
+  std::map<std::string, std::string> verified_baseline_clips_;  // file -> digest
   bool redteam_allowed_ = false;
   // One red team per pipeline (per precision), declared after the pipelines so it is destroyed first.
   std::map<runtime::WanPipeline*, std::unique_ptr<redteam::RedTeam>> redteams_;

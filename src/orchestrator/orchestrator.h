@@ -82,7 +82,8 @@ struct PlanEstimate {
   double screen_s = 0;   // one screen
   double trial_s = 0;    // one executor trial
   double baseline_gate_s = 0, exploration_s = 0, gating_s = 0, total_device_s = 0, wall_s = 0;
-  double min_budget_s = 0;  // the least budget that gates one candidate
+  double min_budget_s = 0;         // the least budget that gates one candidate
+  double min_budget_cached_s = 0;  // ... when the baseline's gate is cached from an earlier run
   int64_t workers = 1, gates_fit = 0;
   bool enough = false;
   std::string why;  // when not enough

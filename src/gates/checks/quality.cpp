@@ -13,10 +13,26 @@ namespace autooptim::gates {
 using base::format_fixed;
 using nlohmann::json;
 
-namespace {
-
 double needed_psnr(bool lossless, const GateSettings& S) { return lossless ? S.lossless_psnr : S.min_psnr; }
 double needed_ssim(bool lossless, const GateSettings& S) { return lossless ? 0.999 : S.min_ssim; }
+
+std::string certain_quality_failure(const std::string& name, const std::vector<cv::Mat>& cand8,
+                                    const std::vector<cv::Mat>& base8, bool lossless, const GateSettings& S,
+                                    json& seen) {
+  if (lossless && S.precision_floor) return "";  // the precision control may still confirm the claim
+  if (!same_shape(cand8, base8)) return name + ": the clip's size differs from the baseline's (another config)";
+  if (same_frames(cand8, base8)) return "";
+  const auto q = compare_clips(cand8, base8);
+  const double qp = std::isnan(q.psnr_mean) ? 0 : q.psnr_mean, qs = std::isnan(q.ssim_mean) ? 0 : q.ssim_mean;
+  seen = gates::to_json(q);
+  seen["clip"] = name;
+  const double need_p = needed_psnr(lossless, S), need_s = needed_ssim(lossless, S);
+  if (qp >= need_p && qs >= need_s) return "";
+  return "quality below tolerance on " + name + ": PSNR " + format_fixed(qp, 2) + " dB (needs " +
+         format_fixed(need_p, 2) + "), SSIM " + format_fixed(qs, 4) + " (needs " + format_fixed(need_s, 4) + ")";
+}
+
+namespace {
 
 std::string first_audit_failure(const QualityComparisons& cmp, const std::vector<GateClip>& clips, double need) {
   for (const auto& [k, qp] : cmp.audits)

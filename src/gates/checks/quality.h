@@ -28,6 +28,17 @@ struct QualityComparisons {
 
 QualityComparisons compare_quality(const GateEvidence& evidence, bool lossless, const GateSettings& settings);
 
+// The mean PSNR (dB) and SSIM a split clip needs for the claim.
+double needed_psnr(bool lossless, const GateSettings& settings);
+double needed_ssim(bool lossless, const GateSettings& settings);
+
+// Why this split clip fails the quality check whatever the rest of the gate shows ("" when it may pass):
+// below what the claim needs, where nothing can rescue it (a lossy claim, or a lossless one without the
+// precision floor). Fills `seen` with the clip's comparison. What the gate stops early on.
+std::string certain_quality_failure(const std::string& name, const std::vector<cv::Mat>& cand8,
+                                    const std::vector<cv::Mat>& base8, bool lossless, const GateSettings& settings,
+                                    nlohmann::json& seen);
+
 struct QualityResult {
   GateCheck check;
   nlohmann::json clips = nlohmann::json::object();  // per clip: its metrics (quality.json)

@@ -54,7 +54,8 @@ std::string default_baseline_cache(const std::filesystem::path& out, const std::
 // with the split's baseline outputs cached or not; and its seconds at a baseline clip of clip_s and a
 // candidate `speedup` times faster.
 std::vector<gates::PlannedGeneration> gate_plan_of(const RunRequest& req, int64_t prompts_in_split, bool split_cached,
-                                                   const std::vector<std::string>& ids = {});
+                                                   const std::vector<std::string>& ids = {},
+                                                   bool baseline_gate = false);
 double plan_seconds(const std::vector<gates::PlannedGeneration>& plan, const gates::ClipCost& cost, double speedup);
 // plan.json's object for a calibration and its estimate.
 nlohmann::json plan_json(const RunState& s, const nlohmann::json& calibration, const PlanEstimate& e);
