@@ -2,8 +2,8 @@
 // The technique registry: what every technique declares about itself, in one place per technique.
 //
 // A technique is one source file under techniques/<family>/ (plus its header, and its CUDA file where
-// it has one). Its header declares its options struct (FusedQkvOptions, EasyCacheOptions, ...), which
-// RuntimeOptions holds by type without knowing it (runtime/technique_options.h). The file opens with
+// it has one). Its <name>_options.h declares its options struct (FusedQkvOptions, EasyCacheOptions, ...),
+// which RuntimeOptions holds by type without knowing it (runtime/technique_options.h). The file opens with
 // AUTOOPTIM_TECHNIQUE(name) { ... }, which returns its Technique: its flags (name, type, range, default,
 // bound to a field of its options struct: field(&EasyCacheOptions::threshold)), family, whether it is
 // lossless, the switch that turns it on, the counters that prove it engaged, its executor search space and
@@ -14,8 +14,8 @@
 // The file is compiled twice: into the torch-free registry library (AUTOOPTIM_TECHNIQUE_SPECS defined,
 // so the manifest code links it without libtorch: only the declaration is compiled) and into the
 // runtime (AUTOOPTIM_TECHNIQUE_HOOKS is 1: its torch code, the hooks the forward calls). Everything a
-// file includes before `#if AUTOOPTIM_TECHNIQUE_HOOKS` must be torch-free: its own header, included there
-// for its options struct, keeps its torch declarations under `#ifndef AUTOOPTIM_TECHNIQUE_SPECS`.
+// file includes before `#if AUTOOPTIM_TECHNIQUE_HOOKS` must be torch-free: its options struct is included
+// there from its torch-free <name>_options.h (its <name>.h, if any, is torch code and includes it too).
 // src/runtime/CMakeLists.txt finds the files by their AUTOOPTIM_TECHNIQUE line; nothing else lists them.
 #include <cstdint>
 #include <functional>
