@@ -24,6 +24,11 @@ void add_worker(CLI::App& app) {
       ->check(number_in(0, 1e7));
   cmd->add_option("--max-requests", o->max_requests, "Leave after this many requests (0: no limit)")
       ->check(int_in(0, 1000000000));
+  cmd->add_option("--trial-baselines", o->trial_baselines,
+                  "A trial's baseline run of a prompt: reuse the worker's first (reuse), run it every trial (fresh), "
+                  "or reuse on a CUDA device only (auto)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "reuse", "fresh"}));
   cmd->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats")
       ->capture_default_str()
       ->check(number_in(0.05, 60));

@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 
+#include "workers/trial_baselines.h"
 #include "workers/trial_result.h"
 #include "base/atomic_file.h"
 #include "gates/gate.h"
@@ -93,7 +94,11 @@ std::string weights_identity(const runtime::LoadRequest& r) {
 
 class Server {
  public:
-  explicit Server(const ServeOptions& o) : o_(o), layout_{o.run_dir}, dir_(layout_.worker(o.worker_id)) {}
+  explicit Server(const ServeOptions& o)
+      : o_(o),
+        layout_{o.run_dir},
+        dir_(layout_.worker(o.worker_id)),
+        trial_baselines_(reuse_trial_baselines(o.trial_baselines, o.load.precision.device)) {}
 
   int run();
 
@@ -157,6 +162,7 @@ class Server {
   int64_t heartbeat_seq_ = 0;
   std::set<std::string> warmed_;
   std::map<std::string, CalibrateResult> calibrations_;  // base manifest hash -> calibrate result
+  TrialBaselines trial_baselines_;
 };
 
 json Server::counters() {
@@ -486,9 +492,17 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
   for (int64_t i = 0; i < n; ++i) {
     const auto& p = prompts[static_cast<size_t>(i)];
     check_abandon(id);
-    set_stage("trial " + label + ": baseline " + p.id);
-    const gates::RunOutput b = worker_->run(base, p);  // interleaved: baseline then candidate
-    if (!b.error.empty()) throw Error("the baseline failed: " + b.error);
+    gates::RunOutput b;  // interleaved: baseline then candidate (the baseline's kept run where reused)
+    if (const auto kept = trial_baselines_.find(base, p)) {
+      b.video = TrialBaselines::video(*kept);
+      b.seconds = kept->seconds;
+      ++t.baselines_reused;
+    } else {
+      set_stage("trial " + label + ": baseline " + p.id);
+      b = worker_->run(base, p);
+      if (!b.error.empty()) throw Error("the baseline failed: " + b.error);
+      trial_baselines_.keep(base, p, b.video, b.seconds);
+    }
     bt.push_back(b.seconds);
     check_abandon(id);
     set_stage("trial " + label + ": candidate " + p.id);

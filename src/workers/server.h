@@ -17,6 +17,8 @@ struct ServeOptions {
   double heartbeat_s = 1.0;
   double idle_exit_s = 0;    // 0: never leave for idleness
   int64_t max_requests = 0;  // 0: no limit (tests: leave after k requests)
+  // Trials' baseline runs: "auto" (kept and reused on a CUDA device), "reuse" or "fresh" (workers/trial_baselines.h).
+  std::string trial_baselines = "auto";
 };
 
 // Serves until told to stop; returns the process's exit status (0 stopped, 2 could not start).

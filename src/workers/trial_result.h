@@ -20,6 +20,8 @@ struct TrialResult {
   // What the harness's authenticity check would say of the candidate runs' engagement counters
   // (a switch that did nothing): such a trial is logged but never proposed.
   std::vector<std::string> not_engaged;
+  // Prompts whose baseline run was the worker's kept one (workers/trial_baselines.h), not made for this trial.
+  int64_t baselines_reused = 0;
   bool engaged() const { return not_engaged.empty(); }
   nlohmann::json to_json() const;
   static TrialResult from_json(const nlohmann::json& j);

@@ -77,6 +77,11 @@ TEST(PlanPhase, TheOfficialConfigurationAtTheH100sCalibration) {
   EXPECT_NEAR(e.gate_2x_s, 1106.7, 0.1);
   EXPECT_NEAR(e.min_budget_s / 60, 73.3, 0.1);
   EXPECT_NEAR(e.min_budget_cached_s / 60, 36.9, 0.1);
+  EXPECT_NEAR(e.exploration_s, 3 * 8 * 2 * 2 * clip, 1e-6);  // on a CPU: each trial's baseline run made afresh
+  // On a GPU a trial's baseline run of a prompt is the worker's kept one: the exploration makes half the clips.
+  req.load.precision.device = at::Device(at::kCUDA, 0);
+  EXPECT_NEAR(estimate_plan(req, cal, 8, autooptim::gates::official_config("wan22-ti2v-5b")).exploration_s,
+              3 * 8 * 2 * clip, 1e-6);
 }
 
 TEST(PlanPhase, ABudgetBelowOneCandidateSaysWhatItNeeds) {

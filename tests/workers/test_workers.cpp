@@ -20,7 +20,10 @@
 #include <vector>
 
 #include "test_util.h"
+#include "gates/prompts.h"
+#include "workers/messages.h"
 #include "workers/protocol.h"
+#include "workers/trial_result.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -140,6 +143,46 @@ TEST(Workers, OneWorkerServesTwoExecutorProcessesWithOneModelLoaded) {
   const json reg = json::parse(slurp(fs::path(run) / "workers" / "cpu0" / "worker.json"));
   EXPECT_EQ(reg["state"], "stopped");
   EXPECT_GE(reg["final"]["requests"].get<int>(), 2);
+}
+
+// Issue 37: a worker that reuses its trials' baseline runs (the default on a CUDA device) makes the baseline's
+// clip of a prompt once; a later trial on it runs the candidate only, against the same clip and time. Made
+// fresh (the default on a CPU), every trial runs the baseline.
+TEST(Workers, TrialsReuseTheWorkersBaselineRunWhereAsked) {
+  for (const std::string mode : {"reuse", "fresh"}) {
+    autooptim::test::TempDir tmp;
+    const std::string run = tmp.file("run");
+    const pid_t w = spawn("", "worker --serve " + run + " --worker-id w --model wan22-tiny --trial-baselines " + mode,
+                          tmp.file("w.log"));
+    autooptim::workers::Client client(run, "test");
+    const auto prompts = autooptim::gates::load_prompts(kSrc + "/prompts", false).split("smoke");
+    autooptim::workers::TrialRequest t;
+    t.base = autooptim::gates::load_manifest(small_baseline(tmp));
+    t.prompts = {prompts.at(0)};
+    t.n = 1;
+    std::vector<json> answers;
+    for (const char* flag : {"cross_kv_cache", "timestep_dedup"}) {
+      t.flags = {{flag, true}};
+      t.label = flag;
+      answers.push_back(client.call(t.to_json()));
+    }
+    autooptim::workers::stop_all(run);
+    EXPECT_EQ(wait_exit(w), 0) << slurp(tmp.file("w.log"));
+    for (const auto& a : answers) ASSERT_TRUE(a.value("ok", false)) << a.dump();
+    const auto first = autooptim::workers::TrialResult::from_json(answers[0]["result"]);
+    const auto second = autooptim::workers::TrialResult::from_json(answers[1]["result"]);
+    EXPECT_EQ(first.baselines_reused, 0) << mode;
+    EXPECT_EQ(answers[0]["generations"], 3) << mode;  // the warm-up, the baseline, the candidate
+    if (mode == "reuse") {
+      EXPECT_EQ(second.baselines_reused, 1);
+      EXPECT_EQ(answers[1]["generations"], 1);  // the candidate only
+      EXPECT_DOUBLE_EQ(second.baseline_s, first.baseline_s);
+      EXPECT_GT(second.psnr_min, 40.0);  // both lossless against the same kept clip
+    } else {
+      EXPECT_EQ(second.baselines_reused, 0);
+      EXPECT_EQ(answers[1]["generations"], 2);
+    }
+  }
 }
 
 TEST(Workers, AKilledWorkersRequestIsRequeuedAndFinishedByAnother) {

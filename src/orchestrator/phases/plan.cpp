@@ -61,8 +61,12 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
   e.trial_s = 3 * e.clip_s;  // warm-up, baseline and candidate on one prompt
   const double budget_s = req.budget_minutes * 60.0;
   const int64_t families = static_cast<int64_t>(req.families.size());
-  // Exploration: each family's trials on about two prompts, sharing the workers, within half the budget.
-  e.exploration_s = std::min(families * req.executor_trials * 2.0 * 2.0 * e.clip_s, budget_s * 0.5 * e.workers);
+  // Exploration: each family's trials on about two prompts, sharing the workers, within half the budget; a
+  // trial's baseline run of a prompt is the worker's kept one on a GPU (workers/trial_baselines.h), so a
+  // trial there makes the candidate's clips only.
+  const double clips_per_prompt = req.load.precision.device.is_cuda() ? 1.0 : 2.0;
+  e.exploration_s =
+      std::min(families * req.executor_trials * 2.0 * clips_per_prompt * e.clip_s, budget_s * 0.5 * e.workers);
   const double left = std::max(0.0, budget_s * e.workers - e.load_s * e.workers - e.baseline_gate_s - e.exploration_s);
   const int64_t candidates = std::max<int64_t>(0, req.budget_trials - 1);
   e.gates_fit = e.gate_s + e.screen_s > 0
