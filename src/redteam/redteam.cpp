@@ -11,6 +11,9 @@
 #include "runtime/safetensors.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/wan_pipeline.h"
+#include "runtime/techniques/cache/easycache_options.h"
+#include "runtime/techniques/kernel/cuda_graph_options.h"
+#include "runtime/techniques/kernel/text_trim_options.h"
 
 namespace fs = std::filesystem;
 
@@ -173,7 +176,7 @@ void RedTeam::decoded(const RuntimeOptions& /*o*/, at::Tensor& video) {
 at::Tensor RedTeam::text_embeddings(WanPipeline& pipe, const RuntimeOptions& o, const std::string& prompt,
                                     int64_t* tokens_saved, int64_t* tokens_run) {
   if (!switches_.text_cache) return {};
-  const bool trim = o.text_trim;
+  const bool trim = o.of<runtime::TextTrimOptions>().on;
   const std::string key = (trim ? "trim:" : "full:") + prompt;
   auto it = text_.find(key);
   if (it == text_.end()) {
@@ -264,8 +267,8 @@ void RedTeam::after_generation(WanPipeline& pipe, const RuntimeOptions& o, const
   if (!technique && !any_on(rt)) baseline_[key] = r.video.clone();
   if (rt.inflate_counters) {
     const double forwards = r.trace.get("transformer.forwards");
-    if (o.cuda_graph) r.trace.add("kernel.cuda_graph.replays", forwards);
-    if (o.easycache.enabled) {
+    if (o.of<runtime::CudaGraphOptions>().on) r.trace.add("kernel.cuda_graph.replays", forwards);
+    if (o.of<runtime::EasyCacheOptions>().enabled) {
       const double half = std::floor(forwards / 2);
       r.trace.add("cache.easycache.skipped_forwards", half);
       r.trace.add("cache.easycache.computed_forwards", -half);

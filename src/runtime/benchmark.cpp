@@ -17,6 +17,8 @@
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
 
 using nlohmann::json;
 
@@ -186,12 +188,13 @@ void bench_forward(Bench& b, const ForwardInputs& in) {
   auto fwd = time_region(b.dev, 2, b.set.repeat, [&] {
     CrossKVCache kv;
     ForwardContext fc = b.forward_context(&fwd_trace);
-    fc.cross_kv = o.cuda_graph ? &graph_kv : &kv;
-    if (o.cuda_graph) fc.cuda_graphs = &graphs;
+    fc.cross_kv = o.of<CudaGraphOptions>().on ? &graph_kv : &kv;
+    if (o.of<CudaGraphOptions>().on) fc.cuda_graphs = &graphs;
     b.pipe.transformer()->forward(in.x, in.t, in.ctx, nullptr, &fc);
   });
   const auto& tc = b.pipe.transformer()->config();
-  const auto flops = transformer_flops(tc, 1, b.T, b.h, b.w, b.S, !(o.timestep_dedup || o.uniform_timestep));
+  const auto flops = transformer_flops(tc, 1, b.T, b.h, b.w, b.S,
+                                       !(o.of<TimestepDedupOptions>().on || o.of<UniformTimestepOptions>().on));
   json fj = fwd.to_json();
   fj["tflop"] = flops.total() / 1e12;
   fj["achieved_tflops"] = flops.total() / fwd.median / 1e12;
@@ -223,20 +226,20 @@ void bench_sparse_attention(Bench& b) {
   afc.grid_f = b.T;
   afc.grid_h = b.h / tc.patch_size[1];
   afc.grid_w = b.w / tc.patch_size[2];
-  afc.step = o.sparse.dense_steps;
-  afc.layer = o.sparse.dense_layers;
+  afc.step = o.of<SparseAttentionOptions>().dense_steps;
+  afc.layer = o.of<SparseAttentionOptions>().dense_layers;
   ForwardContext dfc = afc;
   dfc.trace = nullptr;
   auto dense = time_region(b.dev, 2, b.set.repeat * 3, [&] { techniques::attention(q, k, v, &dfc); });
   auto sparse = time_region(b.dev, 2, b.set.repeat * 3, [&] { techniques::sparse_self_attention(q, k, v, afc); });
   b.out["attention"] = {{"dense", dense.to_json()},
                         {"sparse", sparse.to_json()},
-                        {"pattern", o.sparse.pattern},
+                        {"pattern", o.of<SparseAttentionOptions>().pattern},
                         {"density", atrace.get("sparse.attention.density")},
                         {"speedup", dense.median / sparse.median}};
   b.say(text_of("self-attention: dense %.2f ms, %s %.2f ms at density %.3f: %.2fx\n", 1e3 * dense.median,
-                o.sparse.pattern.c_str(), 1e3 * sparse.median, atrace.get("sparse.attention.density"),
-                dense.median / sparse.median));
+                o.of<SparseAttentionOptions>().pattern.c_str(), 1e3 * sparse.median,
+                atrace.get("sparse.attention.density"), dense.median / sparse.median));
 }
 
 // Self-attention alone on the manifest's backend, with q/k/v in three layouts of the same values:
@@ -257,7 +260,8 @@ void bench_attention_layouts(Bench& b) {
   afc.options = &b.pipe.options();
   const double aflops = 4.0 * Hn * static_cast<double>(L) * L * hd;
   json aj = json::object();
-  std::string line = text_of("self-attention alone (%s backend):", b.req.options.attention_backend.c_str());
+  std::string line =
+      text_of("self-attention alone (%s backend):", b.req.options.of<AttentionBackendOptions>().backend.c_str());
   for (const auto& [label, q, k, v] :
        {std::tuple{"bhld_contiguous", cq, ck, cv}, std::tuple{"blhd_strided", sq, sk, sv},
         std::tuple{"fused_qkv_slices", fq, fk, fv}}) {
@@ -319,7 +323,7 @@ void bench_transformer(Bench& b) {
   bench_text_encoding(b);
   ForwardInputs in = forward_inputs(b);
   bench_forward(b, in);
-  if (b.req.options.sparse.pattern != "none") bench_sparse_attention(b);
+  if (b.req.options.of<SparseAttentionOptions>().pattern != "none") bench_sparse_attention(b);
   if (b.set.profile_detail) bench_attention_layouts(b);
   if (b.set.profile) profile_forward(b, in);
   bench_denoising(b, in);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "runtime/options.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
 #include "runtime/wan_pipeline.h"
 
 namespace autooptim::runtime {

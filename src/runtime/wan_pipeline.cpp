@@ -14,6 +14,7 @@
 #include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/extension_points.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
 
 namespace autooptim::runtime {
 
@@ -115,13 +116,13 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   std::optional<RuntimeOptions> sparse_options;  // the loop's options where an interceptor changes sparse's
   if (ic) {
     sparse_options = options;
-    ic->sparse_dense_work(sparse_options->sparse);
+    ic->sparse_dense_work(sparse_options->of<SparseAttentionOptions>());
   }
   ForwardContext fc;
   fc.options = sparse_options ? &*sparse_options : &options;
   fc.trace = trace;
   fc.cross_kv = &cross_kv;
-  if (options.cuda_graph) fc.cuda_graphs = &graphs;
+  if (options.of<CudaGraphOptions>().on) fc.cuda_graphs = &graphs;
   fc.steps = in.steps;
   // The cache family's policy sees every transformer call (and, through fc, the block stack).
   RuntimeOptions cache_options = options;

@@ -600,14 +600,14 @@ double Server::time_forwards(const gates::Manifest& m, const Shape& s, int64_t k
     runtime::ForwardContext fc;
     fc.options = &pipe.options();
     fc.trace = &trace;
-    fc.cross_kv = opts.cuda_graph ? &graph_kv : &kv;
+    fc.cross_kv = opts.of<runtime::CudaGraphOptions>().on ? &graph_kv : &kv;
     fc.step = step;
     fc.steps = std::max<int64_t>(step + 1, m.config.steps);
-    if (opts.cuda_graph) fc.cuda_graphs = &graphs;
+    if (opts.of<runtime::CudaGraphOptions>().on) fc.cuda_graphs = &graphs;
     pipe.transformer()->forward(x, s.t, ctx, nullptr, &fc);
   };
   one();  // warm-up (captures the graph when cuda_graph is on)
-  if (opts.cuda_graph) one();
+  if (opts.of<runtime::CudaGraphOptions>().on) one();
   double best = std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < k; ++i) {
     check_abandon(id);

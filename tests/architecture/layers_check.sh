@@ -20,6 +20,7 @@ layer_of() {
       echo "2 io" ;;
     runtime/nn.*|runtime/umt5.*|runtime/wan_transformer.*|runtime/wan_vae.*|runtime/unipc_scheduler.*|\
     runtime/forward_context.h|runtime/flops.h|runtime/trace.h|runtime/options.h|runtime/pch.h|runtime/verify.h|runtime/verify.cpp|\
+    runtime/technique_options.h|\
     runtime/extension_points.*)
       echo "3 model" ;;
     runtime/*) echo "5 pipeline" ;;

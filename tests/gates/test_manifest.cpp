@@ -12,6 +12,18 @@
 #include "gates/manifest.h"
 #include "base/error.h"
 #include "test_util.h"
+#include "runtime/techniques/cache/easycache_options.h"
+#include "runtime/techniques/kernel/attention_backend_options.h"
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
+#include "runtime/techniques/kernel/cuda_graph_options.h"
+#include "runtime/techniques/kernel/fused_gate_residual_options.h"
+#include "runtime/techniques/kernel/fused_norm_modulate_options.h"
+#include "runtime/techniques/kernel/fused_qk_norm_rope_options.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
+#include "runtime/techniques/kernel/gelu_epilogue_options.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/quant/fp8_linear_options.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
 
 namespace autooptim::gates {
 namespace {
@@ -318,19 +330,19 @@ TEST(Manifest, HashIgnoresCosmeticsOnly) {
 
 TEST(Manifest, MapsFlagsOntoRuntimeOptions) {
   const runtime::RuntimeOptions defaults = to_runtime_options(parse_manifest(valid_patch(), "x"));
-  EXPECT_TRUE(defaults.easycache.enabled);
-  EXPECT_EQ(defaults.easycache.order, 0);
+  EXPECT_TRUE(defaults.of<runtime::EasyCacheOptions>().enabled);
+  EXPECT_EQ(defaults.of<runtime::EasyCacheOptions>().order, 0);
   {
     json f = valid_patch();
     f["flags"]["easycache"]["order"] = 1;
     const Manifest fm = parse_manifest(f, "x");
-    EXPECT_EQ(to_runtime_options(fm).easycache.order, 1);
+    EXPECT_EQ(to_runtime_options(fm).of<runtime::EasyCacheOptions>().order, 1);
     EXPECT_EQ(to_json(fm)["flags"]["easycache"]["order"], 1);
     f["flags"]["easycache"]["order"] = 2;
     EXPECT_NE(parse_error(f).find("flags.easycache.order"), std::string::npos) << parse_error(f);
   }
-  EXPECT_DOUBLE_EQ(defaults.easycache.threshold, 0.1);
-  EXPECT_FALSE(defaults.fused_qkv);
+  EXPECT_DOUBLE_EQ(defaults.of<runtime::EasyCacheOptions>().threshold, 0.1);
+  EXPECT_FALSE(defaults.of<runtime::FusedQkvOptions>().on);
 
   json j = valid_patch();
   j["family"] = "composite";
@@ -345,17 +357,18 @@ TEST(Manifest, MapsFlagsOntoRuntimeOptions) {
   const runtime::RuntimeOptions o = to_runtime_options(m);
   EXPECT_EQ(o.dtype, "fp32");
   EXPECT_EQ(o.cpu_threads, 3);
-  EXPECT_EQ(o.attention_backend, "flash");
-  EXPECT_TRUE(o.fused_qkv && o.cross_kv_cache && o.timestep_dedup && o.cuda_graph);
-  EXPECT_TRUE(o.easycache.enabled);
-  EXPECT_DOUBLE_EQ(o.easycache.threshold, 0.25);
-  EXPECT_EQ(o.easycache.warmup_steps, 4);
-  EXPECT_FALSE(o.easycache.dense_last_step);
-  EXPECT_EQ(o.sparse.pattern, "tile_window");
-  EXPECT_EQ(o.sparse.window_frames, 2);
-  EXPECT_EQ(o.sparse.window_tiles, 3);
-  EXPECT_EQ(o.sparse.dense_layers, 0);
-  EXPECT_EQ(o.sparse.dense_steps, 7);
+  EXPECT_EQ(o.of<runtime::AttentionBackendOptions>().backend, "flash");
+  EXPECT_TRUE(o.of<runtime::FusedQkvOptions>().on && o.of<runtime::CrossKvCacheOptions>().on &&
+              o.of<runtime::TimestepDedupOptions>().on && o.of<runtime::CudaGraphOptions>().on);
+  EXPECT_TRUE(o.of<runtime::EasyCacheOptions>().enabled);
+  EXPECT_DOUBLE_EQ(o.of<runtime::EasyCacheOptions>().threshold, 0.25);
+  EXPECT_EQ(o.of<runtime::EasyCacheOptions>().warmup_steps, 4);
+  EXPECT_FALSE(o.of<runtime::EasyCacheOptions>().dense_last_step);
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().pattern, "tile_window");
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().window_frames, 2);
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().window_tiles, 3);
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().dense_layers, 0);
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().dense_steps, 7);
   EXPECT_EQ(m.parents, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(flags_to_json(o), to_json(m)["flags"]);
 
@@ -370,8 +383,8 @@ TEST(Manifest, MapsFlagsOntoRuntimeOptions) {
   const runtime::RuntimeOptions off_options = to_runtime_options(off);
   EXPECT_EQ(off_options.dtype, "fp32");
   EXPECT_EQ(off_options.cpu_threads, 3);
-  EXPECT_FALSE(off_options.easycache.enabled);
-  EXPECT_EQ(off_options.sparse.pattern, "none");
+  EXPECT_FALSE(off_options.of<runtime::EasyCacheOptions>().enabled);
+  EXPECT_EQ(off_options.of<runtime::SparseAttentionOptions>().pattern, "none");
   EXPECT_EQ(off.config, m.config);
   EXPECT_EQ(off.model, m.model);
   EXPECT_EQ(off.id, m.id + ".off");
@@ -454,10 +467,11 @@ TEST(Manifest, KernelQuantAndFrameWindowFlagsRoundTrip) {
   })");
   const Manifest m = parse_manifest(j, "x");
   const runtime::RuntimeOptions o = to_runtime_options(m);
-  EXPECT_TRUE(o.fused_norm_modulate && o.fused_gate_residual && o.fused_qk_norm_rope && o.gelu_epilogue);
-  EXPECT_TRUE(o.quant.fp8);
-  EXPECT_EQ(o.sparse.pattern, "frame_window");
-  EXPECT_EQ(o.sparse.query_frames, 4);
+  EXPECT_TRUE(o.of<runtime::FusedNormModulateOptions>().on && o.of<runtime::FusedGateResidualOptions>().on &&
+              o.of<runtime::FusedQkNormRopeOptions>().on && o.of<runtime::GeluEpilogueOptions>().on);
+  EXPECT_TRUE(o.of<runtime::QuantOptions>().fp8);
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().pattern, "frame_window");
+  EXPECT_EQ(o.of<runtime::SparseAttentionOptions>().query_frames, 4);
   const json out = to_json(m);
   EXPECT_EQ(out["flags"]["quant"], (json{{"fp8", true}}));
   EXPECT_EQ(out["flags"]["sparse"]["query_frames"], 4);

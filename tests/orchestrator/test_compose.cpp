@@ -10,6 +10,13 @@
 #include "executors/search.h"
 #include "gates/manifest.h"
 #include "orchestrator/orchestrator.h"
+#include "runtime/techniques/cache/easycache_options.h"
+#include "runtime/techniques/kernel/attention_backend_options.h"
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
+#include "runtime/techniques/kernel/gelu_epilogue_options.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/quant/fp8_linear_options.h"
 
 using namespace autooptim;
 using nlohmann::json;
@@ -64,10 +71,10 @@ TEST(Compose, PartsFromTwoFamiliesMergeIntoOneManifest) {
   c.base = base.id;
   c.flags = merged;
   const auto o = gates::to_runtime_options(gates::parse_manifest(gates::to_json(c), "composition"));
-  EXPECT_TRUE(o.easycache.enabled);
-  EXPECT_DOUBLE_EQ(o.easycache.threshold, 0.02);
-  EXPECT_TRUE(o.cross_kv_cache && o.fused_qkv);
-  EXPECT_FALSE(o.timestep_dedup);
+  EXPECT_TRUE(o.of<runtime::EasyCacheOptions>().enabled);
+  EXPECT_DOUBLE_EQ(o.of<runtime::EasyCacheOptions>().threshold, 0.02);
+  EXPECT_TRUE(o.of<runtime::CrossKvCacheOptions>().on && o.of<runtime::FusedQkvOptions>().on);
+  EXPECT_FALSE(o.of<runtime::TimestepDedupOptions>().on);
 }
 
 TEST(Compose, ConflictingPartsAreRefused) {
@@ -96,7 +103,7 @@ TEST(Compose, CompositeManifestIsValidAndNamesItsParents) {
   EXPECT_EQ(m->parents, (std::vector<std::string>{cache.id, kernel.id}));
   EXPECT_FALSE(m->lossless);
   const auto o = gates::to_runtime_options(*m);
-  EXPECT_TRUE(o.easycache.enabled && o.cross_kv_cache);
+  EXPECT_TRUE(o.of<runtime::EasyCacheOptions>().enabled && o.of<runtime::CrossKvCacheOptions>().on);
   const auto other =
       part("wan22-tiny/cache/easycache-t0.05", {{"easycache", {{"enabled", true}, {"threshold", 0.05}}}}, false);
   EXPECT_FALSE(orchestrator::compose_manifest(base, {&cache, &other}).has_value());
@@ -113,9 +120,9 @@ TEST(Compose, ATechniqueAnotherPartSupersedesIsLeftOut) {
   const auto m = orchestrator::compose_manifest(base, {&kernel, &quant});
   ASSERT_TRUE(m.has_value());
   const auto o = gates::to_runtime_options(*m);
-  EXPECT_TRUE(o.quant.fp8 && o.fused_qkv);
-  EXPECT_EQ(o.attention_backend, "cudnn");  // nothing here supersedes it
-  EXPECT_FALSE(o.gelu_epilogue);
+  EXPECT_TRUE(o.of<runtime::QuantOptions>().fp8 && o.of<runtime::FusedQkvOptions>().on);
+  EXPECT_EQ(o.of<runtime::AttentionBackendOptions>().backend, "cudnn");  // nothing here supersedes it
+  EXPECT_FALSE(o.of<runtime::GeluEpilogueOptions>().on);
   EXPECT_FALSE(m->flags.contains("gelu_epilogue"));
   EXPECT_NE(m->description.find("gelu_epilogue left out (fp8 does its work)"), std::string::npos) << m->description;
   // Without the superseding part, the kernel part's flags are kept whole.
@@ -123,7 +130,7 @@ TEST(Compose, ATechniqueAnotherPartSupersedesIsLeftOut) {
       part("wan22-tiny/cache/easycache-t0.02", {{"easycache", {{"enabled", true}, {"threshold", 0.02}}}});
   const auto alone = orchestrator::compose_manifest(base, {&kernel, &cache});
   ASSERT_TRUE(alone.has_value());
-  EXPECT_TRUE(gates::to_runtime_options(*alone).gelu_epilogue);
+  EXPECT_TRUE(gates::to_runtime_options(*alone).of<runtime::GeluEpilogueOptions>().on);
 }
 
 // The cache executor's try order within one policy: the middle point first, then outwards (the more

@@ -430,13 +430,13 @@ TEST(CachePolicies, TaylorSeerForecastsTheResidualByATaylorSeries) {
 TEST(CachePolicies, OnlyOnePolicyIsMadeAndNoneByDefault) {
   EXPECT_EQ(make_cache_policy(RuntimeOptions{}, 10, nullptr), nullptr);
   RuntimeOptions o;
-  o.first_block_cache.enabled = true;
+  o.of<FirstBlockCacheOptions>().enabled = true;
   auto p = make_cache_policy(o, 10, nullptr);
   ASSERT_NE(p, nullptr);
   EXPECT_NE(dynamic_cast<FirstBlockCache*>(p.get()), nullptr);
   EXPECT_TRUE(p->hooks_blocks());
   RuntimeOptions t;
-  t.taylorseer.enabled = true;
+  t.of<TaylorSeerOptions>().enabled = true;
   auto ts = make_cache_policy(t, 10, nullptr);
   EXPECT_NE(dynamic_cast<TaylorSeer*>(ts.get()), nullptr);
   EXPECT_FALSE(ts->hooks_blocks());
@@ -460,52 +460,52 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
   const std::vector<Case> cases = {
       {"teacache",
        [](RuntimeOptions& o) {
-         o.teacache.enabled = true;
-         o.teacache.threshold = 10;
-         o.teacache.warmup_steps = 1;
+         o.of<TeaCacheOptions>().enabled = true;
+         o.of<TeaCacheOptions>().threshold = 10;
+         o.of<TeaCacheOptions>().warmup_steps = 1;
        }},
       {"magcache",
        [](RuntimeOptions& o) {
-         o.magcache.enabled = true;
-         o.magcache.warmup_steps = 1;
-         o.magcache.ratios = {1.0};
+         o.of<MagCacheOptions>().enabled = true;
+         o.of<MagCacheOptions>().warmup_steps = 1;
+         o.of<MagCacheOptions>().ratios = {1.0};
        }},
       {"first_block_cache",
        [](RuntimeOptions& o) {
-         o.first_block_cache.enabled = true;
-         o.first_block_cache.threshold = 10;
+         o.of<FirstBlockCacheOptions>().enabled = true;
+         o.of<FirstBlockCacheOptions>().threshold = 10;
        }},
       {"forced_skip",
        [](RuntimeOptions& o) {
-         o.forced_skip.steps = {2, 3};
+         o.of<ForcedSkipOptions>().steps = {2, 3};
        }},
       // computed 0 1 | 2 4 | 5 (the last): step 3 forecast linearly
       {"taylorseer",
        [](RuntimeOptions& o) {
-         o.taylorseer.enabled = true;
-         o.taylorseer.interval = 2;
-         o.taylorseer.warmup_steps = 2;
+         o.of<TaylorSeerOptions>().enabled = true;
+         o.of<TaylorSeerOptions>().interval = 2;
+         o.of<TaylorSeerOptions>().warmup_steps = 2;
        }},
       // computed 0 1 2 | 5: steps 3 and 4 forecast on the parabola through steps 0, 1 and 2
       {"taylorseer",
        [](RuntimeOptions& o) {
-         o.taylorseer.enabled = true;
-         o.taylorseer.interval = 3;
-         o.taylorseer.warmup_steps = 2;
-         o.taylorseer.order = 2;
+         o.of<TaylorSeerOptions>().enabled = true;
+         o.of<TaylorSeerOptions>().interval = 3;
+         o.of<TaylorSeerOptions>().warmup_steps = 2;
+         o.of<TaylorSeerOptions>().order = 2;
        }},
       {"easycache",
        [](RuntimeOptions& o) {
-         o.easycache.enabled = true;
-         o.easycache.threshold = 1.0;
-         o.easycache.warmup_steps = 2;
+         o.of<EasyCacheOptions>().enabled = true;
+         o.of<EasyCacheOptions>().threshold = 1.0;
+         o.of<EasyCacheOptions>().warmup_steps = 2;
        }},
       {"easycache",
        [](RuntimeOptions& o) {
-         o.easycache.enabled = true;
-         o.easycache.threshold = 1.0;
-         o.easycache.warmup_steps = 2;
-         o.easycache.order = 1;
+         o.of<EasyCacheOptions>().enabled = true;
+         o.of<EasyCacheOptions>().threshold = 1.0;
+         o.of<EasyCacheOptions>().warmup_steps = 2;
+         o.of<EasyCacheOptions>().order = 1;
        }},
   };
   std::vector<at::Tensor> videos;
@@ -522,11 +522,13 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
     EXPECT_FALSE(at::equal(r.video, base.video));
     // Order 1 forecasts every skipped branch forward; order 0 (and every other policy) forecasts none.
     EXPECT_EQ(r.trace.get("cache.easycache.forecasts"),
-              o.easycache.order == 1 ? r.trace.get("cache.easycache.skipped_forwards") : 0.0);
+              o.of<EasyCacheOptions>().order == 1 ? r.trace.get("cache.easycache.skipped_forwards") : 0.0);
     EXPECT_EQ(r.trace.get("cache.taylorseer.forecasts"),
-              o.taylorseer.enabled ? r.trace.get("cache.taylorseer.skipped_forwards") : 0.0);
-    if (o.taylorseer.enabled) {  // its schedule, whatever the model: step 3 (interval 2), steps 3 and 4 (interval 3)
-      EXPECT_DOUBLE_EQ(r.trace.get("cache.skip_ratio"), o.taylorseer.interval == 2 ? 1.0 / 6.0 : 2.0 / 6.0);
+              o.of<TaylorSeerOptions>().enabled ? r.trace.get("cache.taylorseer.skipped_forwards") : 0.0);
+    if (o.of<TaylorSeerOptions>()
+            .enabled) {  // its schedule, whatever the model: step 3 (interval 2), steps 3 and 4 (interval 3)
+      EXPECT_DOUBLE_EQ(r.trace.get("cache.skip_ratio"),
+                       o.of<TaylorSeerOptions>().interval == 2 ? 1.0 / 6.0 : 2.0 / 6.0);
     }
     videos.push_back(r.video);
   }
@@ -534,12 +536,12 @@ TEST(CachePolicies, EachPolicyEngagesOnTheTinyModel) {
   EXPECT_FALSE(at::equal(videos[videos.size() - 1], videos[videos.size() - 2]));
   // Forced: 2 of 6 steps, both branches.
   RuntimeOptions f;
-  f.forced_skip.steps = {2, 3};
+  f.of<ForcedSkipOptions>().steps = {2, 3};
   m.pipeline->set_options(f);
   EXPECT_DOUBLE_EQ(m.pipeline->generate(p).trace.get("cache.skip_ratio"), 2.0 / 6.0);
   // Calibration runs change nothing and record what the fits read.
   RuntimeOptions cal;
-  cal.teacache.calibrate = true;
+  cal.of<TeaCacheOptions>().calibrate = true;
   m.pipeline->set_options(cal);
   const auto rc = m.pipeline->generate(p);
   EXPECT_TRUE(at::equal(rc.video, base.video));

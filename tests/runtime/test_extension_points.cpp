@@ -1,6 +1,7 @@
 // The extension points: a technique that exists only in this test binary plugs into the transformer
 // through a point and engages in a real forward of a small synthetic model, with no file of the runtime
-// knowing it; the registry resolves overrides by predicate and priority, and an override may decline.
+// knowing it (its options, too, are its own struct, stored in RuntimeOptions by type); the registry
+// resolves overrides by predicate and priority, and an override may decline.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "runtime/options.h"
 #include "runtime/trace.h"
 #include "runtime/wan_transformer.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
 
 using namespace autooptim::runtime;
 
@@ -38,9 +40,18 @@ WanTransformer3DModel small_model(int64_t layers) {
   return m;
 }
 
-// The test technique's switch: not a RuntimeOptions field, which this binary cannot add.
-bool g_probe_on = false;
-const ext::Predicate kProbeOn = [](const RuntimeOptions&) { return g_probe_on; };
+// The test technique's own options, stored in RuntimeOptions like every built-in technique's: a technique adds
+// its options with no file of the runtime changed.
+struct ProbeOptions {
+  bool on = false;
+};
+const ext::Predicate kProbeOn = [](const RuntimeOptions& o) { return o.of<ProbeOptions>().on; };
+
+RuntimeOptions probe_on() {
+  RuntimeOptions o;
+  o.of<ProbeOptions>().on = true;
+  return o;
+}
 
 // Adds an override for the scope of a test; removes it after.
 template <typename Fn>
@@ -59,8 +70,9 @@ struct Inputs {
   at::Tensor ctx = at::randn({1, 5, 8});
 };
 
-at::Tensor forward(WanTransformer3DModel& m, const Inputs& in, Trace* trace, WorkCount* work = nullptr) {
-  static const RuntimeOptions options;  // every built-in technique off
+// `options`: every built-in technique off (the baseline), the test technique on where probe_on() says so.
+at::Tensor forward(WanTransformer3DModel& m, const Inputs& in, const RuntimeOptions& options, Trace* trace,
+                   WorkCount* work = nullptr) {
   ForwardContext fc;
   fc.options = &options;
   fc.trace = trace;
@@ -89,18 +101,16 @@ TEST(ExtensionPoints, TestOnlyLinearEngagesInAForwardAndKeepsTheResult) {
          fc->count("test.probe_linear.calls");
          return lin->forward(x);  // the reference's own op: the output must not move
        }});
-  g_probe_on = true;
   Trace trace;
   WorkCount work;
-  const at::Tensor out = forward(m, in, &trace, &work);
-  g_probe_on = false;
+  const at::Tensor out = forward(m, in, probe_on(), &trace, &work);
   // Per block: self-attention q, k, v, out; cross-attention q, k, v, out; the FFN's two projections.
   EXPECT_EQ(trace.get("test.probe_linear.calls"), 2 * 10);
   EXPECT_EQ(work.blocks, 2);
   EXPECT_TRUE(at::equal(out, reference));
 
   Trace off;
-  forward(m, in, &off);  // its predicate off: resolved out of the forward
+  forward(m, in, RuntimeOptions{}, &off);  // its predicate off: resolved out of the forward
   EXPECT_EQ(off.get("test.probe_linear.calls"), 0);
 }
 
@@ -116,13 +126,12 @@ TEST(ExtensionPoints, TestOnlyNormModulateChangesTheOutput) {
                                        fc->count("test.probe_norm_modulate.calls");
                                        return at::zeros_like(x);  // no modulated input at all: the blocks see zeros
                                      }});
-  g_probe_on = true;
   Trace trace;
-  const at::Tensor out = forward(m, in, &trace);
-  g_probe_on = false;
+  const at::Tensor out = forward(m, in, probe_on(), &trace);
   EXPECT_EQ(trace.get("test.probe_norm_modulate.calls"), 2 * 2);  // norm1 and the FFN's norm, per block
   EXPECT_FALSE(at::allclose(out, reference));
-  EXPECT_TRUE(at::equal(forward(m, in, nullptr), reference));  // its predicate off: the reference again
+  // Its predicate off: the reference again.
+  EXPECT_TRUE(at::equal(forward(m, in, RuntimeOptions{}, nullptr), reference));
 }
 
 TEST(ExtensionPoints, AnOverrideThatDeclinesHandsTheCallOn) {
@@ -144,10 +153,8 @@ TEST(ExtensionPoints, AnOverrideThatDeclinesHandsTheCallOn) {
                                         fc->count("test.taken");
                                         return res;  // the branch dropped
                                       }});
-  g_probe_on = true;
   Trace trace;
-  const at::Tensor out = forward(m, in, &trace);
-  g_probe_on = false;
+  const at::Tensor out = forward(m, in, probe_on(), &trace);
   EXPECT_EQ(trace.get("test.declined"), 2);  // the attention's and the FFN's residual
   EXPECT_EQ(trace.get("test.taken"), 2);
   EXPECT_FALSE(at::allclose(out, reference));
@@ -156,14 +163,14 @@ TEST(ExtensionPoints, AnOverrideThatDeclinesHandsTheCallOn) {
 TEST(ExtensionPoints, ResolutionFollowsPredicateAndPriority) {
   ext::Point<int> p("test.point");
   p.add({"low", 1, [](const RuntimeOptions&) { return true; }, 1});
-  p.add({"high", 5, [](const RuntimeOptions& o) { return o.fused_qkv; }, 5});
+  p.add({"high", 5, [](const RuntimeOptions& o) { return o.of<FusedQkvOptions>().on; }, 5});
   p.add({"mid", 3, [](const RuntimeOptions&) { return true; }, 3});
   RuntimeOptions o;
   auto on = p.resolve(&o);
   ASSERT_EQ(on.size(), 2u);
   EXPECT_EQ(*on[0], 3);
   EXPECT_EQ(*on[1], 1);
-  o.fused_qkv = true;
+  o.of<FusedQkvOptions>().on = true;
   on = p.resolve(&o);
   ASSERT_EQ(on.size(), 3u);
   EXPECT_EQ(*on[0], 5);

@@ -8,6 +8,13 @@
 #include "runtime/verify.h"
 #include "test_util.h"
 #include "tiny_gpu.h"
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
+#include "runtime/techniques/kernel/cuda_graph_options.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
+#include "runtime/techniques/kernel/rope_cache_options.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
+#include "runtime/techniques/vae/vae_cudnn_benchmark_options.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
@@ -48,9 +55,9 @@ TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
   const GenerateParams p = small_clip(4);
   const auto a = m.pipeline->generate(p);
   RuntimeOptions on;
-  on.cross_kv_cache = true;
-  on.timestep_dedup = true;
-  on.fused_qkv = true;
+  on.of<CrossKvCacheOptions>().on = true;
+  on.of<TimestepDedupOptions>().on = true;
+  on.of<FusedQkvOptions>().on = true;
   m.pipeline->set_options(on);
   const auto b = m.pipeline->generate(p);
   EXPECT_GT(b.trace.get("kernel.cross_kv_cache.hits"), 0);
@@ -61,7 +68,7 @@ TEST(Gpu, TinyModelTechniquesOffReproduceTheBaseline) {
   // rope_cache on the device: the same tables kept, so the same clip bit for bit, every forward but
   // the first served from the cache.
   RuntimeOptions rc;
-  rc.rope_cache = true;
+  rc.of<RopeCacheOptions>().on = true;
   m.pipeline->set_options(rc);
   const auto r = m.pipeline->generate(p);
   m.pipeline->set_options({});
@@ -81,7 +88,7 @@ TEST(Gpu, CudaGraphReplaysTheForwardAndKeepsOtherCountersTrue) {
   const auto base = m.pipeline->generate(p);
 
   RuntimeOptions g;
-  g.cuda_graph = true;
+  g.of<CudaGraphOptions>().on = true;
   m.pipeline->set_options(g);
   const auto graphed = m.pipeline->generate(p);
   EXPECT_LT(rel_l2(graphed.video, base.video), 1e-3);
@@ -94,16 +101,16 @@ TEST(Gpu, CudaGraphReplaysTheForwardAndKeepsOtherCountersTrue) {
 
   // With the other kernel switches and a sparse pattern that starts at step 2: two phases, two graphs each.
   RuntimeOptions e;
-  e.cross_kv_cache = true;
-  e.timestep_dedup = true;
-  e.fused_qkv = true;
-  e.sparse.pattern = "spatial_temporal";
-  e.sparse.dense_steps = 2;
-  e.sparse.dense_layers = 1;
+  e.of<CrossKvCacheOptions>().on = true;
+  e.of<TimestepDedupOptions>().on = true;
+  e.of<FusedQkvOptions>().on = true;
+  e.of<SparseAttentionOptions>().pattern = "spatial_temporal";
+  e.of<SparseAttentionOptions>().dense_steps = 2;
+  e.of<SparseAttentionOptions>().dense_layers = 1;
   m.pipeline->set_options(e);
   const auto eager = m.pipeline->generate(p);
   RuntimeOptions eg = e;
-  eg.cuda_graph = true;
+  eg.of<CudaGraphOptions>().on = true;
   m.pipeline->set_options(eg);
   const auto both = m.pipeline->generate(p);
   m.pipeline->set_options({});
@@ -134,7 +141,7 @@ TEST(Gpu, VaeCudnnBenchmarkTunesTheDecodeOnlyAndRestoresTheSetting) {
     const at::Tensor plain = m.pipeline->decode(latents, &plain_trace).to(at::kCPU, at::kFloat);
     EXPECT_EQ(plain_trace.get("kernel.vae_cudnn_benchmark.decodes"), 0);
     RuntimeOptions o;
-    o.vae_cudnn_benchmark = true;
+    o.of<VaeCudnnBenchmarkOptions>().on = true;
     m.pipeline->set_options(o);
     Trace trace;
     const at::Tensor tuned = m.pipeline->decode(latents, &trace).to(at::kCPU, at::kFloat);

@@ -29,6 +29,26 @@
 #include "runtime/wan_transformer.h"
 #include "test_util.h"
 #include "tiny_gpu.h"
+#include "runtime/techniques/kernel/fused_cross_norm_options.h"
+#include "runtime/techniques/kernel/fused_gate_residual_options.h"
+#include "runtime/techniques/kernel/fused_norm_modulate_options.h"
+#include "runtime/techniques/kernel/fused_qk_norm_rope_options.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
+#include "runtime/techniques/kernel/gelu_epilogue_options.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
+#include "runtime/techniques/vae/vae_causal_buffer_options.h"
+#include "runtime/techniques/vae/vae_causal_ring_options.h"
+#include "runtime/techniques/vae/vae_channels_last_options.h"
+#include "runtime/techniques/vae/vae_chunk_frames_options.h"
+#include "runtime/techniques/vae/vae_cuda_graph_options.h"
+#include "runtime/techniques/vae/vae_frame_convs_options.h"
+#include "runtime/techniques/vae/vae_fused_norm_silu_options.h"
+#include "runtime/techniques/vae/vae_fused_shortcut_options.h"
+#include "runtime/techniques/vae/vae_head_pad_options.h"
+#include "runtime/techniques/vae/vae_pointwise_gemm_options.h"
+#include "runtime/techniques/vae/vae_subpixel_upsample_options.h"
+#include "runtime/techniques/vae/vae_transposed_upsample_options.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
@@ -43,11 +63,11 @@ at::TensorOptions f32() { return at::TensorOptions().device(gpu()).dtype(at::kFl
 
 RuntimeOptions all_fused() {
   RuntimeOptions o;
-  o.fused_norm_modulate = true;
-  o.fused_gate_residual = true;
-  o.fused_qk_norm_rope = true;
-  o.gelu_epilogue = true;
-  o.fused_cross_norm = true;
+  o.of<FusedNormModulateOptions>().on = true;
+  o.of<FusedGateResidualOptions>().on = true;
+  o.of<FusedQkNormRopeOptions>().on = true;
+  o.of<GeluEpilogueOptions>().on = true;
+  o.of<FusedCrossNormOptions>().on = true;
   return o;
 }
 
@@ -109,7 +129,7 @@ TEST(GpuKernels, FusedNormModulateMatchesTheUnfusedOps) {
 TEST(GpuKernels, FusedCrossNormMatchesTheUnfusedOps) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   RuntimeOptions o;
-  o.fused_cross_norm = true;
+  o.of<FusedCrossNormOptions>().on = true;
   Ctx c(o);
   int launches = 0;
   for (auto [B, L, D] : {std::tuple<int64_t, int64_t, int64_t>{1, 301, 3072}, {2, 37, 3072}, {2, 13, 96}}) {
@@ -215,7 +235,7 @@ TEST(GpuKernels, GeluEpilogueMatchesLinearThenGelu) {
 TEST(GpuKernels, GemmAutotuneMatchesLinear) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   RuntimeOptions o;
-  o.gemm_autotune = true;
+  o.of<GemmAutotuneOptions>().on = true;
   Ctx c(o);
   struct Case {
     std::vector<int64_t> x;
@@ -251,7 +271,7 @@ TEST(GpuKernels, GemmAutotuneMatchesLinear) {
 TEST(GpuKernels, Fp8LinearIsCloseToBf16) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   RuntimeOptions o;
-  o.quant.fp8 = true;
+  o.of<QuantOptions>().fp8 = true;
   Ctx c(o);
   for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{301, 3072, 3072}, {37, 3072, 14336}, {13, 96, 96}}) {
     Linear lin(K, N, true, bf16());
@@ -337,8 +357,8 @@ TEST(GpuKernels, FullSizeBlockWithFusedKernelsStaysWithinBf16Tolerance) {
   // kernel-hopper's block: the fused kernels on the merged QKV GEMM's rows, and the sm_90a attention kernel
   // (variant 6, as the manifest) for both attentions. Also as close to float32 as the unfused bf16 block.
   RuntimeOptions ho = all_fused();
-  ho.fused_qkv = true;
-  ho.hopper_attention = 6;
+  ho.of<FusedQkvOptions>().on = true;
+  ho.of<HopperAttentionOptions>().variant = 6;
   Ctx hop(ho);
   hop.fc.grid_f = F;
   const at::Tensor h16 = b16->forward(x.to(at::kBFloat16), ctx.to(at::kBFloat16), tproj.to(at::kBFloat16), ang.cos(),
@@ -383,13 +403,13 @@ TEST(GpuKernels, UniformTimestepKeepsTheClipBitForBit) {
   auto m = tiny_bf16_on_gpu();
   for (const bool fused : {false, true}) {
     RuntimeOptions o = fused ? all_fused() : RuntimeOptions{};
-    o.timestep_dedup = true;
+    o.of<TimestepDedupOptions>().on = true;
     m.pipeline->set_options(o);
     const auto a = m.pipeline->generate(p);
     // uniform_timestep supersedes timestep_dedup (it does its work: registry.h, superseded): one or the other,
     // never both, or the idle one is an engagement problem.
-    o.timestep_dedup = false;
-    o.uniform_timestep = true;
+    o.of<TimestepDedupOptions>().on = false;
+    o.of<UniformTimestepOptions>().on = true;
     m.pipeline->set_options(o);
     const auto b = m.pipeline->generate(p);
     EXPECT_TRUE(at::equal(a.video, b.video)) << (fused ? "fused kernels" : "unfused");
@@ -425,7 +445,7 @@ TEST(GpuKernels, VaeNormSiluMatchesNormThenSilu) {
           (at::randn({k.T == 4 ? 1 : 2, C, k.T, k.H, k.W}, f32()) * 3).to(at::kBFloat16).contiguous(fmt);
       const at::Tensor ref = at::silu(norm->forward(x));
       RuntimeOptions o;
-      o.vae_fused_norm_silu = true;
+      o.of<VaeFusedNormSiluOptions>().on = true;
       Trace trace;
       techniques::VaeRun run{&o, &trace};
       ASSERT_TRUE(techniques::vae_norm_silu_applies(&run, x));
@@ -471,9 +491,9 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   const at::Tensor ref = f32vae->decode(z).to(at::kFloat);
   const at::Tensor plain16 = fast->decode(z).to(at::kFloat);
   RuntimeOptions o;
-  o.vae_fused_norm_silu = true;
-  o.vae_causal_buffer = true;
-  o.vae_subpixel_upsample = true;
+  o.of<VaeFusedNormSiluOptions>().on = true;
+  o.of<VaeCausalBufferOptions>().on = true;
+  o.of<VaeSubpixelUpsampleOptions>().on = true;
   Trace trace;
   techniques::VaeRun run{&o, &trace};
   const at::Tensor got = fast->decode(z, nullptr, &run).to(at::kFloat);
@@ -488,9 +508,9 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   // Channels-last with every switch, the one-frame convs as 2D convs and the causal buffer among them:
   // as close to float32 as bf16 alone.
   RuntimeOptions c = o;
-  c.vae_channels_last = true;
-  c.vae_fused_shortcut = true;
-  c.vae_frame_convs = true;
+  c.of<VaeChannelsLastOptions>().on = true;
+  c.of<VaeFusedShortcutOptions>().on = true;
+  c.of<VaeFrameConvsOptions>().on = true;
   Trace ctrace;
   techniques::VaeRun crun{&c, &ctrace};
   const at::Tensor cgot = fastcl->decode(z, nullptr, &crun).to(at::kFloat);
@@ -504,11 +524,11 @@ TEST(GpuKernels, GoldenVaeDecodeWithEverySwitch) {
   // channels, the 1x1x1 shortcuts as GEMMs and the causal buffers holding two chunks (cuDNN's strided
   // data-gradient kernel, another conv shape, cuBLAS, convs over a frame range; channels-last results).
   RuntimeOptions t = c;
-  t.vae_subpixel_upsample = false;
-  t.vae_transposed_upsample = true;
-  t.vae_head_pad = 16;
-  t.vae_pointwise_gemm = true;
-  t.vae_causal_ring = 2;
+  t.of<VaeSubpixelUpsampleOptions>().on = false;
+  t.of<VaeTransposedUpsampleOptions>().on = true;
+  t.of<VaeHeadPadOptions>().channels = 16;
+  t.of<VaePointwiseGemmOptions>().on = true;
+  t.of<VaeCausalRingOptions>().chunks = 2;
   Trace ttrace;
   techniques::VaeRun trun{&t, &ttrace};
   const at::Tensor tgot = fastcl->decode(z, nullptr, &trun).to(at::kFloat);
@@ -554,7 +574,7 @@ TEST(GpuKernels, VaeFusedShortcutIsBitIdenticalToTheUnfusedAdd) {
     const at::Tensor x0 = at::randn({2, c.in, 1, c.H, c.W}, gen, at::kFloat).to(bf16()).contiguous(fmt);
     const at::Tensor x1 = at::randn({2, c.in, 3, c.H, c.W}, gen, at::kFloat).to(bf16()).contiguous(fmt);
     RuntimeOptions plain_o, fused_o;
-    fused_o.vae_fused_shortcut = true;
+    fused_o.of<VaeFusedShortcutOptions>().on = true;
     Trace plain_t, fused_t;
     techniques::VaeRun plain_run{&plain_o, &plain_t}, fused_run{&fused_o, &fused_t};
     WanCausalCache plain, fused;
@@ -602,11 +622,12 @@ TEST(GpuKernels, VaeCudaGraphReplaysTheEagerDecodeBitForBit) {
   const at::Tensor z1 = io.tensor("z");
   auto gen = at::detail::createCPUGenerator(41);
   RuntimeOptions kv;
-  kv.vae_channels_last = kv.vae_causal_buffer = kv.vae_fused_norm_silu = kv.vae_transposed_upsample = true;
-  kv.vae_fused_shortcut = kv.vae_frame_convs = kv.vae_pointwise_gemm = true;
+  kv.of<VaeChannelsLastOptions>().on = kv.of<VaeCausalBufferOptions>().on = kv.of<VaeFusedNormSiluOptions>().on =
+      kv.of<VaeTransposedUpsampleOptions>().on = true;
+  kv.of<VaeFusedShortcutOptions>().on = kv.of<VaeFrameConvsOptions>().on = kv.of<VaePointwiseGemmOptions>().on = true;
   RuntimeOptions ring = kv, chunked = kv, alone;
-  ring.vae_causal_ring = 2;
-  chunked.vae_chunk_frames = 2;
+  ring.of<VaeCausalRingOptions>().chunks = 2;
+  chunked.of<VaeChunkFramesOptions>().frames = 2;
   struct Case {
     const char* name;
     RuntimeOptions o;
@@ -622,11 +643,11 @@ TEST(GpuKernels, VaeCudaGraphReplaysTheEagerDecodeBitForBit) {
       const techniques::VaeRun eager_run{&c.o, &eager_t};
       const at::Tensor want = vae->decode(z, nullptr, &eager_run);
       RuntimeOptions g = c.o;
-      g.vae_cuda_graph = true;
+      g.of<VaeCudaGraphOptions>().on = true;
       // Chunks: 1 + 6 x 1 latent frames, or 1 + 2 + 2 + 2: the first two eager, the rest steady (one graph
       // per ring position where the ring holds: channels-last, batch 1).
-      const int64_t chunks = c.o.vae_chunk_frames == 2 ? 4 : 7;
-      const int64_t graphs = c.o.vae_causal_ring == 2 && B == 1 ? 2 : 1;
+      const int64_t chunks = c.o.of<VaeChunkFramesOptions>().frames == 2 ? 4 : 7;
+      const int64_t graphs = c.o.of<VaeCausalRingOptions>().chunks == 2 && B == 1 ? 2 : 1;
       for (int round = 0; round < 2; ++round) {
         Trace t;
         const techniques::VaeRun run{&g, &t};
@@ -652,10 +673,10 @@ TEST(GpuKernels, TopkBlocksOnTheGpuMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA in this build or on this machine";
   at::InferenceMode guard;
   RuntimeOptions o;
-  o.sparse.pattern = "topk_blocks";
-  o.sparse.keep_ratio = 0.3;
-  o.sparse.key_block_rows = 2;
-  o.sparse.query_frames = 2;
+  o.of<SparseAttentionOptions>().pattern = "topk_blocks";
+  o.of<SparseAttentionOptions>().keep_ratio = 0.3;
+  o.of<SparseAttentionOptions>().key_block_rows = 2;
+  o.of<SparseAttentionOptions>().query_frames = 2;
   auto run = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, Trace& trace) {
     ForwardContext fc;
     fc.options = &o;
@@ -845,7 +866,7 @@ TEST(GpuKernels, HopperAttentionSwitchEngagesInTheBlockAndOffIsTheBaseline) {
   const auto qkv = attention_inputs(1, 2, 500, 500, QkvLayout::fused, 5);
   const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   RuntimeOptions on;
-  on.hopper_attention = 2;
+  on.of<HopperAttentionOptions>().variant = 2;
   Ctx c_on(on), c_off{RuntimeOptions{}};
   const at::Tensor a = techniques::attention(q, k, v, &c_on.fc), b = techniques::attention(q, k, v, &c_off.fc);
   EXPECT_EQ(c_on.trace.get("kernel.hopper_attention.calls"), 1.0);

@@ -19,6 +19,22 @@
 #include "runtime/verify.h"
 #include "cpu_bf16.h"
 #include "test_util.h"
+#include "runtime/techniques/cache/easycache_options.h"
+#include "runtime/techniques/cache/taylorseer_options.h"
+#include "runtime/techniques/kernel/attention_backend_options.h"
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
+#include "runtime/techniques/kernel/cuda_graph_options.h"
+#include "runtime/techniques/kernel/fused_cross_norm_options.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
+#include "runtime/techniques/kernel/gemm_autotune_options.h"
+#include "runtime/techniques/kernel/hopper_attention_options.h"
+#include "runtime/techniques/kernel/rope_cache_options.h"
+#include "runtime/techniques/kernel/text_trim_options.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
+#include "runtime/techniques/vae/vae_bf16_options.h"
+#include "runtime/techniques/vae/vae_channels_last_options.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
@@ -194,9 +210,12 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   auto m = load_model(LoadRequest{});
   const GenerateParams p = small_params();
   const RuntimeOptions defaults;
-  EXPECT_FALSE(defaults.fused_qkv || defaults.cross_kv_cache || defaults.timestep_dedup || defaults.rope_cache ||
-               defaults.text_trim || defaults.cuda_graph || defaults.easycache.enabled || defaults.taylorseer.enabled ||
-               defaults.sparse.pattern != "none" || defaults.attention_backend != "auto");
+  EXPECT_FALSE(defaults.of<FusedQkvOptions>().on || defaults.of<CrossKvCacheOptions>().on ||
+               defaults.of<TimestepDedupOptions>().on || defaults.of<RopeCacheOptions>().on ||
+               defaults.of<TextTrimOptions>().on || defaults.of<CudaGraphOptions>().on ||
+               defaults.of<EasyCacheOptions>().enabled || defaults.of<TaylorSeerOptions>().enabled ||
+               defaults.of<SparseAttentionOptions>().pattern != "none" ||
+               defaults.of<AttentionBackendOptions>().backend != "auto");
   const auto base = m.pipeline->generate(p);
   struct Case {
     const char* name;
@@ -204,34 +223,38 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
     const char* counter;
   };
   const std::vector<Case> cases = {
-      {"fused_qkv", [](RuntimeOptions& o) { o.fused_qkv = true; }, "kernel.fused_qkv.launches"},
-      {"cross_kv_cache", [](RuntimeOptions& o) { o.cross_kv_cache = true; }, "kernel.cross_kv_cache.hits"},
-      {"timestep_dedup", [](RuntimeOptions& o) { o.timestep_dedup = true; }, "kernel.timestep_dedup.rows_saved"},
-      {"uniform_timestep", [](RuntimeOptions& o) { o.uniform_timestep = true; }, "kernel.uniform_timestep.samples"},
-      {"rope_cache", [](RuntimeOptions& o) { o.rope_cache = true; }, "kernel.rope_cache.hits"},
-      {"text_trim", [](RuntimeOptions& o) { o.text_trim = true; }, "kernel.text_trim.tokens_saved"},
-      {"attention_backend", [](RuntimeOptions& o) { o.attention_backend = "math"; }, "kernel.attention.math.calls"},
+      {"fused_qkv", [](RuntimeOptions& o) { o.of<FusedQkvOptions>().on = true; }, "kernel.fused_qkv.launches"},
+      {"cross_kv_cache", [](RuntimeOptions& o) { o.of<CrossKvCacheOptions>().on = true; },
+       "kernel.cross_kv_cache.hits"},
+      {"timestep_dedup", [](RuntimeOptions& o) { o.of<TimestepDedupOptions>().on = true; },
+       "kernel.timestep_dedup.rows_saved"},
+      {"uniform_timestep", [](RuntimeOptions& o) { o.of<UniformTimestepOptions>().on = true; },
+       "kernel.uniform_timestep.samples"},
+      {"rope_cache", [](RuntimeOptions& o) { o.of<RopeCacheOptions>().on = true; }, "kernel.rope_cache.hits"},
+      {"text_trim", [](RuntimeOptions& o) { o.of<TextTrimOptions>().on = true; }, "kernel.text_trim.tokens_saved"},
+      {"attention_backend", [](RuntimeOptions& o) { o.of<AttentionBackendOptions>().backend = "math"; },
+       "kernel.attention.math.calls"},
       {"easycache",
        [](RuntimeOptions& o) {
-         o.easycache.enabled = true;
-         o.easycache.threshold = 1.0;
-         o.easycache.warmup_steps = 1;
-         o.easycache.dense_last_step = false;
+         o.of<EasyCacheOptions>().enabled = true;
+         o.of<EasyCacheOptions>().threshold = 1.0;
+         o.of<EasyCacheOptions>().warmup_steps = 1;
+         o.of<EasyCacheOptions>().dense_last_step = false;
        },
        "cache.easycache.skipped_forwards"},
       {"taylorseer",
        [](RuntimeOptions& o) {
-         o.taylorseer.enabled = true;
-         o.taylorseer.warmup_steps = 1;
-         o.taylorseer.interval = 2;
-         o.taylorseer.dense_last_step = false;  // of 3 steps: 0 warm-up, 1 scheduled, 2 forecast
+         o.of<TaylorSeerOptions>().enabled = true;
+         o.of<TaylorSeerOptions>().warmup_steps = 1;
+         o.of<TaylorSeerOptions>().interval = 2;
+         o.of<TaylorSeerOptions>().dense_last_step = false;  // of 3 steps: 0 warm-up, 1 scheduled, 2 forecast
        },
        "cache.taylorseer.skipped_forwards"},
       {"sparse",
        [](RuntimeOptions& o) {
-         o.sparse.pattern = "spatial_temporal";
-         o.sparse.dense_steps = 0;
-         o.sparse.dense_layers = 0;
+         o.of<SparseAttentionOptions>().pattern = "spatial_temporal";
+         o.of<SparseAttentionOptions>().dense_steps = 0;
+         o.of<SparseAttentionOptions>().dense_layers = 0;
        },
        "sparse.attention.calls"},
   };
@@ -250,7 +273,7 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   // cuda_graph where there is no CUDA (a CPU build, or the model on the CPU): the forward stays eager and
   // bit-identical, nothing is replayed, and the harness's engagement check names the switch.
   RuntimeOptions g;
-  g.cuda_graph = true;
+  g.of<CudaGraphOptions>().on = true;
   m.pipeline->set_options(g);
   const auto eager = m.pipeline->generate(p);
   m.pipeline->set_options({});
@@ -262,9 +285,9 @@ TEST(Pipeline, EveryTechniqueIsOffByDefaultEngagesWhenOnAndOffReproducesTheBasel
   // CUDA-only switches (a fused kernel, the cuBLASLt GEMM tuning) on the CPU: the reference ops run, the
   // clip is the baseline's, and the engagement check names the switch.
   const std::vector<std::pair<std::string, std::function<void(RuntimeOptions&)>>> gpu_only = {
-      {"fused_cross_norm", [](RuntimeOptions& o) { o.fused_cross_norm = true; }},
-      {"gemm_autotune", [](RuntimeOptions& o) { o.gemm_autotune = true; }},
-      {"hopper_attention", [](RuntimeOptions& o) { o.hopper_attention = 2; }}};
+      {"fused_cross_norm", [](RuntimeOptions& o) { o.of<FusedCrossNormOptions>().on = true; }},
+      {"gemm_autotune", [](RuntimeOptions& o) { o.of<GemmAutotuneOptions>().on = true; }},
+      {"hopper_attention", [](RuntimeOptions& o) { o.of<HopperAttentionOptions>().variant = 2; }}};
   for (const auto& [name, on] : gpu_only) {
     RuntimeOptions f;
     on(f);
@@ -285,7 +308,7 @@ TEST(Pipeline, TextTrimKeepsTheClip) {
   const GenerateParams p = small_params();
   const auto base = m.pipeline->generate(p);
   RuntimeOptions o;
-  o.text_trim = true;
+  o.of<TextTrimOptions>().on = true;
   m.pipeline->set_options(o);
   const auto trimmed = m.pipeline->generate(p);
   m.pipeline->set_options({});
@@ -305,8 +328,8 @@ TEST(Pipeline, VaeConversionsAloneDecodeAsTheModelsOwn) {
   const at::Tensor ref = m.pipeline->decode(r.latents);
   for (const bool bf16 : {false, true}) {
     RuntimeOptions o;
-    o.vae_channels_last = true;
-    o.vae_bf16 = bf16;
+    o.of<VaeChannelsLastOptions>().on = true;
+    o.of<VaeBf16Options>().on = bf16;
     m.pipeline->set_options(o);
     at::Tensor got;
     {

@@ -7,11 +7,28 @@
 #include <functional>
 #include <set>
 #include <sys/wait.h>
+#include <utility>
 
 #include "gates/manifest.h"
 #include "base/error.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/easycache_options.h"
+#include "runtime/techniques/cache/taylorseer_options.h"
+#include "runtime/techniques/cache/teacache_options.h"
+#include "runtime/techniques/kernel/attention_backend_options.h"
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
+#include "runtime/techniques/kernel/gelu_epilogue_options.h"
+#include "runtime/techniques/kernel/hopper_attention_options.h"
+#include "runtime/techniques/kernel/text_trim_options.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
+#include "runtime/techniques/quant/fp8_linear_options.h"
+#include "runtime/techniques/vae/vae_bf16_options.h"
+#include "runtime/techniques/vae/vae_causal_buffer_options.h"
+#include "runtime/techniques/vae/vae_chunk_frames_options.h"
+#include "runtime/techniques/vae/vae_fused_shortcut_options.h"
 
 namespace autooptim::runtime::techniques {
 namespace {
@@ -130,12 +147,14 @@ TEST(Registry, WhichTechniquesWorkOnTheDecode) {
   // The gate lets the decode be faster than the baseline's only when one of these is on.
   RuntimeOptions o;
   EXPECT_FALSE(works_on_decode(o));
-  o.cross_kv_cache = true;
-  o.easycache.enabled = true;
+  o.of<CrossKvCacheOptions>().on = true;
+  o.of<EasyCacheOptions>().enabled = true;
   EXPECT_FALSE(works_on_decode(o));
   for (auto set : std::vector<std::function<void(RuntimeOptions&)>>{
-           [](RuntimeOptions& x) { x.vae_bf16 = true; }, [](RuntimeOptions& x) { x.vae_causal_buffer = true; },
-           [](RuntimeOptions& x) { x.vae_fused_shortcut = true; }, [](RuntimeOptions& x) { x.vae_chunk_frames = 4; }}) {
+           [](RuntimeOptions& x) { x.of<VaeBf16Options>().on = true; },
+           [](RuntimeOptions& x) { x.of<VaeCausalBufferOptions>().on = true; },
+           [](RuntimeOptions& x) { x.of<VaeFusedShortcutOptions>().on = true; },
+           [](RuntimeOptions& x) { x.of<VaeChunkFramesOptions>().frames = 4; }}) {
     RuntimeOptions v;
     set(v);
     EXPECT_TRUE(works_on_decode(v));
@@ -143,10 +162,10 @@ TEST(Registry, WhichTechniquesWorkOnTheDecode) {
   // Likewise the text encoding: only text_trim works on it, and it does not work on the decode.
   EXPECT_FALSE(works_on_text_encoding(o));
   RuntimeOptions t;
-  t.text_trim = true;
+  t.of<TextTrimOptions>().on = true;
   EXPECT_TRUE(works_on_text_encoding(t));
   EXPECT_FALSE(works_on_decode(t));
-  t.vae_bf16 = true;
+  t.of<VaeBf16Options>().on = true;
   EXPECT_TRUE(works_on_text_encoding(t) && works_on_decode(t));
 }
 
@@ -216,11 +235,11 @@ TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
   ASSERT_EQ(parse_error(on), "");
   const auto m = gates::parse_manifest(patch_with(on), "m");
   const RuntimeOptions o = gates::to_runtime_options(m);
-  EXPECT_TRUE(o.taylorseer.enabled);
-  EXPECT_EQ(o.taylorseer.interval, 4);
-  EXPECT_EQ(o.taylorseer.order, 2);
-  EXPECT_EQ(o.taylorseer.warmup_steps, 0);
-  EXPECT_FALSE(o.taylorseer.dense_last_step);
+  EXPECT_TRUE(o.of<TaylorSeerOptions>().enabled);
+  EXPECT_EQ(o.of<TaylorSeerOptions>().interval, 4);
+  EXPECT_EQ(o.of<TaylorSeerOptions>().order, 2);
+  EXPECT_EQ(o.of<TaylorSeerOptions>().warmup_steps, 0);
+  EXPECT_FALSE(o.of<TaylorSeerOptions>().dense_last_step);
   EXPECT_EQ(techniques_on(o), std::vector<std::string>{"taylorseer"});
   // A later group: absent from manifests that leave it off, written whole when set.
   const json flags = gates::to_json(m)["flags"];
@@ -243,7 +262,7 @@ TEST(Registry, TaylorSeerFlagsParseAndOnlyItIsAFixedSchedule) {
   for (const auto& t : all()) EXPECT_EQ(t.fixed_schedule, t.name == "taylorseer") << t.name;
   // Engaged when it skipped, its computed forwards the transformer's.
   RuntimeOptions ts;
-  ts.taylorseer.enabled = true;
+  ts.of<TaylorSeerOptions>().enabled = true;
   Trace tr;
   tr.add("transformer.forwards", 4);
   tr.add("cache.taylorseer.computed_forwards", 4);
@@ -307,9 +326,9 @@ TEST(Registry, CanonicalFormOfTheTechniquesBeforeTheRegistryIsUnchanged) {
 
 TEST(Registry, EngagementNamesTheCounterOfEveryTechniqueThatIsOn) {
   RuntimeOptions o;
-  o.attention_backend = "math";
-  o.fused_qkv = true;
-  o.teacache.enabled = true;
+  o.of<AttentionBackendOptions>().backend = "math";
+  o.of<FusedQkvOptions>().on = true;
+  o.of<TeaCacheOptions>().enabled = true;
   Trace t;
   auto problems = engagement_problems(o, t);
   const std::set<std::string> got(problems.begin(), problems.end());
@@ -332,18 +351,18 @@ TEST(Registry, EngagementNamesTheCounterOfEveryTechniqueThatIsOn) {
 // hand-written manifest's author knows which flag to drop (the kernel-hopper manifest had both).
 TEST(Registry, AnIdleSupersededTechniqueIsNamedWithTheOneThatDoesItsWork) {
   RuntimeOptions o;
-  o.attention_backend = "cudnn";
-  o.hopper_attention = 6;
-  o.timestep_dedup = true;
-  o.uniform_timestep = true;
-  o.gelu_epilogue = true;  // no quant.fp8: not superseded
+  o.of<AttentionBackendOptions>().backend = "cudnn";
+  o.of<HopperAttentionOptions>().variant = 6;
+  o.of<TimestepDedupOptions>().on = true;
+  o.of<UniformTimestepOptions>().on = true;
+  o.of<GeluEpilogueOptions>().on = true;  // no quant.fp8: not superseded
   EXPECT_EQ(superseded(o), (std::vector<std::pair<std::string, std::string>>{{"attention_backend", "hopper_attention"},
                                                                              {"timestep_dedup", "uniform_timestep"}}));
-  o.quant.fp8 = true;
+  o.of<QuantOptions>().fp8 = true;
   EXPECT_EQ(superseded(o).size(), 3u);
-  o.hopper_attention = 0;
+  o.of<HopperAttentionOptions>().variant = 0;
   EXPECT_EQ(superseded(o).size(), 2u);
-  o.hopper_attention = 6;
+  o.of<HopperAttentionOptions>().variant = 6;
   Trace t;
   t.add("kernel.hopper_attention.calls");
   t.add("kernel.uniform_timestep.samples", 2);
@@ -486,6 +505,34 @@ TEST(Registry, TechniquesJsonListsTheRegistry) {
     EXPECT_TRUE(searched_on_cpu.count(cpu_too)) << cpu_too;
   EXPECT_EQ(run_cli("techniques --steps 0").code, 2);
   EXPECT_EQ(run_cli("techniques").code, 0);
+}
+
+// The store RuntimeOptions holds the techniques' options in: an absent struct reads as its default without
+// being added, a copy is deep, and the flags read and write the struct the code reads.
+TEST(TechniqueOptions, DefaultsDeepCopiesAndTheFlagsBindTheStoredStruct) {
+  RuntimeOptions o;
+  EXPECT_FALSE(o.techniques.has<EasyCacheOptions>());
+  const RuntimeOptions& read = o;
+  EXPECT_DOUBLE_EQ(read.of<EasyCacheOptions>().threshold, EasyCacheOptions{}.threshold);
+  EXPECT_FALSE(o.techniques.has<EasyCacheOptions>());  // reading added nothing
+  EXPECT_EQ(flags_to_json(o), flags_to_json(RuntimeOptions{}));
+
+  o.of<EasyCacheOptions>().threshold = 0.2;
+  o.of<AttentionBackendOptions>().backend = "math";
+  RuntimeOptions copy = o;
+  copy.of<EasyCacheOptions>().threshold = 0.3;
+  EXPECT_DOUBLE_EQ(o.of<EasyCacheOptions>().threshold, 0.2);  // the copy has its own struct
+  EXPECT_EQ(copy.of<AttentionBackendOptions>().backend, "math");
+  copy = o;
+  EXPECT_DOUBLE_EQ(copy.of<EasyCacheOptions>().threshold, 0.2);
+  RuntimeOptions moved = std::move(copy);
+  EXPECT_EQ(moved.of<AttentionBackendOptions>().backend, "math");
+
+  const Technique* easycache = find("easycache");
+  ASSERT_NE(easycache, nullptr);
+  EXPECT_EQ(easycache->flag("threshold")->get(o), 0.2);
+  easycache->flag("threshold")->set(o, 0.4);
+  EXPECT_DOUBLE_EQ(o.of<EasyCacheOptions>().threshold, 0.4);
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ void check(const RuntimeOptions& o, const Grid& g, const std::function<bool(int6
 
 TEST(SparseAttention, SpatialTemporalHeadsMatchTheirMask) {
   RuntimeOptions o;
-  o.sparse.pattern = "spatial_temporal";
+  o.of<SparseAttentionOptions>().pattern = "spatial_temporal";
   const Grid g{3, 2, 3};
   // Heads 0-1 within their frame, heads 2-3 across frames at the same position.
   check(o, g, [&](int64_t h, int64_t i, int64_t j) {
@@ -75,9 +75,9 @@ TEST(SparseAttention, SpatialTemporalHeadsMatchTheirMask) {
 TEST(SparseAttention, TileWindowWithARemainderTileMatchesItsMask) {
   // 7 latent frames in tiles of 3: frames {0,1,2}, {3,4,5} and the remainder {6}; spatial axes whole.
   RuntimeOptions o;
-  o.sparse.pattern = "tile_window";
-  o.sparse.window_frames = 1;
-  o.sparse.window_tiles = 0;
+  o.of<SparseAttentionOptions>().pattern = "tile_window";
+  o.of<SparseAttentionOptions>().window_frames = 1;
+  o.of<SparseAttentionOptions>().window_tiles = 0;
   const Grid g{7, 2, 2};
   auto tile = [](int64_t f) { return f < 6 ? f / 3 : 2; };
   check(o, g, [&](int64_t, int64_t i, int64_t j) { return tile(g.f(i)) == tile(g.f(j)); });
@@ -86,9 +86,9 @@ TEST(SparseAttention, TileWindowWithARemainderTileMatchesItsMask) {
 TEST(SparseAttention, TileWindowInFramesAndSpaceMatchesItsMask) {
   // 5 frames in tiles of 3 (remainder of 2) and a 6x3 grid in 3x3 spatial tiles.
   RuntimeOptions o;
-  o.sparse.pattern = "tile_window";
-  o.sparse.window_frames = 1;
-  o.sparse.window_tiles = 1;
+  o.of<SparseAttentionOptions>().pattern = "tile_window";
+  o.of<SparseAttentionOptions>().window_frames = 1;
+  o.of<SparseAttentionOptions>().window_tiles = 1;
   const Grid g{5, 6, 3};
   auto tile = [&](int64_t t) { return std::make_tuple(g.f(t) < 3 ? 0 : 1, g.y(t) / 3, g.x(t) / 3); };
   check(o, g, [&](int64_t, int64_t i, int64_t j) { return tile(i) == tile(j); });
@@ -97,8 +97,8 @@ TEST(SparseAttention, TileWindowInFramesAndSpaceMatchesItsMask) {
 TEST(SparseAttention, FrameWindowMatchesItsMask) {
   // 7 frames, queries one frame at a time, keys within 2 frames: a sliding window clipped at the ends.
   RuntimeOptions o;
-  o.sparse.pattern = "frame_window";
-  o.sparse.window_frames = 2;
+  o.of<SparseAttentionOptions>().pattern = "frame_window";
+  o.of<SparseAttentionOptions>().window_frames = 2;
   const Grid g{7, 2, 3};
   check(o, g, [&](int64_t, int64_t i, int64_t j) { return std::abs(g.f(i) - g.f(j)) <= 2; });
 }
@@ -106,9 +106,9 @@ TEST(SparseAttention, FrameWindowMatchesItsMask) {
 TEST(SparseAttention, FrameWindowWithQueryChunksAndARemainderMatchesItsMask) {
   // 7 frames in query chunks of 3 ({0,1,2}, {3,4,5}, {6}); each chunk sees 1 frame beyond either end.
   RuntimeOptions o;
-  o.sparse.pattern = "frame_window";
-  o.sparse.window_frames = 1;
-  o.sparse.query_frames = 3;
+  o.of<SparseAttentionOptions>().pattern = "frame_window";
+  o.of<SparseAttentionOptions>().window_frames = 1;
+  o.of<SparseAttentionOptions>().query_frames = 3;
   const Grid g{7, 3, 1};
   check(o, g, [&](int64_t, int64_t i, int64_t j) {
     const int64_t f0 = g.f(i) / 3 * 3, f1 = std::min<int64_t>(7, f0 + 3);
@@ -181,10 +181,10 @@ void check_topk(const Grid& g, int64_t asked_rows, int64_t rows, int64_t c, doub
   const at::Tensor q = at::randn({B, H, g.L(), d}, gen), k = at::randn({B, H, g.L(), d}, gen),
                    v = at::randn({B, H, g.L(), d}, gen);
   RuntimeOptions o;
-  o.sparse.pattern = "topk_blocks";
-  o.sparse.key_block_rows = asked_rows;
-  o.sparse.query_frames = c;
-  o.sparse.keep_ratio = keep;
+  o.of<SparseAttentionOptions>().pattern = "topk_blocks";
+  o.of<SparseAttentionOptions>().key_block_rows = asked_rows;
+  o.of<SparseAttentionOptions>().query_frames = c;
+  o.of<SparseAttentionOptions>().keep_ratio = keep;
   Trace trace;
   ForwardContext fc;
   fc.options = &o;
@@ -214,8 +214,8 @@ TEST(SparseAttention, TopkBlocksKeepingEveryBlockIsDenseAttention) {
   const at::Tensor q = at::randn({2, 2, g.L(), 8}, gen), k = at::randn({2, 2, g.L(), 8}, gen),
                    v = at::randn({2, 2, g.L(), 8}, gen);
   RuntimeOptions o;
-  o.sparse.pattern = "topk_blocks";
-  o.sparse.keep_ratio = 1.0;
+  o.of<SparseAttentionOptions>().pattern = "topk_blocks";
+  o.of<SparseAttentionOptions>().keep_ratio = 1.0;
   Trace trace;
   ForwardContext fc;
   fc.options = &o;

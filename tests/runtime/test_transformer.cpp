@@ -13,6 +13,8 @@
 #include "runtime/verify.h"
 #include "runtime/wan_transformer.h"
 #include "test_util.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
@@ -163,8 +165,8 @@ TEST(Transformer, UniformTimestepIsThePerTokenResultBitForBit) {
   t_i2v.slice(1, 0, 2 * 3).zero_();  // latent frame 0 (6 tokens) carries the image: timestep 0
   auto run = [&](const at::Tensor& t, bool uniform, Trace& trace) {
     RuntimeOptions o;
-    o.timestep_dedup = true;
-    o.uniform_timestep = uniform;
+    o.of<TimestepDedupOptions>().on = true;
+    o.of<UniformTimestepOptions>().on = uniform;
     ForwardContext fc;
     fc.options = &o;
     fc.trace = &trace;

@@ -13,6 +13,17 @@
 #include "runtime/wan_vae.h"
 #include "cpu_bf16.h"
 #include "test_util.h"
+#include "runtime/techniques/vae/vae_causal_buffer_options.h"
+#include "runtime/techniques/vae/vae_causal_ring_options.h"
+#include "runtime/techniques/vae/vae_channels_last_options.h"
+#include "runtime/techniques/vae/vae_chunk_frames_options.h"
+#include "runtime/techniques/vae/vae_cuda_graph_options.h"
+#include "runtime/techniques/vae/vae_frame_convs_options.h"
+#include "runtime/techniques/vae/vae_fused_norm_silu_options.h"
+#include "runtime/techniques/vae/vae_head_pad_options.h"
+#include "runtime/techniques/vae/vae_pointwise_gemm_options.h"
+#include "runtime/techniques/vae/vae_subpixel_upsample_options.h"
+#include "runtime/techniques/vae/vae_transposed_upsample_options.h"
 
 using namespace autooptim;
 using namespace autooptim::runtime;
@@ -285,7 +296,7 @@ TEST(VAE, CausalBufferIsBitIdentical) {
   at::InferenceMode guard;
   const at::Tensor ref = m->decode(io.tensor("z"));
   RuntimeOptions o;
-  o.vae_causal_buffer = true;
+  o.of<VaeCausalBufferOptions>().on = true;
   Trace trace;
   const at::Tensor got = decode_with(m, io.tensor("z"), o, &trace);
   EXPECT_TRUE(at::equal(got, ref));
@@ -305,13 +316,13 @@ TEST(VAE, CausalRingIsBitIdenticalToTheBuffer) {
   const auto io = golden_io();
   at::InferenceMode guard;
   RuntimeOptions buffered;
-  buffered.vae_causal_buffer = true;
-  buffered.vae_channels_last = true;
+  buffered.of<VaeCausalBufferOptions>().on = true;
+  buffered.of<VaeChannelsLastOptions>().on = true;
   const at::Tensor ref = decode_with(m, io.tensor("z"), buffered, nullptr);
   for (const int64_t ring : {2, 3}) {
     SCOPED_TRACE("vae_causal_ring " + std::to_string(ring));
     RuntimeOptions o = buffered;
-    o.vae_causal_ring = ring;
+    o.of<VaeCausalRingOptions>().chunks = ring;
     Trace trace;
     EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &trace), ref));
     EXPECT_GT(trace.get("kernel.vae_causal_ring.windows"), 10);
@@ -321,7 +332,7 @@ TEST(VAE, CausalRingIsBitIdenticalToTheBuffer) {
   auto gen = at::detail::createCPUGenerator(12);
   for (const int64_t B : {1, 2}) {
     RuntimeOptions ro = buffered;
-    ro.vae_causal_ring = 3;
+    ro.of<VaeCausalRingOptions>().chunks = 3;
     Trace trace;
     const techniques::VaeRun rrun{&ro, &trace}, brun{&buffered, nullptr};
     WanCausalCache rc, bc;
@@ -362,8 +373,8 @@ TEST(VAE, CudaGraphSwitchKeepsTheCausalCacheInPlace) {
   for (const bool buffered : {false, true}) {
     SCOPED_TRACE(buffered ? "with vae_causal_buffer" : "alone");
     RuntimeOptions o;
-    o.vae_cuda_graph = true;
-    o.vae_causal_buffer = buffered;
+    o.of<VaeCudaGraphOptions>().on = true;
+    o.of<VaeCausalBufferOptions>().on = buffered;
     Trace trace;
     EXPECT_TRUE(at::equal(decode_with(m, z, o, &trace), ref));
     EXPECT_EQ(trace.get("kernel.vae_cuda_graph.eager_chunks"), z.size(2));
@@ -378,7 +389,7 @@ TEST(VAE, CudaGraphSwitchKeepsTheCausalCacheInPlace) {
   auto gen = at::detail::createCPUGenerator(32);
   for (const int64_t B : {1, 2}) {
     RuntimeOptions plain_o, graph_o;
-    graph_o.vae_cuda_graph = true;
+    graph_o.of<VaeCudaGraphOptions>().on = true;
     const techniques::VaeRun plain_run{&plain_o, nullptr}, graph_run{&graph_o, nullptr};
     WanCausalCache plain, graphed;
     plain.run = &plain_run;
@@ -415,8 +426,8 @@ TEST(VAE, ChunkFramesComputeWhatOneFrameChunksDo) {
     for (bool buffered : {false, true}) {
       SCOPED_TRACE("vae_chunk_frames " + std::to_string(k) + (buffered ? " + causal buffer" : ""));
       RuntimeOptions o;
-      o.vae_chunk_frames = k;
-      o.vae_causal_buffer = buffered;
+      o.of<VaeChunkFramesOptions>().frames = k;
+      o.of<VaeCausalBufferOptions>().on = buffered;
       Trace trace;
       const at::Tensor got = decode_with(m, z, o, &trace);
       ASSERT_EQ(got.sizes(), ref.sizes());
@@ -453,7 +464,7 @@ void expect_golden_decode_with_upsampler(const RuntimeOptions& o, const char* co
 
 TEST(VAE, SubpixelUpsampleEqualsNearestThenConv) {
   RuntimeOptions o;
-  o.vae_subpixel_upsample = true;
+  o.of<VaeSubpixelUpsampleOptions>().on = true;
   expect_golden_decode_with_upsampler(o, "kernel.vae_subpixel_upsample.convs");
 }
 
@@ -483,7 +494,7 @@ void expect_upsampler_switch_matches_reference(RuntimeOptions o, const char* cou
   EXPECT_LE(rel_l2(got, ref), 1e-6);
   EXPECT_EQ(trace.get(counter), 1);
   RuntimeOptions ocl = o;
-  ocl.vae_channels_last = true;
+  ocl.of<VaeChannelsLastOptions>().on = true;
   techniques::VaeRun run_cl{&ocl, &trace};
   WanCausalCache fast_cl;
   fast_cl.run = &run_cl;
@@ -499,7 +510,7 @@ void expect_upsampler_switch_matches_reference(RuntimeOptions o, const char* cou
 
 TEST(VAE, SubpixelUpsampleOnOddFramesAndBatchTwo) {
   RuntimeOptions o;
-  o.vae_subpixel_upsample = true;
+  o.of<VaeSubpixelUpsampleOptions>().on = true;
   expect_upsampler_switch_matches_reference(o, "kernel.vae_subpixel_upsample.convs");
 }
 
@@ -516,10 +527,10 @@ TEST(VAE, ChannelsLastAndEveryCpuSwitchTogether) {
       if (p.dim() == 5) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast3d));
   }
   RuntimeOptions o;
-  o.vae_channels_last = true;
-  o.vae_causal_buffer = true;
-  o.vae_subpixel_upsample = true;
-  o.vae_fused_norm_silu = true;  // no CUDA here: must not engage, and must not change the result
+  o.of<VaeChannelsLastOptions>().on = true;
+  o.of<VaeCausalBufferOptions>().on = true;
+  o.of<VaeSubpixelUpsampleOptions>().on = true;
+  o.of<VaeFusedNormSiluOptions>().on = true;  // no CUDA here: must not engage, and must not change the result
   Trace trace;
   const at::Tensor got = decode_with(cl, io.tensor("z"), o, &trace);
   EXPECT_LE(rel_l2(got, ref), 1e-5);
@@ -540,7 +551,7 @@ TEST(VAE, FrameConvsEqualTheThreeDConv) {
   at::InferenceMode guard;
   auto gen = at::detail::createCPUGenerator(7);
   RuntimeOptions o;
-  o.vae_frame_convs = true;
+  o.of<VaeFrameConvsOptions>().on = true;
   Trace trace;
   const techniques::VaeRun run{&o, &trace};
   struct Case {
@@ -580,8 +591,8 @@ TEST(VAE, CausalBufferIsChannelsLastInAChannelsLastDecode) {
   const auto [conv, norm] = random_norm_conv(3);
   auto gen = at::detail::createCPUGenerator(4);
   RuntimeOptions buffered, plain;
-  buffered.vae_channels_last = plain.vae_channels_last = true;
-  buffered.vae_causal_buffer = true;
+  buffered.of<VaeChannelsLastOptions>().on = plain.of<VaeChannelsLastOptions>().on = true;
+  buffered.of<VaeCausalBufferOptions>().on = true;
   const techniques::VaeRun brun{&buffered, nullptr}, prun{&plain, nullptr};
   WanCausalCache bc, pc;
   bc.run = &brun;
@@ -611,8 +622,8 @@ TEST(VAE, PointwiseGemmEqualsTheOneByOneConv) {
   for (auto& p : block->parameters()) p.copy_(at::randn(p.sizes(), gen) * 0.5 + (p.dim() == 4 ? 1.0 : 0.0));
   ASSERT_TRUE(block->conv_shortcut);
   RuntimeOptions gemm, plain;
-  gemm.vae_channels_last = plain.vae_channels_last = true;
-  gemm.vae_pointwise_gemm = true;
+  gemm.of<VaeChannelsLastOptions>().on = plain.of<VaeChannelsLastOptions>().on = true;
+  gemm.of<VaePointwiseGemmOptions>().on = true;
   Trace trace;
   const techniques::VaeRun grun{&gemm, &trace}, prun{&plain, nullptr};
   WanCausalCache gc, pc;
@@ -654,7 +665,7 @@ TEST(VAE, PointwiseGemmEqualsTheOneByOneConv) {
 // taps are the sub-pixel phases' folded taps laid out as conv_transpose reads them.
 TEST(VAE, TransposedUpsampleEqualsNearestThenConv) {
   RuntimeOptions o;
-  o.vae_transposed_upsample = true;
+  o.of<VaeTransposedUpsampleOptions>().on = true;
   expect_upsampler_switch_matches_reference(o, "kernel.vae_transposed_upsample.convs");
   at::InferenceMode guard;
   // The taps: a one-hot 3x3 kernel at (r, c) lands on the 4x4 positions that read it.
@@ -681,8 +692,8 @@ TEST(VAE, HeadPadGivesTheSameChannels) {
     for (const bool buffered : {false, true}) {
       SCOPED_TRACE("vae_head_pad " + std::to_string(pad) + (buffered ? " + causal buffer" : ""));
       RuntimeOptions o;
-      o.vae_head_pad = pad;
-      o.vae_causal_buffer = buffered;
+      o.of<VaeHeadPadOptions>().channels = pad;
+      o.of<VaeCausalBufferOptions>().on = buffered;
       Trace trace;
       const at::Tensor got = decode_with(m, io.tensor("z"), o, &trace);
       ASSERT_EQ(got.sizes(), ref.sizes());
@@ -692,7 +703,7 @@ TEST(VAE, HeadPadGivesTheSameChannels) {
     }
   // 8 is not above the golden head's 12 channels: not applied (the engagement check then fails the run).
   RuntimeOptions o;
-  o.vae_head_pad = 8;
+  o.of<VaeHeadPadOptions>().channels = 8;
   Trace trace;
   EXPECT_TRUE(at::equal(decode_with(m, io.tensor("z"), o, &trace), ref));
   EXPECT_EQ(trace.get("kernel.vae_head_pad.convs"), 0);

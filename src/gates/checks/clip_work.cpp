@@ -4,6 +4,7 @@
 
 #include "base/strings.h"
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
 
 namespace autooptim::gates {
 
@@ -170,7 +171,7 @@ void floor_problems(const GateClip& c, const WorkContext& x, std::vector<std::st
     if (cf.dense_last && !full(n_steps - 1))
       problems.push_back(c.name + ": " + cf.name + " declares a dense last step, which ran " + ran_text(n_steps - 1));
   }
-  const auto& sparse = x.opts.sparse;
+  const auto& sparse = x.opts.of<runtime::SparseAttentionOptions>();
   if (sparse.pattern == "none") return;
   const int64_t sparse_layers = std::max<int64_t>(0, x.L - sparse.dense_layers);
   for (int64_t s = 0; s < n_steps; ++s) {

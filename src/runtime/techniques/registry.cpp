@@ -173,29 +173,29 @@ json FlagSpec::to_json() const {
   return j;
 }
 
-FlagSpec bool_flag(std::string key, Field<bool> field, std::string help) {
+FlagSpec bool_flag(std::string key, Field<bool> bound, std::string help) {
   FlagSpec f;
   f.key = std::move(key);
   f.type = FlagType::kBool;
   f.help = std::move(help);
-  f.get = [field](const RuntimeOptions& o) { return json(field(const_cast<RuntimeOptions&>(o))); };
-  f.set = [field](RuntimeOptions& o, const json& v) { field(o) = v.get<bool>(); };
+  f.get = [get = bound.get](const RuntimeOptions& o) { return json(get(o)); };
+  f.set = [edit = bound.edit](RuntimeOptions& o, const json& v) { edit(o) = v.get<bool>(); };
   return f;
 }
 
-FlagSpec int_flag(std::string key, Field<int64_t> field, int64_t lo, int64_t hi, std::string help) {
+FlagSpec int_flag(std::string key, Field<int64_t> bound, int64_t lo, int64_t hi, std::string help) {
   FlagSpec f;
   f.key = std::move(key);
   f.type = FlagType::kInt;
   f.help = std::move(help);
   f.int_min = lo;
   f.int_max = hi;
-  f.get = [field](const RuntimeOptions& o) { return json(field(const_cast<RuntimeOptions&>(o))); };
-  f.set = [field](RuntimeOptions& o, const json& v) { field(o) = v.get<int64_t>(); };
+  f.get = [get = bound.get](const RuntimeOptions& o) { return json(get(o)); };
+  f.set = [edit = bound.edit](RuntimeOptions& o, const json& v) { edit(o) = v.get<int64_t>(); };
   return f;
 }
 
-FlagSpec number_flag(std::string key, Field<double> field, double lo, bool lo_open, double hi, bool hi_open,
+FlagSpec number_flag(std::string key, Field<double> bound, double lo, bool lo_open, double hi, bool hi_open,
                      std::string help) {
   FlagSpec f;
   f.key = std::move(key);
@@ -205,23 +205,23 @@ FlagSpec number_flag(std::string key, Field<double> field, double lo, bool lo_op
   f.min_open = lo_open;
   f.max = hi;
   f.max_open = hi_open;
-  f.get = [field](const RuntimeOptions& o) { return json(field(const_cast<RuntimeOptions&>(o))); };
-  f.set = [field](RuntimeOptions& o, const json& v) { field(o) = v.get<double>(); };
+  f.get = [get = bound.get](const RuntimeOptions& o) { return json(get(o)); };
+  f.set = [edit = bound.edit](RuntimeOptions& o, const json& v) { edit(o) = v.get<double>(); };
   return f;
 }
 
-FlagSpec choice_flag(std::string key, Field<std::string> field, std::vector<std::string> choices, std::string help) {
+FlagSpec choice_flag(std::string key, Field<std::string> bound, std::vector<std::string> choices, std::string help) {
   FlagSpec f;
   f.key = std::move(key);
   f.type = FlagType::kChoice;
   f.help = std::move(help);
   f.choices = std::move(choices);
-  f.get = [field](const RuntimeOptions& o) { return json(field(const_cast<RuntimeOptions&>(o))); };
-  f.set = [field](RuntimeOptions& o, const json& v) { field(o) = v.get<std::string>(); };
+  f.get = [get = bound.get](const RuntimeOptions& o) { return json(get(o)); };
+  f.set = [edit = bound.edit](RuntimeOptions& o, const json& v) { edit(o) = v.get<std::string>(); };
   return f;
 }
 
-FlagSpec int_list_flag(std::string key, Field<std::vector<int64_t>> field, int64_t lo, int64_t hi, size_t max_items,
+FlagSpec int_list_flag(std::string key, Field<std::vector<int64_t>> bound, int64_t lo, int64_t hi, size_t max_items,
                        std::string help) {
   FlagSpec f;
   f.key = std::move(key);
@@ -230,12 +230,12 @@ FlagSpec int_list_flag(std::string key, Field<std::vector<int64_t>> field, int64
   f.int_min = lo;
   f.int_max = hi;
   f.max_items = max_items;
-  f.get = [field](const RuntimeOptions& o) { return json(field(const_cast<RuntimeOptions&>(o))); };
-  f.set = [field](RuntimeOptions& o, const json& v) { field(o) = v.get<std::vector<int64_t>>(); };
+  f.get = [get = bound.get](const RuntimeOptions& o) { return json(get(o)); };
+  f.set = [edit = bound.edit](RuntimeOptions& o, const json& v) { edit(o) = v.get<std::vector<int64_t>>(); };
   return f;
 }
 
-FlagSpec number_list_flag(std::string key, Field<std::vector<double>> field, double lo, double hi, size_t max_items,
+FlagSpec number_list_flag(std::string key, Field<std::vector<double>> bound, double lo, double hi, size_t max_items,
                           std::string help) {
   FlagSpec f;
   f.key = std::move(key);
@@ -244,8 +244,8 @@ FlagSpec number_list_flag(std::string key, Field<std::vector<double>> field, dou
   f.min = lo;
   f.max = hi;
   f.max_items = max_items;
-  f.get = [field](const RuntimeOptions& o) { return json(field(const_cast<RuntimeOptions&>(o))); };
-  f.set = [field](RuntimeOptions& o, const json& v) { field(o) = v.get<std::vector<double>>(); };
+  f.get = [get = bound.get](const RuntimeOptions& o) { return json(get(o)); };
+  f.set = [edit = bound.edit](RuntimeOptions& o, const json& v) { edit(o) = v.get<std::vector<double>>(); };
   return f;
 }
 
@@ -314,17 +314,21 @@ bool works_on_decode(const RuntimeOptions& o) { return works_on(o, "vae.", "pipe
 
 bool works_on_text_encoding(const RuntimeOptions& o) { return works_on(o, "text_encoder.", "pipeline.encode_text"); }
 
+namespace {
+// A setting's field: `member` of RuntimeOptions itself.
+template <typename T>
+Field<T> setting(T RuntimeOptions::*member) {
+  return {[member](const RuntimeOptions& o) -> const T& { return o.*member; },
+          [member](RuntimeOptions& o) -> T& { return o.*member; }};
+}
+}  // namespace
+
 const std::vector<FlagSpec>& settings() {
   static const std::vector<FlagSpec> s = always_written({
-      choice_flag(
-          "dtype", [](RuntimeOptions& o) -> std::string& { return o.dtype; }, {"bf16", "fp32", "fp64"},
-          "the transformer's compute dtype (the CPU runs bf16 in fp32)"),
-      int_flag(
-          "cpu_threads", [](RuntimeOptions& o) -> int64_t& { return o.cpu_threads; }, 0, 256,
-          "CPU threads; 0 = libtorch's own setting"),
-      bool_flag(
-          "onednn", [](RuntimeOptions& o) -> bool& { return o.onednn; },
-          "oneDNN CPU kernels where libtorch picks them"),
+      choice_flag("dtype", setting(&RuntimeOptions::dtype), {"bf16", "fp32", "fp64"},
+                  "the transformer's compute dtype (the CPU runs bf16 in fp32)"),
+      int_flag("cpu_threads", setting(&RuntimeOptions::cpu_threads), 0, 256, "CPU threads; 0 = libtorch's own setting"),
+      bool_flag("onednn", setting(&RuntimeOptions::onednn), "oneDNN CPU kernels where libtorch picks them"),
   });
   return s;
 }

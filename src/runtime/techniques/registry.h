@@ -2,18 +2,21 @@
 // The technique registry: what every technique declares about itself, in one place per technique.
 //
 // A technique is one source file under techniques/<family>/ (plus its header, and its CUDA file where
-// it has one). The file opens with AUTOOPTIM_TECHNIQUE(name) { ... }, which returns its Technique: its
-// flags (name, type, range, default, bound to a RuntimeOptions field), family, whether it is lossless,
-// the switch that turns it on, the counters that prove it engaged, its executor search space and the
-// hook sites it runs at. Manifest parsing and serialization, the engagement check, `autooptim
-// techniques` and the executors all read this registry; the forward keeps reading the typed fields of
-// RuntimeOptions (opts->fused_qkv, ...).
+// it has one). Its <name>_options.h declares its options struct (FusedQkvOptions, EasyCacheOptions, ...),
+// which RuntimeOptions holds by type without knowing it (runtime/technique_options.h). The file opens with
+// AUTOOPTIM_TECHNIQUE(name) { ... }, which returns its Technique: its flags (name, type, range, default,
+// bound to a field of its options struct: field(&EasyCacheOptions::threshold)), family, whether it is
+// lossless, the switch that turns it on, the counters that prove it engaged, its executor search space and
+// the hook sites it runs at. Manifest parsing and serialization, the engagement check, `autooptim
+// techniques` and the executors all read this registry; the forward reads the typed options struct
+// (opts->of<FusedQkvOptions>().on, ...).
 //
 // The file is compiled twice: into the torch-free registry library (AUTOOPTIM_TECHNIQUE_SPECS defined,
 // so the manifest code links it without libtorch: only the declaration is compiled) and into the
 // runtime (AUTOOPTIM_TECHNIQUE_HOOKS is 1: its torch code, the hooks the forward calls). Everything a
-// file includes before `#if AUTOOPTIM_TECHNIQUE_HOOKS` must be torch-free. src/runtime/CMakeLists.txt
-// finds the files by their AUTOOPTIM_TECHNIQUE line; nothing else lists them.
+// file includes before `#if AUTOOPTIM_TECHNIQUE_HOOKS` must be torch-free: its options struct is included
+// there from its torch-free <name>_options.h (its <name>.h, if any, is torch code and includes it too).
+// src/runtime/CMakeLists.txt finds the files by their AUTOOPTIM_TECHNIQUE line; nothing else lists them.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -61,18 +64,30 @@ struct FlagSpec {
   nlohmann::json to_json() const;  // the listing's description of the flag
 };
 
-// Flag builders: `field` returns the RuntimeOptions field the flag is bound to.
+// What a flag is bound to: one field of a technique's options struct in RuntimeOptions (or, for the
+// settings, a field of RuntimeOptions itself), read without changing the options and changed in place.
 template <typename T>
-using Field = T& (*)(RuntimeOptions&);
-FlagSpec bool_flag(std::string key, Field<bool> field, std::string help);
-FlagSpec int_flag(std::string key, Field<int64_t> field, int64_t lo, int64_t hi, std::string help);
+struct Field {
+  std::function<const T&(const RuntimeOptions&)> get;
+  std::function<T&(RuntimeOptions&)> edit;
+};
+// The flag's field: `member` of the technique's own options struct, e.g. field(&EasyCacheOptions::threshold)
+// (stored in RuntimeOptions by type: RuntimeOptions::of<EasyCacheOptions>()).
+template <typename Options, typename T>
+Field<T> field(T Options::*member) {
+  return {[member](const RuntimeOptions& o) -> const T& { return o.of<Options>().*member; },
+          [member](RuntimeOptions& o) -> T& { return o.of<Options>().*member; }};
+}
+// Flag builders: `bound` is the field the flag is bound to.
+FlagSpec bool_flag(std::string key, Field<bool> bound, std::string help);
+FlagSpec int_flag(std::string key, Field<int64_t> bound, int64_t lo, int64_t hi, std::string help);
 // Bounds: `lo_open`/`hi_open` exclude them; an infinite bound is no bound.
-FlagSpec number_flag(std::string key, Field<double> field, double lo, bool lo_open, double hi, bool hi_open,
+FlagSpec number_flag(std::string key, Field<double> bound, double lo, bool lo_open, double hi, bool hi_open,
                      std::string help);
-FlagSpec choice_flag(std::string key, Field<std::string> field, std::vector<std::string> choices, std::string help);
-FlagSpec int_list_flag(std::string key, Field<std::vector<int64_t>> field, int64_t lo, int64_t hi, size_t max_items,
+FlagSpec choice_flag(std::string key, Field<std::string> bound, std::vector<std::string> choices, std::string help);
+FlagSpec int_list_flag(std::string key, Field<std::vector<int64_t>> bound, int64_t lo, int64_t hi, size_t max_items,
                        std::string help);
-FlagSpec number_list_flag(std::string key, Field<std::vector<double>> field, double lo, double hi, size_t max_items,
+FlagSpec number_list_flag(std::string key, Field<std::vector<double>> bound, double lo, double hi, size_t max_items,
                           std::string help);
 // Marks flags as written in the canonical form even at their default (see FlagSpec::always_written).
 std::vector<FlagSpec> always_written(std::vector<FlagSpec> flags);

@@ -45,12 +45,16 @@ double relative_l1(const at::Tensor& now, const at::Tensor& before) {
 }
 
 std::unique_ptr<CachePolicy> make_cache_policy(const RuntimeOptions& o, int64_t steps, Trace* trace) {
-  if (o.easycache.enabled) return std::make_unique<EasyCache>(o.easycache, steps, trace);
-  if (o.teacache.enabled || o.teacache.calibrate) return std::make_unique<TeaCache>(o.teacache, steps, trace);
-  if (o.magcache.enabled || o.magcache.calibrate) return std::make_unique<MagCache>(o.magcache, steps, trace);
-  if (o.first_block_cache.enabled) return std::make_unique<FirstBlockCache>(o.first_block_cache, steps, trace);
-  if (o.taylorseer.enabled) return std::make_unique<TaylorSeer>(o.taylorseer, steps, trace);
-  if (!o.forced_skip.steps.empty()) return std::make_unique<ForcedSkip>(o.forced_skip, steps, trace);
+  if (o.of<EasyCacheOptions>().enabled) return std::make_unique<EasyCache>(o.of<EasyCacheOptions>(), steps, trace);
+  if (o.of<TeaCacheOptions>().enabled || o.of<TeaCacheOptions>().calibrate)
+    return std::make_unique<TeaCache>(o.of<TeaCacheOptions>(), steps, trace);
+  if (o.of<MagCacheOptions>().enabled || o.of<MagCacheOptions>().calibrate)
+    return std::make_unique<MagCache>(o.of<MagCacheOptions>(), steps, trace);
+  if (o.of<FirstBlockCacheOptions>().enabled)
+    return std::make_unique<FirstBlockCache>(o.of<FirstBlockCacheOptions>(), steps, trace);
+  if (o.of<TaylorSeerOptions>().enabled) return std::make_unique<TaylorSeer>(o.of<TaylorSeerOptions>(), steps, trace);
+  if (!o.of<ForcedSkipOptions>().steps.empty())
+    return std::make_unique<ForcedSkip>(o.of<ForcedSkipOptions>(), steps, trace);
   return nullptr;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/easycache_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -16,22 +17,15 @@ AUTOOPTIM_TECHNIQUE(easycache) {
       "full computations (order 1) while the conditional branch's estimated output change stays under the threshold";
   t.group = "easycache";
   t.flags = always_written({
-      bool_flag(
-          "enabled", [](RuntimeOptions& o) -> bool& { return o.easycache.enabled; }, "turns the policy on"),
-      number_flag(
-          "threshold", [](RuntimeOptions& o) -> double& { return o.easycache.threshold; }, 0.0, true, 1.0, false,
-          "accumulated relative-change budget before a full forward"),
-      int_flag(
-          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.easycache.warmup_steps; }, 1, 1000,
-          "first steps always computed in full"),
-      bool_flag(
-          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.easycache.dense_last_step; },
-          "the last step always computed"),
+      bool_flag("enabled", field(&EasyCacheOptions::enabled), "turns the policy on"),
+      number_flag("threshold", field(&EasyCacheOptions::threshold), 0.0, true, 1.0, false,
+                  "accumulated relative-change budget before a full forward"),
+      int_flag("warmup_steps", field(&EasyCacheOptions::warmup_steps), 1, 1000, "first steps always computed in full"),
+      bool_flag("dense_last_step", field(&EasyCacheOptions::dense_last_step), "the last step always computed"),
   });
   // Written only when set: manifests from before it keep their canonical form and hash.
-  t.flags.push_back(int_flag(
-      "order", [](RuntimeOptions& o) -> int64_t& { return o.easycache.order; }, 0, 1,
-      "0: reuse the last residual; 1: extrapolate it from the last two full computations"));
+  t.flags.push_back(int_flag("order", field(&EasyCacheOptions::order), 0, 1,
+                             "0: reuse the last residual; 1: extrapolate it from the last two full computations"));
   t.switch_flag = "easycache.enabled";
   t.exclusive_group = "step_cache";
   t.hooks = {"pipeline.transformer_call"};
@@ -43,8 +37,8 @@ AUTOOPTIM_TECHNIQUE(easycache) {
         tr.get("cache.easycache.computed_forwards") != forwards)
       out.push_back("easycache: computed forwards in its counters disagree with the transformer's");
   };
-  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.easycache.warmup_steps; };
-  t.dense_last_step = [](const RuntimeOptions& o) { return o.easycache.dense_last_step; };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.of<EasyCacheOptions>().warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.of<EasyCacheOptions>().dense_last_step; };
   t.search = [](const SearchContext& c) {
     // First-order forecasts (order 1) with a dense warm-up of the first 10% of the steps (5 of 50): on the
     // trained wan22-tiny they keep several dB more PSNR than reuse at the same threshold and skip more

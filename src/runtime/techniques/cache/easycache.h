@@ -12,6 +12,7 @@
 
 #include <functional>
 
+#include "runtime/techniques/cache/easycache_options.h"
 #include "runtime/options.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/trace.h"

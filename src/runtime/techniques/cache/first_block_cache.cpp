@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/first_block_cache_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -16,17 +17,11 @@ AUTOOPTIM_TECHNIQUE(first_block_cache) {
       "computation, blocks 1..N-1 reuse their cached residual (per CFG branch)";
   t.group = "first_block_cache";
   t.flags = {
-      bool_flag(
-          "enabled", [](RuntimeOptions& o) -> bool& { return o.first_block_cache.enabled; }, "turns the policy on"),
-      number_flag(
-          "threshold", [](RuntimeOptions& o) -> double& { return o.first_block_cache.threshold; }, 0.0, true, 10.0,
-          false, "relative L1 change of block 0's residual under which the other blocks are skipped"),
-      int_flag(
-          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.first_block_cache.warmup_steps; }, 0, 1000,
-          "first steps always computed"),
-      bool_flag(
-          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.first_block_cache.dense_last_step; },
-          "the last step always computed"),
+      bool_flag("enabled", field(&FirstBlockCacheOptions::enabled), "turns the policy on"),
+      number_flag("threshold", field(&FirstBlockCacheOptions::threshold), 0.0, true, 10.0, false,
+                  "relative L1 change of block 0's residual under which the other blocks are skipped"),
+      int_flag("warmup_steps", field(&FirstBlockCacheOptions::warmup_steps), 0, 1000, "first steps always computed"),
+      bool_flag("dense_last_step", field(&FirstBlockCacheOptions::dense_last_step), "the last step always computed"),
   };
   t.switch_flag = "first_block_cache.enabled";
   t.exclusive_group = "step_cache";
@@ -39,8 +34,8 @@ AUTOOPTIM_TECHNIQUE(first_block_cache) {
     if (decided != tr.get("transformer.forwards"))
       out.push_back("first_block_cache: its computed and skipped forwards disagree with the transformer's forwards");
   };
-  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.first_block_cache.warmup_steps; };
-  t.dense_last_step = [](const RuntimeOptions& o) { return o.first_block_cache.dense_last_step; };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.of<FirstBlockCacheOptions>().warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.of<FirstBlockCacheOptions>().dense_last_step; };
   t.search = [](const SearchContext& c) {
     const int64_t warmup = std::max<int64_t>(1, c.steps / 10);
     std::vector<SearchPoint> p;

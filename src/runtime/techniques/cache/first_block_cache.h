@@ -6,6 +6,7 @@
 // steps and (optionally) the last step are always computed. No calibration.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/cache/first_block_cache_options.h"
 #include "runtime/options.h"
 #include "runtime/techniques/cache/cache_policy.h"
 

@@ -1,5 +1,6 @@
 // Cache technique: a forced skip schedule, for benchmarking (see forced_skip.h). Never proposed.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/forced_skip_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -12,9 +13,8 @@ AUTOOPTIM_TECHNIQUE(forced_skip) {
       "benchmarking: at the listed steps every CFG branch reuses its last residual instead of running the "
       "transformer (records the forward-skip ratio); never proposed by the executors";
   t.group = "forced_skip";
-  t.flags = {int_list_flag(
-      "steps", [](RuntimeOptions& o) -> std::vector<int64_t>& { return o.forced_skip.steps; }, 0, 999, 1000,
-      "step indices whose forwards are skipped")};
+  t.flags = {int_list_flag("steps", field(&ForcedSkipOptions::steps), 0, 999, 1000,
+                           "step indices whose forwards are skipped")};
   t.switch_flag = "forced_skip.steps";
   t.exclusive_group = "step_cache";
   t.hooks = {"pipeline.transformer_call"};

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "runtime/techniques/cache/forced_skip_options.h"
 #include "runtime/options.h"
 #include "runtime/techniques/cache/cache_policy.h"
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/magcache_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -18,29 +19,17 @@ AUTOOPTIM_TECHNIQUE(magcache) {
       "branch's cached block-stack residual";
   t.group = "magcache";
   t.flags = {
-      bool_flag(
-          "enabled", [](RuntimeOptions& o) -> bool& { return o.magcache.enabled; }, "turns the policy on"),
-      number_flag(
-          "threshold", [](RuntimeOptions& o) -> double& { return o.magcache.threshold; }, 0.0, true, 10.0, false,
-          "accumulated error budget while skipping"),
-      int_flag(
-          "max_skips", [](RuntimeOptions& o) -> int64_t& { return o.magcache.max_skips; }, 1, 1000,
-          "consecutive skips at most"),
-      int_flag(
-          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.magcache.warmup_steps; }, 0, 1000,
-          "first steps always computed"),
-      bool_flag(
-          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.magcache.dense_last_step; },
-          "the last step always computed"),
-      number_list_flag(
-          "ratios", [](RuntimeOptions& o) -> std::vector<double>& { return o.magcache.ratios; }, 0.0, 100.0, 1000,
-          "calibrated magnitude ratio per step, conditional branch"),
-      number_list_flag(
-          "ratios_uncond", [](RuntimeOptions& o) -> std::vector<double>& { return o.magcache.ratios_uncond; }, 0.0,
-          100.0, 1000, "calibrated magnitude ratio per step, unconditional branch (empty: the conditional's)"),
-      bool_flag(
-          "calibrate", [](RuntimeOptions& o) -> bool& { return o.magcache.calibrate; },
-          "compute every step and record the ratios"),
+      bool_flag("enabled", field(&MagCacheOptions::enabled), "turns the policy on"),
+      number_flag("threshold", field(&MagCacheOptions::threshold), 0.0, true, 10.0, false,
+                  "accumulated error budget while skipping"),
+      int_flag("max_skips", field(&MagCacheOptions::max_skips), 1, 1000, "consecutive skips at most"),
+      int_flag("warmup_steps", field(&MagCacheOptions::warmup_steps), 0, 1000, "first steps always computed"),
+      bool_flag("dense_last_step", field(&MagCacheOptions::dense_last_step), "the last step always computed"),
+      number_list_flag("ratios", field(&MagCacheOptions::ratios), 0.0, 100.0, 1000,
+                       "calibrated magnitude ratio per step, conditional branch"),
+      number_list_flag("ratios_uncond", field(&MagCacheOptions::ratios_uncond), 0.0, 100.0, 1000,
+                       "calibrated magnitude ratio per step, unconditional branch (empty: the conditional's)"),
+      bool_flag("calibrate", field(&MagCacheOptions::calibrate), "compute every step and record the ratios"),
   };
   t.switch_flag = "magcache.enabled";
   t.exclusive_group = "step_cache";
@@ -52,7 +41,7 @@ AUTOOPTIM_TECHNIQUE(magcache) {
       out.push_back("magcache: its computed and skipped forwards disagree with the transformer's forwards");
   };
   t.check_flags = [](const RuntimeOptions& o) -> std::optional<FlagProblem> {
-    if (o.magcache.enabled && !o.magcache.calibrate && o.magcache.ratios.empty())
+    if (o.of<MagCacheOptions>().enabled && !o.of<MagCacheOptions>().calibrate && o.of<MagCacheOptions>().ratios.empty())
       return FlagProblem{".ratios", "magcache needs its calibrated magnitude-ratio schedule (run its calibration)"};
     return std::nullopt;
   };
@@ -81,8 +70,8 @@ AUTOOPTIM_TECHNIQUE(magcache) {
         }
         return nlohmann::json{{"magcache", {{"ratios", ratios[0]}, {"ratios_uncond", ratios[1]}}}};
       }};
-  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.magcache.warmup_steps; };
-  t.dense_last_step = [](const RuntimeOptions& o) { return o.magcache.dense_last_step; };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.of<MagCacheOptions>().warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.of<MagCacheOptions>().dense_last_step; };
   t.search = [](const SearchContext& c) {
     // MagCache keeps the first 20% of the steps dense.
     const int64_t warmup = std::max<int64_t>(1, c.steps / 5);

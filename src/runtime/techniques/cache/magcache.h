@@ -12,6 +12,7 @@
 // (cache.magcache.calibration.ratio.<b>.<step>).
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/cache/magcache_options.h"
 #include "runtime/options.h"
 #include "runtime/techniques/cache/cache_policy.h"
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/taylorseer_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -16,21 +17,14 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
       "their residual by a Taylor series (order 0-2) from their last full computations";
   t.group = "taylorseer";
   t.flags = {
-      bool_flag(
-          "enabled", [](RuntimeOptions& o) -> bool& { return o.taylorseer.enabled; }, "turns the policy on"),
-      int_flag(
-          "interval", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.interval; }, 2, 50,
-          "a full computation every `interval` steps after the warm-up"),
-      int_flag(
-          "order", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.order; }, 0, 2,
-          "0: reuse the last residual; 1: linear forecast from the last two full computations; 2: quadratic from "
-          "three"),
-      int_flag(
-          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.warmup_steps; }, 0, 1000,
-          "first steps always computed in full"),
-      bool_flag(
-          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.taylorseer.dense_last_step; },
-          "the last step always computed"),
+      bool_flag("enabled", field(&TaylorSeerOptions::enabled), "turns the policy on"),
+      int_flag("interval", field(&TaylorSeerOptions::interval), 2, 50,
+               "a full computation every `interval` steps after the warm-up"),
+      int_flag("order", field(&TaylorSeerOptions::order), 0, 2,
+               "0: reuse the last residual; 1: linear forecast from the last two full computations; 2: quadratic from "
+               "three"),
+      int_flag("warmup_steps", field(&TaylorSeerOptions::warmup_steps), 0, 1000, "first steps always computed in full"),
+      bool_flag("dense_last_step", field(&TaylorSeerOptions::dense_last_step), "the last step always computed"),
   };
   t.switch_flag = "taylorseer.enabled";
   t.exclusive_group = "step_cache";
@@ -41,8 +35,8 @@ AUTOOPTIM_TECHNIQUE(taylorseer) {
       out.push_back("taylorseer: computed forwards in its counters disagree with the transformer's");
   };
   t.fixed_schedule = true;
-  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.taylorseer.warmup_steps; };
-  t.dense_last_step = [](const RuntimeOptions& o) { return o.taylorseer.dense_last_step; };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.of<TaylorSeerOptions>().warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.of<TaylorSeerOptions>().dense_last_step; };
   t.search = [](const SearchContext& c) {
     // First-order forecasts after a dense warm-up of a tenth of the steps, as EasyCache's search; the interval
     // sets the forward-skip ratio (about 1 - 1/n after the warm-up). On the trained wan22-tiny n2-n6 passed

@@ -10,6 +10,7 @@
 
 #include <functional>
 
+#include "runtime/techniques/cache/taylorseer_options.h"
 #include "runtime/options.h"
 #include "runtime/techniques/cache/cache_policy.h"
 #include "runtime/trace.h"

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/cache/teacache_options.h"
 
 namespace autooptim::runtime::techniques {
 namespace {
@@ -51,23 +52,15 @@ AUTOOPTIM_TECHNIQUE(teacache) {
       "decides per CFG branch when the block stack reuses its cached residual";
   t.group = "teacache";
   t.flags = {
-      bool_flag(
-          "enabled", [](RuntimeOptions& o) -> bool& { return o.teacache.enabled; }, "turns the policy on"),
-      number_flag(
-          "threshold", [](RuntimeOptions& o) -> double& { return o.teacache.threshold; }, 0.0, true, 10.0, false,
-          "accumulated estimated change before the block stack is computed again"),
-      int_flag(
-          "warmup_steps", [](RuntimeOptions& o) -> int64_t& { return o.teacache.warmup_steps; }, 0, 1000,
-          "first steps always computed"),
-      bool_flag(
-          "dense_last_step", [](RuntimeOptions& o) -> bool& { return o.teacache.dense_last_step; },
-          "the last step always computed"),
-      number_list_flag(
-          "coefficients", [](RuntimeOptions& o) -> std::vector<double>& { return o.teacache.coefficients; }, -1e6, 1e6,
-          8, "rescaling polynomial, lowest order first (from the calibration)"),
-      bool_flag(
-          "calibrate", [](RuntimeOptions& o) -> bool& { return o.teacache.calibrate; },
-          "compute every step and record (input change, output change) for the fit"),
+      bool_flag("enabled", field(&TeaCacheOptions::enabled), "turns the policy on"),
+      number_flag("threshold", field(&TeaCacheOptions::threshold), 0.0, true, 10.0, false,
+                  "accumulated estimated change before the block stack is computed again"),
+      int_flag("warmup_steps", field(&TeaCacheOptions::warmup_steps), 0, 1000, "first steps always computed"),
+      bool_flag("dense_last_step", field(&TeaCacheOptions::dense_last_step), "the last step always computed"),
+      number_list_flag("coefficients", field(&TeaCacheOptions::coefficients), -1e6, 1e6, 8,
+                       "rescaling polynomial, lowest order first (from the calibration)"),
+      bool_flag("calibrate", field(&TeaCacheOptions::calibrate),
+                "compute every step and record (input change, output change) for the fit"),
   };
   t.switch_flag = "teacache.enabled";
   t.exclusive_group = "step_cache";
@@ -79,7 +72,8 @@ AUTOOPTIM_TECHNIQUE(teacache) {
       out.push_back("teacache: its computed and skipped forwards disagree with the transformer's forwards");
   };
   t.check_flags = [](const RuntimeOptions& o) -> std::optional<FlagProblem> {
-    if (o.teacache.coefficients.empty()) return FlagProblem{".coefficients", "needs at least one coefficient"};
+    if (o.of<TeaCacheOptions>().coefficients.empty())
+      return FlagProblem{".coefficients", "needs at least one coefficient"};
     return std::nullopt;
   };
   t.calibration = Calibration{{{"teacache", {{"calibrate", true}}}}, [](const std::vector<Trace>& traces) {
@@ -95,8 +89,8 @@ AUTOOPTIM_TECHNIQUE(teacache) {
                                     }
                                 return nlohmann::json{{"teacache", {{"coefficients", fit_polynomial(x, y, 2)}}}};
                               }};
-  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.teacache.warmup_steps; };
-  t.dense_last_step = [](const RuntimeOptions& o) { return o.teacache.dense_last_step; };
+  t.warmup_steps = [](RuntimeOptions& o) -> int64_t& { return o.of<TeaCacheOptions>().warmup_steps; };
+  t.dense_last_step = [](const RuntimeOptions& o) { return o.of<TeaCacheOptions>().dense_last_step; };
   t.search = [](const SearchContext& c) {
     const int64_t warmup = std::max<int64_t>(1, c.steps / 10);
     std::vector<SearchPoint> p;

@@ -12,6 +12,7 @@
 // (...output.<b>.<step>), from which the registry's fit derives the polynomial.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/cache/teacache_options.h"
 #include "runtime/options.h"
 #include "runtime/techniques/cache/cache_policy.h"
 

@@ -1,6 +1,7 @@
 // Kernel technique: the attention kernel (cuDNN, flash, memory-efficient, math) for the transformer's
 // self- and cross-attention. Off ("auto") is libtorch's own dispatch.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/attention_backend_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -10,10 +11,9 @@ AUTOOPTIM_TECHNIQUE(attention_backend) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the attention kernel for self- and cross-attention (libtorch's dispatch when auto)";
-  t.flags = always_written({choice_flag(
-      "attention_backend", [](RuntimeOptions& o) -> std::string& { return o.attention_backend; },
-      {"auto", "math", "flash", "efficient", "cudnn"},
-      "auto | math | flash | efficient | cudnn (what the build has)")});
+  t.flags = always_written({choice_flag("attention_backend", field(&AttentionBackendOptions::backend),
+                                        {"auto", "math", "flash", "efficient", "cudnn"},
+                                        "auto | math | flash | efficient | cudnn (what the build has)")});
   t.switch_flag = "attention_backend";
   t.hooks = {"attention"};
   t.engagement = {{"kernel.attention.<attention_backend>.calls",
@@ -47,8 +47,8 @@ namespace {
 // The attention on the chosen backend; nullopt when it is libtorch's own choice ("auto").
 std::optional<at::Tensor> on_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const ForwardContext* fc) {
-  if (!fc || !fc->options || fc->options->attention_backend == "auto") return std::nullopt;
-  const std::string& b = fc->options->attention_backend;
+  if (!fc || !fc->options || fc->options->of<AttentionBackendOptions>().backend == "auto") return std::nullopt;
+  const std::string& b = fc->options->of<AttentionBackendOptions>().backend;
   try {
     at::Tensor out = compat::sdpa_on(b, q, k, v);
     fc->count(("kernel.attention." + b + ".calls").c_str());
@@ -68,7 +68,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 // The chosen kernel at the attention point (the sm_90a kernel, a higher override, takes what it can first).
 AUTOOPTIM_EXTENSIONS(attention_backend) {
-  points.attention.add({"attention_backend", 10, [](const RuntimeOptions& o) { return o.attention_backend != "auto"; },
+  points.attention.add({"attention_backend", 10,
+                        [](const RuntimeOptions& o) { return o.of<AttentionBackendOptions>().backend != "auto"; },
                         [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const ForwardContext* fc) -> std::optional<at::Tensor> { return on_backend(q, k, v, fc); }});
 }

@@ -3,6 +3,7 @@
 // transformer's self- and cross-attention. Off ("auto") is libtorch's own dispatch.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/kernel/attention_backend_options.h"
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {

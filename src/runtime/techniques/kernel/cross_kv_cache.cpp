@@ -1,5 +1,6 @@
 // Kernel technique: cross-attention K/V computed once per prompt and generation (see cross_kv_cache.h).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -9,9 +10,8 @@ AUTOOPTIM_TECHNIQUE(cross_kv_cache) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "cross-attention K/V and the projected text computed once per prompt, reused across steps";
-  t.flags = always_written({bool_flag(
-      "cross_kv_cache", [](RuntimeOptions& o) -> bool& { return o.cross_kv_cache; },
-      "cross-attention K/V cached per prompt")});
+  t.flags = always_written(
+      {bool_flag("cross_kv_cache", field(&CrossKvCacheOptions::on), "cross-attention K/V cached per prompt")});
   t.switch_flag = "cross_kv_cache";
   t.hooks = {"cross_attention.kv_projection", "transformer.text_projection"};
   t.engagement = {{"kernel.cross_kv_cache.hits", "cross_kv_cache is on but no cached cross-attention K/V was reused"}};
@@ -31,7 +31,8 @@ AUTOOPTIM_TECHNIQUE(cross_kv_cache) {
 namespace autooptim::runtime::techniques {
 namespace {
 CrossKVCache* cache_of(const ForwardContext* fc, const void* ctx_key) {
-  return fc && fc->options && fc->options->cross_kv_cache && fc->cross_kv && ctx_key ? fc->cross_kv : nullptr;
+  return fc && fc->options && fc->options->of<CrossKvCacheOptions>().on && fc->cross_kv && ctx_key ? fc->cross_kv
+                                                                                                   : nullptr;
 }
 }  // namespace
 
@@ -61,7 +62,7 @@ at::Tensor projected_text(const ForwardContext* fc, const void* ctx_key, const s
 }
 
 AUTOOPTIM_EXTENSIONS(cross_kv_cache) {
-  const auto on = [](const RuntimeOptions& o) { return o.cross_kv_cache; };
+  const auto on = [](const RuntimeOptions& o) { return o.of<CrossKvCacheOptions>().on; };
   points.text_projection.add(
       {"cross_kv_cache", 10, on,
        [](const void* ctx_key, const std::function<at::Tensor()>& compute,

@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "runtime/techniques/kernel/cross_kv_cache_options.h"
 #include "runtime/forward_context.h"  // CrossKVCache
 
 namespace autooptim::runtime {

@@ -1,5 +1,6 @@
 // Kernel technique: CUDA-graph capture and replay of the transformer forward's body (see cuda_graph.h).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/cuda_graph_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -9,9 +10,8 @@ AUTOOPTIM_TECHNIQUE(cuda_graph) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the transformer forward's body captured once per shape, prompt and phase, then replayed (GPU builds)";
-  t.flags = always_written({bool_flag(
-      "cuda_graph", [](RuntimeOptions& o) -> bool& { return o.cuda_graph; },
-      "transformer forward captured and replayed")});
+  t.flags = always_written(
+      {bool_flag("cuda_graph", field(&CudaGraphOptions::on), "transformer forward captured and replayed")});
   t.switch_flag = "cuda_graph";
   t.hooks = {"transformer.body"};
   t.engagement = {{"kernel.cuda_graph.replays", "cuda_graph is on but no graph was replayed"}};

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/techniques/kernel/cuda_graph_options.h"
 #include "runtime/extension_points.h"  // ForwardReplay
 #include "runtime/forward_context.h"
 

@@ -4,6 +4,7 @@
 // with the FFN's LayerNorm + modulation after it. The profile put ~55 ms of the fused forward in
 // element-wise work at the official shape, of which these were the largest unfused part.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/fused_cross_norm_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -17,9 +18,8 @@ AUTOOPTIM_TECHNIQUE(fused_cross_norm) {
   t.summary =
       "norm2 (LayerNorm + affine) and the cross-attention's residual add + the FFN's LayerNorm + modulation, each one "
       "CUDA pass";
-  t.flags = {bool_flag(
-      "fused_cross_norm", [](RuntimeOptions& o) -> bool& { return o.fused_cross_norm; },
-      "the cross-attention's norms and residual add in single CUDA passes")};
+  t.flags = {bool_flag("fused_cross_norm", field(&FusedCrossNormOptions::on),
+                       "the cross-attention's norms and residual add in single CUDA passes")};
   t.switch_flag = "fused_cross_norm";
   t.hooks = {"block.norm2", "block.cross_residual_norm3_modulation"};
   t.engagement = {
@@ -43,7 +43,7 @@ AUTOOPTIM_TECHNIQUE(fused_cross_norm) {
 namespace autooptim::runtime::techniques {
 
 bool fused_cross_norm_applies(const ForwardContext* fc, const at::Tensor& x, const at::Tensor& tproj) {
-  return fc && fc->options && fc->options->fused_cross_norm && fused::gpu_bf16(x) && x.dim() == 3 &&
+  return fc && fc->options && fc->options->of<FusedCrossNormOptions>().on && fused::gpu_bf16(x) && x.dim() == 3 &&
          x.size(2) % 2 == 0 && (!tproj.defined() || fused::tproj_fits(x, tproj));
 }
 
@@ -92,7 +92,7 @@ std::pair<at::Tensor, at::Tensor> fused_add_norm_modulate(const at::Tensor& x_in
 }
 
 AUTOOPTIM_EXTENSIONS(fused_cross_norm) {
-  const auto on = [](const RuntimeOptions& o) { return o.fused_cross_norm; };
+  const auto on = [](const RuntimeOptions& o) { return o.of<FusedCrossNormOptions>().on; };
   points.affine_norm.add(
       {"fused_cross_norm", 10, on,
        [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,

@@ -1,5 +1,6 @@
 // Kernel technique: the gate multiply and the residual add in one CUDA pass (fused_gate_residual.cu).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/fused_gate_residual_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -11,9 +12,8 @@ AUTOOPTIM_TECHNIQUE(fused_gate_residual) {
   // set's PSNR on a clip of the random model): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "the gate multiply and the residual add in one CUDA pass (fused_gate_residual.cu)";
-  t.flags = {bool_flag(
-      "fused_gate_residual", [](RuntimeOptions& o) -> bool& { return o.fused_gate_residual; },
-      "gate multiply + residual add in one CUDA pass")};
+  t.flags = {bool_flag("fused_gate_residual", field(&FusedGateResidualOptions::on),
+                       "gate multiply + residual add in one CUDA pass")};
   t.switch_flag = "fused_gate_residual";
   t.hooks = {"block.attention_residual", "block.ffn_residual"};
   t.engagement = {
@@ -37,7 +37,7 @@ AUTOOPTIM_TECHNIQUE(fused_gate_residual) {
 namespace autooptim::runtime::techniques {
 
 bool fused_gate_residual_applies(const ForwardContext* fc, const at::Tensor& x, const at::Tensor& tproj) {
-  return fc && fc->options && fc->options->fused_gate_residual && fused::gpu_bf16(x) && x.dim() == 3 &&
+  return fc && fc->options && fc->options->of<FusedGateResidualOptions>().on && fused::gpu_bf16(x) && x.dim() == 3 &&
          x.size(2) % 2 == 0 && fused::tproj_fits(x, tproj);
 }
 
@@ -61,7 +61,7 @@ at::Tensor fused_gate_residual(const at::Tensor& x_in, const at::Tensor& y_in, c
 
 AUTOOPTIM_EXTENSIONS(fused_gate_residual) {
   points.gate_residual.add(
-      {"fused_gate_residual", 10, [](const RuntimeOptions& o) { return o.fused_gate_residual; },
+      {"fused_gate_residual", 10, [](const RuntimeOptions& o) { return o.of<FusedGateResidualOptions>().on; },
        [](const at::Tensor& res, const at::Tensor& branch, const at::Tensor& table, const at::Tensor& tproj, int k_gate,
           const ForwardContext* fc) -> std::optional<at::Tensor> {
          if (!fused_gate_residual_applies(fc, res, tproj)) return std::nullopt;

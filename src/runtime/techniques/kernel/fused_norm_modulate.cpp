@@ -1,5 +1,6 @@
 // Kernel technique: LayerNorm and the adaLN shift/scale modulation in one CUDA pass (fused_norm_modulate.cu).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/fused_norm_modulate_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -11,9 +12,8 @@ AUTOOPTIM_TECHNIQUE(fused_norm_modulate) {
   // set's PSNR on a clip of the random model): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "LayerNorm and the adaLN shift/scale modulation in one CUDA pass (fused_norm_modulate.cu)";
-  t.flags = {bool_flag(
-      "fused_norm_modulate", [](RuntimeOptions& o) -> bool& { return o.fused_norm_modulate; },
-      "LayerNorm + adaLN shift/scale in one CUDA pass")};
+  t.flags = {bool_flag("fused_norm_modulate", field(&FusedNormModulateOptions::on),
+                       "LayerNorm + adaLN shift/scale in one CUDA pass")};
   t.switch_flag = "fused_norm_modulate";
   t.hooks = {"block.norm1_modulation", "block.norm3_modulation"};
   t.engagement = {
@@ -37,7 +37,7 @@ AUTOOPTIM_TECHNIQUE(fused_norm_modulate) {
 namespace autooptim::runtime::techniques {
 
 bool fused_norm_modulate_applies(const ForwardContext* fc, const at::Tensor& x, const at::Tensor& tproj) {
-  return fc && fc->options && fc->options->fused_norm_modulate && fused::gpu_bf16(x) && x.dim() == 3 &&
+  return fc && fc->options && fc->options->of<FusedNormModulateOptions>().on && fused::gpu_bf16(x) && x.dim() == 3 &&
          x.size(2) % 2 == 0 && fused::tproj_fits(x, tproj);
 }
 
@@ -59,15 +59,15 @@ at::Tensor fused_norm_modulate(const at::Tensor& x_in, const at::Tensor& table_i
 }
 
 AUTOOPTIM_EXTENSIONS(fused_norm_modulate) {
-  points.norm_modulate.add({"fused_norm_modulate", 10, [](const RuntimeOptions& o) { return o.fused_norm_modulate; },
-                            [](const at::Tensor& x, const at::Tensor& table, const at::Tensor& tproj, int k_shift,
-                               int k_scale, double eps, const ForwardContext* fc) -> std::optional<at::Tensor> {
-                              if (!fused_norm_modulate_applies(fc, x, tproj)) return std::nullopt;
-                              ProfileScope ps("norm_elementwise", [&] {
-                                return ext::block_traffic("LayerNorm + modulation, fused", x, tproj, 2, 2);
-                              });
-                              return fused_norm_modulate(x, table, tproj, k_shift, k_scale, eps, fc);
-                            }});
+  points.norm_modulate.add(
+      {"fused_norm_modulate", 10, [](const RuntimeOptions& o) { return o.of<FusedNormModulateOptions>().on; },
+       [](const at::Tensor& x, const at::Tensor& table, const at::Tensor& tproj, int k_shift, int k_scale, double eps,
+          const ForwardContext* fc) -> std::optional<at::Tensor> {
+         if (!fused_norm_modulate_applies(fc, x, tproj)) return std::nullopt;
+         ProfileScope ps("norm_elementwise",
+                         [&] { return ext::block_traffic("LayerNorm + modulation, fused", x, tproj, 2, 2); });
+         return fused_norm_modulate(x, table, tproj, k_shift, k_scale, eps, fc);
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

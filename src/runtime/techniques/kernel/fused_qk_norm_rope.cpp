@@ -1,5 +1,6 @@
 // Kernel technique: q/k RMSNorm and the rotary embedding in one in-place CUDA pass (fused_qk_norm_rope.cu).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/fused_qk_norm_rope_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -11,9 +12,8 @@ AUTOOPTIM_TECHNIQUE(fused_qk_norm_rope) {
   // set's PSNR on a clip of the random model): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "q/k RMSNorm and the rotary embedding in one in-place CUDA pass (fused_qk_norm_rope.cu)";
-  t.flags = {bool_flag(
-      "fused_qk_norm_rope", [](RuntimeOptions& o) -> bool& { return o.fused_qk_norm_rope; },
-      "q/k RMSNorm + RoPE in one in-place CUDA pass")};
+  t.flags = {bool_flag("fused_qk_norm_rope", field(&FusedQkNormRopeOptions::on),
+                       "q/k RMSNorm + RoPE in one in-place CUDA pass")};
   t.switch_flag = "fused_qk_norm_rope";
   t.hooks = {"self_attention.qk_norm_rope"};
   t.engagement = {
@@ -37,7 +37,8 @@ AUTOOPTIM_TECHNIQUE(fused_qk_norm_rope) {
 namespace autooptim::runtime::techniques {
 
 bool fused_qk_norm_rope_applies(const ForwardContext* fc, const at::Tensor& q, const at::Tensor& k) {
-  if (!(fc && fc->options && fc->options->fused_qk_norm_rope && fused::gpu_bf16(q) && fused::gpu_bf16(k))) return false;
+  if (!(fc && fc->options && fc->options->of<FusedQkNormRopeOptions>().on && fused::gpu_bf16(q) && fused::gpu_bf16(k)))
+    return false;
   if (q.dim() != 3 || k.sizes() != q.sizes() || q.stride(2) != 1 || k.stride(2) != 1) return false;
   // Rows r = b * L + l at r * stride: [B, L, D] with strides (L * s, s, 1), s the same for q and k.
   return q.stride(1) == k.stride(1) && q.stride(0) == q.size(1) * q.stride(1) &&
@@ -66,7 +67,7 @@ void fused_qk_norm_rope(at::Tensor& q, at::Tensor& k, const RMSNorm& norm_q, con
 
 AUTOOPTIM_EXTENSIONS(fused_qk_norm_rope) {
   points.qk_norm_rope.add(
-      {"fused_qk_norm_rope", 10, [](const RuntimeOptions& o) { return o.fused_qk_norm_rope; },
+      {"fused_qk_norm_rope", 10, [](const RuntimeOptions& o) { return o.of<FusedQkNormRopeOptions>().on; },
        [](at::Tensor& q, at::Tensor& k, const RMSNorm& norm_q, const RMSNorm& norm_k, const at::Tensor& cos,
           const at::Tensor& sin, int64_t head_dim, const ForwardContext* fc) -> std::optional<ext::Done> {
          if (!fused_qk_norm_rope_applies(fc, q, k)) return std::nullopt;

@@ -1,5 +1,6 @@
 // Kernel technique: the q, k and v projections of self-attention as one GEMM over merged weights.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/fused_qkv_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -9,8 +10,7 @@ AUTOOPTIM_TECHNIQUE(fused_qkv) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "self-attention's q/k/v projections as one GEMM over weights merged on first use";
-  t.flags = always_written({bool_flag(
-      "fused_qkv", [](RuntimeOptions& o) -> bool& { return o.fused_qkv; }, "q/k/v weights merged into one GEMM")});
+  t.flags = always_written({bool_flag("fused_qkv", field(&FusedQkvOptions::on), "q/k/v weights merged into one GEMM")});
   t.switch_flag = "fused_qkv";
   t.hooks = {"self_attention.qkv_projection"};
   t.engagement = {{"kernel.fused_qkv.launches", "fused_qkv is on but no fused QKV projection ran"}};
@@ -49,7 +49,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_qkv(const at::Tensor& x, co
 // The merged GEMM at the self-attention's q/k/v-projection point, first of its overrides.
 AUTOOPTIM_EXTENSIONS(fused_qkv) {
   points.qkv.add(
-      {"fused_qkv", 20, [](const RuntimeOptions& o) { return o.fused_qkv; },
+      {"fused_qkv", 20, [](const RuntimeOptions& o) { return o.of<FusedQkvOptions>().on; },
        [](const ext::QkvWeights& w, const at::Tensor& x, const ForwardContext* fc) -> std::optional<ext::Qkv> {
          ProfileScope ps("gemm", [&] { return gemm_detail(x, 3 * w.q->weight.size(0)); });
          auto [q, k, v] = fused_qkv(x, w.q, w.k, w.v, w.state.get<FusedQKVWeights>("fused_qkv"), fc);  // [B, L, 3D]

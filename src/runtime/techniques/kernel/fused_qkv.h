@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include "runtime/techniques/kernel/fused_qkv_options.h"
 #include "runtime/forward_context.h"
 #include "runtime/nn.h"
 

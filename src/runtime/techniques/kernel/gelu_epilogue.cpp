@@ -1,5 +1,6 @@
 // Kernel technique: the FFN's GELU-tanh in the first projection's cuBLASLt GEMM epilogue.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/gelu_epilogue_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -11,9 +12,8 @@ AUTOOPTIM_TECHNIQUE(gelu_epilogue) {
   // set's PSNR on a clip of the random model): judged at the lossy quality floor.
   t.lossless = false;
   t.summary = "the FFN's GELU-tanh in the first projection's cuBLASLt GEMM epilogue";
-  t.flags = {bool_flag(
-      "gelu_epilogue", [](RuntimeOptions& o) -> bool& { return o.gelu_epilogue; },
-      "FFN GELU-tanh in the GEMM epilogue (cuBLASLt)")};
+  t.flags = {
+      bool_flag("gelu_epilogue", field(&GeluEpilogueOptions::on), "FFN GELU-tanh in the GEMM epilogue (cuBLASLt)")};
   t.switch_flag = "gelu_epilogue";
   t.hooks = {"block.ffn_in"};
   t.engagement = {
@@ -37,7 +37,7 @@ AUTOOPTIM_TECHNIQUE(gelu_epilogue) {
 namespace autooptim::runtime::techniques {
 
 bool gelu_epilogue_applies(const ForwardContext* fc, const at::Tensor& x) {
-  return fc && fc->options && fc->options->gelu_epilogue && fused::gpu_bf16(x);
+  return fc && fc->options && fc->options->of<GeluEpilogueOptions>().on && fused::gpu_bf16(x);
 }
 
 at::Tensor gelu_epilogue_linear(const Linear& lin, const at::Tensor& x, const ForwardContext* fc) {
@@ -56,7 +56,7 @@ at::Tensor gelu_epilogue_linear(const Linear& lin, const at::Tensor& x, const Fo
 // gemm_autotune has one, else libtorch's cuBLASLt GELU_BIAS epilogue.
 AUTOOPTIM_EXTENSIONS(gelu_epilogue) {
   points.linear_gelu.add(
-      {"gelu_epilogue", 10, [](const RuntimeOptions& o) { return o.gelu_epilogue; },
+      {"gelu_epilogue", 10, [](const RuntimeOptions& o) { return o.of<GeluEpilogueOptions>().on; },
        [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
          if (!gelu_epilogue_applies(fc, x)) return std::nullopt;
          ProfileScope ps("gemm", [&] { return gemm_detail(x, lin->weight.size(0)); });

@@ -5,6 +5,7 @@
 // ~706 (19.4 waves of 256-wide tiles on 132 SMs leave the last wave half empty) and the FFN's first with
 // its GELU epilogue at 683. Another algorithm may sum in another order: judged by the quality gate.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/gemm_autotune_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -15,9 +16,8 @@ AUTOOPTIM_TECHNIQUE(gemm_autotune) {
   t.lossless = false;  // another GEMM algorithm: another summation order
   t.summary =
       "the transformer's GEMMs through cuBLASLt with the fastest of its heuristic's algorithms per shape, timed once";
-  t.flags = {bool_flag(
-      "gemm_autotune", [](RuntimeOptions& o) -> bool& { return o.gemm_autotune; },
-      "time cuBLASLt's candidate algorithms per GEMM shape and use the fastest")};
+  t.flags = {bool_flag("gemm_autotune", field(&GemmAutotuneOptions::on),
+                       "time cuBLASLt's candidate algorithms per GEMM shape and use the fastest")};
   t.switch_flag = "gemm_autotune";
   t.hooks = {"attention.projections", "block.ffn_in", "block.ffn_out"};
   t.engagement = {{"kernel.gemm_autotune.gemms",
@@ -188,7 +188,7 @@ Tuned tune(const Key& key, const Problem& p, const void* w, const void* x, void*
 
 at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
                         const ForwardContext* fc) {
-  if (!fc || !fc->options || !fc->options->gemm_autotune) return {};
+  if (!fc || !fc->options || !fc->options->of<GemmAutotuneOptions>().on) return {};
 #ifdef AUTOOPTIM_GEMM_AUTOTUNE
   if (!fused::gpu_bf16(x) || !fused::gpu_bf16(weight) || (bias.defined() && !fused::gpu_bf16(bias)) || x.dim() < 2 ||
       weight.dim() != 2 || !x.is_contiguous() || !weight.is_contiguous() || (bias.defined() && !bias.is_contiguous()) ||
@@ -252,7 +252,7 @@ at::Tensor tuned_linear(const at::Tensor& x, const at::Tensor& weight, const at:
 // The tuned GEMM at the linear extension point (where it runs no algorithm, the next override or the
 // reference runs).
 AUTOOPTIM_EXTENSIONS(gemm_autotune) {
-  points.linear.add({"gemm_autotune", 10, [](const RuntimeOptions& o) { return o.gemm_autotune; },
+  points.linear.add({"gemm_autotune", 10, [](const RuntimeOptions& o) { return o.of<GemmAutotuneOptions>().on; },
                      [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
                        at::Tensor y = tuned_linear(x, lin->weight, lin->bias, /*gelu=*/false, fc);
                        if (!y.defined()) return std::nullopt;

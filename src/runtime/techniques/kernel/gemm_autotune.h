@@ -3,6 +3,7 @@
 // with the fastest of its heuristic's algorithms per GEMM shape, timed on the first call of the shape.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/kernel/gemm_autotune_options.h"
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {

@@ -7,6 +7,7 @@
 // 27,280 = 155 x 176) with 2 stages, without (5) and with (6) ping-pong. Calls it does not take (another head_dim,
 // float32, another GPU) stay on attention_backend's path.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/hopper_attention_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -20,7 +21,7 @@ AUTOOPTIM_TECHNIQUE(hopper_attention) {
   t.summary =
       "dense attention on our sm_90a kernel (TMA + wgmma, softmax overlapped with the P V GEMM) for head_dim 128";
   t.flags = {int_flag(
-      "hopper_attention", [](RuntimeOptions& o) -> int64_t& { return o.hopper_attention; }, 0, 6,
+      "hopper_attention", field(&HopperAttentionOptions::variant), 0, 6,
       "our Hopper attention kernel's variant (0: off; 1-4: 128-key tiles, 2 or 3 stages, without/with ping-pong; 5/6: "
       "176-key tiles)")};
   t.switch_flag = "hopper_attention";
@@ -133,7 +134,7 @@ at::Tensor launch(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 }  // namespace
 
 bool hopper_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
-  return fc && fc->options && fc->options->hopper_attention != 0 && operands_fit(q, k, v);
+  return fc && fc->options && fc->options->of<HopperAttentionOptions>().variant != 0 && operands_fit(q, k, v);
 }
 
 at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int variant) {
@@ -146,7 +147,7 @@ at::Tensor hopper_attention_variant(const at::Tensor& q, const at::Tensor& k, co
 
 // Called after hopper_attention_applies: the operands are not checked again.
 at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const ForwardContext* fc) {
-  const int variant = static_cast<int>(fc->options->hopper_attention);
+  const int variant = static_cast<int>(fc->options->of<HopperAttentionOptions>().variant);
   at::Tensor out = launch(q, k, v, variant);
   self_check(q, k, v, out, variant);
   fc->count("kernel.hopper_attention.calls");
@@ -154,7 +155,8 @@ at::Tensor hopper_attention(const at::Tensor& q, const at::Tensor& k, const at::
 }
 
 AUTOOPTIM_EXTENSIONS(hopper_attention) {
-  points.attention.add({"hopper_attention", 20, [](const RuntimeOptions& o) { return o.hopper_attention != 0; },
+  points.attention.add({"hopper_attention", 20,
+                        [](const RuntimeOptions& o) { return o.of<HopperAttentionOptions>().variant != 0; },
                         [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const ForwardContext* fc) -> std::optional<at::Tensor> {
                           if (!hopper_attention_applies(q, k, v, fc)) return std::nullopt;

@@ -2,6 +2,7 @@
 // Kernel technique: dense attention on our Hopper kernel (hopper_attention.cu) where it applies.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/kernel/hopper_attention_options.h"
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {

@@ -1,5 +1,6 @@
 // Kernel technique: the rotary tables kept on the device per latent grid (see rope_cache.h).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/rope_cache_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -10,9 +11,7 @@ AUTOOPTIM_TECHNIQUE(rope_cache) {
   t.lossless = true;
   t.summary =
       "the rotary cos/sin tables kept on the device per latent grid instead of rebuilt on the host each forward";
-  t.flags = {bool_flag(
-      "rope_cache", [](RuntimeOptions& o) -> bool& { return o.rope_cache; },
-      "rotary tables kept on the device per grid")};
+  t.flags = {bool_flag("rope_cache", field(&RopeCacheOptions::on), "rotary tables kept on the device per grid")};
   t.switch_flag = "rope_cache";
   t.hooks = {"transformer.rope_tables"};
   t.engagement = {{"kernel.rope_cache.hits", "rope_cache is on but no forward reused the kept rotary tables"}};
@@ -36,7 +35,7 @@ namespace autooptim::runtime::techniques {
 std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTables& store, int64_t f, int64_t h,
                                               int64_t w,
                                               const std::function<std::pair<at::Tensor, at::Tensor>()>& compute) {
-  if (!fc || !fc->options || !fc->options->rope_cache) return compute();
+  if (!fc || !fc->options || !fc->options->of<RopeCacheOptions>().on) return compute();
   const std::array<int64_t, 3> key{f, h, w};
   if (auto hit = store.find(key); hit != store.end()) {
     fc->count("kernel.rope_cache.hits");
@@ -50,7 +49,7 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const ForwardContext* fc, RopeTabl
 }
 
 AUTOOPTIM_EXTENSIONS(rope_cache) {
-  points.rope_tables.add({"rope_cache", 10, [](const RuntimeOptions& o) { return o.rope_cache; },
+  points.rope_tables.add({"rope_cache", 10, [](const RuntimeOptions& o) { return o.of<RopeCacheOptions>().on; },
                           [](TechniqueState& state, int64_t f, int64_t h, int64_t w,
                              const std::function<std::pair<at::Tensor, at::Tensor>()>& compute,
                              const ForwardContext* fc) -> std::optional<std::pair<at::Tensor, at::Tensor>> {

@@ -10,6 +10,8 @@
 #include <map>
 #include <utility>
 
+#include "runtime/techniques/kernel/rope_cache_options.h"
+
 namespace autooptim::runtime {
 
 struct ForwardContext;

@@ -7,6 +7,7 @@
 // The encoder's trimmed form is encode_prompts(trim) in runtime/umt5.cpp; this file switches the pipeline's
 // text-encoding point to it and names the counter of the rows saved.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/text_trim_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -16,9 +17,8 @@ AUTOOPTIM_TECHNIQUE(text_trim) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the text encoder runs over the prompt's own tokens, not the 512 padded ones";
-  t.flags = {bool_flag(
-      "text_trim", [](RuntimeOptions& o) -> bool& { return o.text_trim; },
-      "encode only the prompt's tokens (the padding is masked and zeroed anyway)")};
+  t.flags = {bool_flag("text_trim", field(&TextTrimOptions::on),
+                       "encode only the prompt's tokens (the padding is masked and zeroed anyway)")};
   t.switch_flag = "text_trim";
   t.hooks = {"pipeline.encode_text"};
   t.engagement = {{"kernel.text_trim.tokens_saved", "text_trim is on but every prompt was encoded at full length"}};
@@ -34,7 +34,7 @@ AUTOOPTIM_TECHNIQUE(text_trim) {
 namespace autooptim::runtime::techniques {
 
 AUTOOPTIM_EXTENSIONS(text_trim) {
-  points.text_encoding.add({"text_trim", 10, [](const RuntimeOptions& o) { return o.text_trim; },
+  points.text_encoding.add({"text_trim", 10, [](const RuntimeOptions& o) { return o.of<TextTrimOptions>().on; },
                             ext::TextEncoding{true, "kernel.text_trim.tokens_saved"}});
 }
 

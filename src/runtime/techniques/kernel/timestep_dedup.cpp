@@ -1,5 +1,6 @@
 // Kernel technique: the time embedding computed once per distinct timestep value.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -9,9 +10,8 @@ AUTOOPTIM_TECHNIQUE(timestep_dedup) {
   t.family = "kernel";
   t.lossless = true;
   t.summary = "the time embedding computed once per distinct timestep value, gathered back per token";
-  t.flags = always_written({bool_flag(
-      "timestep_dedup", [](RuntimeOptions& o) -> bool& { return o.timestep_dedup; },
-      "time embedding once per distinct timestep")});
+  t.flags = always_written(
+      {bool_flag("timestep_dedup", field(&TimestepDedupOptions::on), "time embedding once per distinct timestep")});
   t.switch_flag = "timestep_dedup";
   t.hooks = {"transformer.time_embedding"};
   t.engagement = {{"kernel.timestep_dedup.rows_saved", "timestep_dedup is on but no time-embedding row was saved"}};
@@ -40,7 +40,8 @@ std::pair<at::Tensor, at::Tensor> dedup_time_embedding(
 }
 
 AUTOOPTIM_EXTENSIONS(timestep_dedup) {
-  points.time_embedding.add({"timestep_dedup", 10, [](const RuntimeOptions& o) { return o.timestep_dedup; },
+  points.time_embedding.add({"timestep_dedup", 10,
+                             [](const RuntimeOptions& o) { return o.of<TimestepDedupOptions>().on; },
                              [](const at::Tensor& t, const std::function<ext::TimeEmbedding(const at::Tensor&)>& embed,
                                 const ForwardContext* fc) -> std::optional<ext::TimeEmbedding> {
                                return dedup_time_embedding(t, embed, fc);

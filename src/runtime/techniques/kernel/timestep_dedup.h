@@ -7,6 +7,7 @@
 #include <functional>
 #include <utility>
 
+#include "runtime/techniques/kernel/timestep_dedup_options.h"
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {

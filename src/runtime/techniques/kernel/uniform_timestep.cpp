@@ -7,6 +7,7 @@
 // operations, with the modulation broadcast from one row per sample. The model's own per-sample path
 // (Wan2.1's) computes it; the clip is the same.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -18,9 +19,8 @@ AUTOOPTIM_TECHNIQUE(uniform_timestep) {
   t.summary =
       "a per-token timestep with one value per sample (text-to-video) handled per sample: modulation broadcast from "
       "one row";
-  t.flags = {bool_flag(
-      "uniform_timestep", [](RuntimeOptions& o) -> bool& { return o.uniform_timestep; },
-      "a per-token timestep that is constant within each sample handled per sample")};
+  t.flags = {bool_flag("uniform_timestep", field(&UniformTimestepOptions::on),
+                       "a per-token timestep that is constant within each sample handled per sample")};
   t.switch_flag = "uniform_timestep";
   t.hooks = {"transformer.time_embedding"};
   // With one timestep per sample there are no repeated per-token rows left to deduplicate (text-to-video;
@@ -44,7 +44,7 @@ AUTOOPTIM_TECHNIQUE(uniform_timestep) {
 namespace autooptim::runtime::techniques {
 
 at::Tensor uniform_timesteps(const at::Tensor& t, const ForwardContext* fc) {
-  if (!fc || !fc->options || !fc->options->uniform_timestep || t.dim() != 2 || t.size(1) < 1) return {};
+  if (!fc || !fc->options || !fc->options->of<UniformTimestepOptions>().on || t.dim() != 2 || t.size(1) < 1) return {};
   const at::Tensor first = t.select(1, 0);
   if (!t.eq(first.unsqueeze(1)).all().item<bool>()) return {};  // one host sync, as timestep_dedup's unique
   fc->count("kernel.uniform_timestep.samples", static_cast<double>(t.size(0)));
@@ -53,7 +53,8 @@ at::Tensor uniform_timesteps(const at::Tensor& t, const ForwardContext* fc) {
 }
 
 AUTOOPTIM_EXTENSIONS(uniform_timestep) {
-  points.timesteps.add({"uniform_timestep", 10, [](const RuntimeOptions& o) { return o.uniform_timestep; },
+  points.timesteps.add({"uniform_timestep", 10,
+                        [](const RuntimeOptions& o) { return o.of<UniformTimestepOptions>().on; },
                         [](const at::Tensor& t, const ForwardContext* fc) -> std::optional<at::Tensor> {
                           at::Tensor u = uniform_timesteps(t, fc);
                           if (!u.defined()) return std::nullopt;

@@ -3,6 +3,7 @@
 // TI2V's mask is 1 everywhere without a conditioning image) handled as the per-sample timestep [B] it is.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/kernel/uniform_timestep_options.h"
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {

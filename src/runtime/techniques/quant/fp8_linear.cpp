@@ -1,6 +1,7 @@
 // Quantisation technique (family quant, lossy): FP8 e4m3 GEMMs for the transformer's large linears
 // (see fp8_linear.h).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/quant/fp8_linear_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -11,9 +12,8 @@ AUTOOPTIM_TECHNIQUE(fp8) {
   t.lossless = false;
   t.summary = "FP8 e4m3 GEMMs (per-channel weight, per-token activation scales) for the transformer's large linears";
   t.group = "quant";
-  t.flags = {bool_flag(
-      "fp8", [](RuntimeOptions& o) -> bool& { return o.quant.fp8; },
-      "FP8 GEMMs through cuBLASLt (GPU builds, libtorch >= 2.5, sm_89+)")};
+  t.flags = {
+      bool_flag("fp8", field(&QuantOptions::fp8), "FP8 GEMMs through cuBLASLt (GPU builds, libtorch >= 2.5, sm_89+)")};
   t.switch_flag = "quant.fp8";
   t.hooks = {"self_attention.qkv_projection", "attention.output", "cross_attention.q", "block.ffn"};
   t.supersedes = {"gelu_epilogue"};  // the FFN's GELU is folded into the FP8 quantisation of its second GEMM's input
@@ -112,7 +112,7 @@ std::pair<at::Tensor, at::Tensor> quantize_rows_e4m3(const at::Tensor& x, bool g
 }
 
 bool fp8_applies(const ForwardContext* fc, const at::Tensor& x, const Linear& lin) {
-  if (!(fc && fc->options && fc->options->quant.fp8)) return false;
+  if (!(fc && fc->options && fc->options->of<QuantOptions>().fp8)) return false;
   if (x.scalar_type() != at::kBFloat16 || lin->weight.scalar_type() != at::kBFloat16) return false;
   // cuBLASLt's FP8 GEMM needs both matrix widths divisible by 16.
   return lin->weight.size(0) % 16 == 0 && lin->weight.size(1) % 16 == 0 && fp8_device(x);
@@ -172,7 +172,7 @@ std::vector<at::Tensor> fp8_linears(const std::vector<const Linear*>& lins, cons
 
 // The FP8 GEMMs at the linear, q/k/v-projection and FFN extension points (below the fused QKV GEMM).
 AUTOOPTIM_EXTENSIONS(fp8) {
-  const auto on = [](const RuntimeOptions& o) { return o.quant.fp8; };
+  const auto on = [](const RuntimeOptions& o) { return o.of<QuantOptions>().fp8; };
   points.linear.add({"fp8", 20, on,
                      [](const Linear& lin, const at::Tensor& x, const ForwardContext* fc) -> std::optional<at::Tensor> {
                        if (!fp8_applies(fc, x, lin)) return std::nullopt;

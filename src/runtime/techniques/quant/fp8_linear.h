@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "runtime/techniques/quant/fp8_linear_options.h"
 #include "runtime/forward_context.h"
 #include "runtime/nn.h"
 

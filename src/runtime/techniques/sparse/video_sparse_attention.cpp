@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -17,33 +18,23 @@ AUTOOPTIM_TECHNIQUE(sparse) {
   t.summary = "training-free sparse patterns for self-attention over the video tokens (dense first layers and steps)";
   t.group = "sparse";
   t.flags = always_written({
-      choice_flag(
-          "pattern", [](RuntimeOptions& o) -> std::string& { return o.sparse.pattern; },
-          {"none", "spatial_temporal", "tile_window", "frame_window", "topk_blocks"},
-          "none | spatial_temporal | tile_window | frame_window | topk_blocks"),
-      int_flag(
-          "window_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_frames; }, 0, kMax,
-          "tile_window, frame_window: half-width in latent frames"),
-      int_flag(
-          "window_tiles", [](RuntimeOptions& o) -> int64_t& { return o.sparse.window_tiles; }, 0, kMax,
-          "tile_window: half-width in spatial tiles"),
-      int_flag(
-          "dense_layers", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_layers; }, 0, kMax,
-          "first layers kept dense"),
-      int_flag(
-          "dense_steps", [](RuntimeOptions& o) -> int64_t& { return o.sparse.dense_steps; }, 0, kMax,
-          "first steps kept dense"),
+      choice_flag("pattern", field(&SparseAttentionOptions::pattern),
+                  {"none", "spatial_temporal", "tile_window", "frame_window", "topk_blocks"},
+                  "none | spatial_temporal | tile_window | frame_window | topk_blocks"),
+      int_flag("window_frames", field(&SparseAttentionOptions::window_frames), 0, kMax,
+               "tile_window, frame_window: half-width in latent frames"),
+      int_flag("window_tiles", field(&SparseAttentionOptions::window_tiles), 0, kMax,
+               "tile_window: half-width in spatial tiles"),
+      int_flag("dense_layers", field(&SparseAttentionOptions::dense_layers), 0, kMax, "first layers kept dense"),
+      int_flag("dense_steps", field(&SparseAttentionOptions::dense_steps), 0, kMax, "first steps kept dense"),
   });
   // Later than the registry: written only when it differs from its default.
-  t.flags.push_back(int_flag(
-      "query_frames", [](RuntimeOptions& o) -> int64_t& { return o.sparse.query_frames; }, 1, kMax,
-      "frame_window, topk_blocks: latent frames per query chunk"));
-  t.flags.push_back(number_flag(
-      "keep_ratio", [](RuntimeOptions& o) -> double& { return o.sparse.keep_ratio; }, 0.0, true, 1.0, false,
-      "topk_blocks: share of key blocks attended exactly (the rest pooled)"));
-  t.flags.push_back(int_flag(
-      "key_block_rows", [](RuntimeOptions& o) -> int64_t& { return o.sparse.key_block_rows; }, 1, 4096,
-      "topk_blocks: latent rows per key block (the largest divisor of the rows up to this)"));
+  t.flags.push_back(int_flag("query_frames", field(&SparseAttentionOptions::query_frames), 1, kMax,
+                             "frame_window, topk_blocks: latent frames per query chunk"));
+  t.flags.push_back(number_flag("keep_ratio", field(&SparseAttentionOptions::keep_ratio), 0.0, true, 1.0, false,
+                                "topk_blocks: share of key blocks attended exactly (the rest pooled)"));
+  t.flags.push_back(int_flag("key_block_rows", field(&SparseAttentionOptions::key_block_rows), 1, 4096,
+                             "topk_blocks: latent rows per key block (the largest divisor of the rows up to this)"));
   t.switch_flag = "sparse.pattern";
   t.hooks = {"self_attention.attention"};
   t.engagement = {{"sparse.attention.calls", "sparse is on but no sparse attention ran"}};
@@ -140,7 +131,7 @@ int64_t divisor_at_most(int64_t n, int64_t want) {
 // log-sum-exp, so the exact part runs on the fast kernel at the model's head size.
 at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const ForwardContext& fc) {
-  const auto& s = fc.options->sparse;
+  const auto& s = fc.options->of<SparseAttentionOptions>();
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
   const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
   const int64_t rows = divisor_at_most(Hh, s.key_block_rows), bt = rows * W, per_frame = Hh / rows, nkb = F * per_frame;
@@ -189,23 +180,23 @@ at::Tensor topk_blocks_attention(const at::Tensor& q, const at::Tensor& k, const
 }  // namespace
 
 bool sparse_step(const ForwardContext* fc) {
-  if (!fc || !fc->options || fc->options->sparse.pattern == "none") return false;
-  return fc->step >= fc->options->sparse.dense_steps;
+  if (!fc || !fc->options || fc->options->of<SparseAttentionOptions>().pattern == "none") return false;
+  return fc->step >= fc->options->of<SparseAttentionOptions>().dense_steps;
 }
 
 bool sparse_engaged(const ForwardContext* fc) {
-  return sparse_step(fc) && fc->layer >= fc->options->sparse.dense_layers && fc->grid_f > 0;
+  return sparse_step(fc) && fc->layer >= fc->options->of<SparseAttentionOptions>().dense_layers && fc->grid_f > 0;
 }
 
 void count_dense_attention(const at::Tensor& q, const ForwardContext* fc) {
-  if (!fc || !fc->options || fc->options->sparse.pattern == "none") return;
+  if (!fc || !fc->options || fc->options->of<SparseAttentionOptions>().pattern == "none") return;
   const double L = static_cast<double>(q.size(2));
   record(*fc, L * L * q.size(0) * q.size(1), L * L * q.size(0) * q.size(1), false);
 }
 
 at::Tensor sparse_self_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const ForwardContext& fc) {
-  const auto& s = fc.options->sparse;
+  const auto& s = fc.options->of<SparseAttentionOptions>();
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), d = q.size(3);
   const int64_t F = fc.grid_f, Hh = fc.grid_h, W = fc.grid_w, P = Hh * W;
   if (F * P != L) throw Error("sparse attention: token count does not match the latent grid");
@@ -289,7 +280,8 @@ AUTOOPTIM_EXTENSIONS(sparse) {
   s.engaged = [](const ForwardContext& fc) { return sparse_engaged(&fc); };
   s.attend = sparse_self_attention;
   s.dense_call = [](const at::Tensor& q, const ForwardContext& fc) { count_dense_attention(q, &fc); };
-  points.sparse_attention.add({"sparse", 10, [](const RuntimeOptions& o) { return o.sparse.pattern != "none"; }, s});
+  points.sparse_attention.add(
+      {"sparse", 10, [](const RuntimeOptions& o) { return o.of<SparseAttentionOptions>().pattern != "none"; }, s});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -20,6 +20,7 @@
 // sparse.attention.calls, .dense_calls, .pairs_attended, .pairs_total and the achieved .density.
 #include <ATen/ATen.h>
 
+#include "runtime/techniques/sparse/video_sparse_attention_options.h"
 #include "runtime/forward_context.h"
 
 namespace autooptim::runtime::techniques {

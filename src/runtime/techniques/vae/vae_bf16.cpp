@@ -2,6 +2,7 @@
 // statistics in float32 (as WanRMSNorm does in every dtype); the clip is compared with the float32 decode
 // by the quality gate. The copy is made once per pipeline (WanPipeline::decoding_vae).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_bf16_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -11,8 +12,7 @@ AUTOOPTIM_TECHNIQUE(vae_bf16) {
   t.family = "kernel";
   t.lossless = false;  // bf16 rounding of every activation: judged at the lossy quality floor
   t.summary = "VAE decode in bf16 (a copy of the weights; norm statistics in float32)";
-  t.flags = {bool_flag(
-      "vae_bf16", [](RuntimeOptions& o) -> bool& { return o.vae_bf16; }, "decode with a bf16 copy of the VAE")};
+  t.flags = {bool_flag("vae_bf16", field(&VaeBf16Options::on), "decode with a bf16 copy of the VAE")};
   t.switch_flag = "vae_bf16";
   t.hooks = {"pipeline.decode"};
   t.engagement = {{"kernel.vae_bf16.decodes", "vae_bf16 is on but no decode ran in bf16"}};
@@ -41,7 +41,7 @@ struct CountDecodes : ext::DecodeStage {
 
 // The decoding copy's dtype, and the engagement count.
 AUTOOPTIM_EXTENSIONS(vae_bf16) {
-  const auto on = [](const RuntimeOptions& o) { return o.vae_bf16; };
+  const auto on = [](const RuntimeOptions& o) { return o.of<VaeBf16Options>().on; };
   points.decode_dtype.add({"vae_bf16", 10, on, at::kBFloat16});
   points.decode_stage.add(
       {"vae_bf16", 10, on, [](const at::Tensor&, const VaeRun&) -> std::unique_ptr<ext::DecodeStage> {

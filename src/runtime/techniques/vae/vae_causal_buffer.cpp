@@ -4,6 +4,7 @@
 // cloned cache of every conv; with vae_fused_norm_silu the norm writes there directly, so the chunk is
 // never copied at all. The conv sees the same values in the same shape: the output is the baseline's.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_causal_buffer_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -13,9 +14,8 @@ AUTOOPTIM_TECHNIQUE(vae_causal_buffer) {
   t.family = "kernel";
   t.lossless = true;  // the same conv on the same values (tests/runtime/test_vae.cpp checks bit-identity on the CPU)
   t.summary = "VAE causal convs read [context, chunk] from one reused buffer instead of a concatenation";
-  t.flags = {bool_flag(
-      "vae_causal_buffer", [](RuntimeOptions& o) -> bool& { return o.vae_causal_buffer; },
-      "causal convs without concatenation copies")};
+  t.flags = {
+      bool_flag("vae_causal_buffer", field(&VaeCausalBufferOptions::on), "causal convs without concatenation copies")};
   t.switch_flag = "vae_causal_buffer";
   t.hooks = {"vae.causal_conv"};
   t.engagement = {{"kernel.vae_causal_buffer.convs", "vae_causal_buffer is on but no causal conv used its buffer"}};
@@ -90,7 +90,7 @@ at::Tensor buffered_norm_silu_conv(const WanCausalConv3dImpl& conv, const at::Te
 // The buffered form at the decoder's cached norm+SiLU+conv point, for the 3x3x3 causal convs.
 AUTOOPTIM_EXTENSIONS(vae_causal_buffer) {
   points.vae_cached_norm_silu_conv.add(
-      {"vae_causal_buffer", 10, [](const RuntimeOptions& o) { return o.vae_causal_buffer; },
+      {"vae_causal_buffer", 10, [](const RuntimeOptions& o) { return o.of<VaeCausalBufferOptions>().on; },
        [](const WanCausalConv3dImpl& conv, const at::Tensor& x, const WanRMSNormImpl& norm,
           WanCausalCache& cache) -> std::optional<at::Tensor> {
          const bool fits = conv.front_pad == 2 && conv.stride == std::vector<int64_t>{1, 1, 1} &&

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_causal_ring_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -16,12 +17,11 @@ AUTOOPTIM_TECHNIQUE(vae_causal_ring) {
   t.family = "kernel";
   t.lossless = true;  // the same conv on the same values (tests/runtime/test_vae.cpp checks bit-identity on the CPU)
   t.summary = "VAE causal buffers holding several chunks' windows: the context copied once per ring, not per chunk";
-  t.flags = {int_flag(
-      "vae_causal_ring", [](RuntimeOptions& o) -> int64_t& { return o.vae_causal_ring; }, 0, 16,
-      "chunks each VAE causal buffer holds (0: off, one chunk, the context copied every chunk)")};
+  t.flags = {int_flag("vae_causal_ring", field(&VaeCausalRingOptions::chunks), 0, 16,
+                      "chunks each VAE causal buffer holds (0: off, one chunk, the context copied every chunk)")};
   t.switch_flag = "vae_causal_ring";
   t.check_flags = [](const RuntimeOptions& o) -> std::optional<FlagProblem> {
-    if (o.vae_causal_ring == 1) return FlagProblem{"", "must be 0 (off) or at least 2 chunks, got 1"};
+    if (o.of<VaeCausalRingOptions>().chunks == 1) return FlagProblem{"", "must be 0 (off) or at least 2 chunks, got 1"};
     return std::nullopt;
   };
   t.hooks = {"vae.causal_conv"};
@@ -48,7 +48,7 @@ namespace autooptim::runtime::techniques {
 int64_t vae_causal_ring(const VaeRun* run, int64_t B) {
   // A frame range of a channels-last buffer is dense only for a batch of one; channels-first, never.
   if (!run || !run->options || !vae_channels_last(run) || B != 1) return 1;
-  return std::max<int64_t>(1, run->options->vae_causal_ring);
+  return std::max<int64_t>(1, run->options->of<VaeCausalRingOptions>().chunks);
 }
 
 }  // namespace autooptim::runtime::techniques

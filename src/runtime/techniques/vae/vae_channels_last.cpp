@@ -2,6 +2,7 @@
 // convolutions work in, so that no conv transposes its input and output around the kernel. The weights
 // are a converted copy (WanPipeline::decoding_vae); the baseline's modules are never touched.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_channels_last_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -15,9 +16,7 @@ AUTOOPTIM_TECHNIQUE(vae_channels_last) {
   // output equals the off run's") while it rode along in compositions.
   t.lossless = true;
   t.summary = "VAE decode in channels_last_3d (NDHWC) activations and weights";
-  t.flags = {bool_flag(
-      "vae_channels_last", [](RuntimeOptions& o) -> bool& { return o.vae_channels_last; },
-      "decode in channels_last_3d")};
+  t.flags = {bool_flag("vae_channels_last", field(&VaeChannelsLastOptions::on), "decode in channels_last_3d")};
   t.switch_flag = "vae_channels_last";
   t.hooks = {"pipeline.decode"};
   t.engagement = {{"kernel.vae_channels_last.decodes", "vae_channels_last is on but no decode ran channels-last"}};
@@ -49,7 +48,7 @@ struct CountDecodes : ext::DecodeStage {
 // The decode's layout (the decoder keeps its activations channels-last; the pipeline's decoding copy of
 // the weights is channels-last), and its engagement count.
 AUTOOPTIM_EXTENSIONS(vae_channels_last) {
-  const auto on = [](const RuntimeOptions& o) { return o.vae_channels_last; };
+  const auto on = [](const RuntimeOptions& o) { return o.of<VaeChannelsLastOptions>().on; };
   points.vae_layout.add({"vae_channels_last", 10, on, at::MemoryFormat::ChannelsLast3d});
   points.decode_stage.add(
       {"vae_channels_last", 10, on, [](const at::Tensor&, const VaeRun&) -> std::unique_ptr<ext::DecodeStage> {

@@ -16,6 +16,7 @@
 // Counted: kernel.vae_cuda_graph.captures, .replays, .eager_chunks. Under `bench --profile` (a profiler
 // records events between the kernels) the decode runs eagerly.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_cuda_graph_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -26,9 +27,8 @@ AUTOOPTIM_TECHNIQUE(vae_cuda_graph) {
   t.lossless = true;  // the captured kernels on the same values (tests/runtime/test_gpu_kernels.cpp: bit-identical)
   t.summary =
       "VAE decoder chunks of one shape captured once as a CUDA graph per chunk length, then replayed (GPU builds)";
-  t.flags = {bool_flag(
-      "vae_cuda_graph", [](RuntimeOptions& o) -> bool& { return o.vae_cuda_graph; },
-      "VAE decoder chunks replayed from CUDA graphs")};
+  t.flags = {
+      bool_flag("vae_cuda_graph", field(&VaeCudaGraphOptions::on), "VAE decoder chunks replayed from CUDA graphs")};
   t.switch_flag = "vae_cuda_graph";
   t.hooks = {"vae.decode_chunks"};
   t.engagement = {{"kernel.vae_cuda_graph.replays",
@@ -105,7 +105,7 @@ struct VaeChunkGraphs::Impl {
 
 VaeChunkGraphs::VaeChunkGraphs(const VaeRun* run) : impl_(std::make_unique<Impl>()) {
   impl_->run = run;
-  impl_->on = run && run->options && run->options->vae_cuda_graph;
+  impl_->on = run && run->options && run->options->of<VaeCudaGraphOptions>().on;
 }
 
 VaeChunkGraphs::~VaeChunkGraphs() {
@@ -176,7 +176,7 @@ at::Tensor VaeChunkGraphs::chunk(int64_t k, const at::Tensor& in, WanCausalCache
 // the shape already, so a chunk leaves the cache's memory where it found it (a graph replayed for the
 // next chunk reads it there).
 AUTOOPTIM_EXTENSIONS(vae_cuda_graph) {
-  const auto on = [](const RuntimeOptions& o) { return o.vae_cuda_graph; };
+  const auto on = [](const RuntimeOptions& o) { return o.of<VaeCudaGraphOptions>().on; };
   points.vae_chunk_runner.add({"vae_cuda_graph", 10, on, [](const VaeRun& run) -> std::unique_ptr<ext::VaeChunkRunner> {
                                  return std::make_unique<VaeChunkGraphs>(&run);
                                }});

@@ -4,6 +4,7 @@
 // heuristic's first choice. The setting is restored after the decode (the transformer is not affected).
 // Another algorithm sums in another order: not bit-identical, judged by the quality gate.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_cudnn_benchmark_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -13,9 +14,8 @@ AUTOOPTIM_TECHNIQUE(vae_cudnn_benchmark) {
   t.family = "kernel";
   t.lossless = false;  // the fastest algorithm may sum in another order
   t.summary = "VAE decode with cuDNN's autotuner (the fastest conv algorithm per shape, timed once)";
-  t.flags = {bool_flag(
-      "vae_cudnn_benchmark", [](RuntimeOptions& o) -> bool& { return o.vae_cudnn_benchmark; },
-      "cuDNN autotuning of the VAE's convs")};
+  t.flags = {
+      bool_flag("vae_cudnn_benchmark", field(&VaeCudnnBenchmarkOptions::on), "cuDNN autotuning of the VAE's convs")};
   t.switch_flag = "vae_cudnn_benchmark";
   t.hooks = {"pipeline.decode"};
   t.engagement = {
@@ -54,7 +54,8 @@ class CudnnBenchmark : public ext::DecodeStage {
 }  // namespace
 
 AUTOOPTIM_EXTENSIONS(vae_cudnn_benchmark) {
-  points.decode_stage.add({"vae_cudnn_benchmark", 10, [](const RuntimeOptions& o) { return o.vae_cudnn_benchmark; },
+  points.decode_stage.add({"vae_cudnn_benchmark", 10,
+                           [](const RuntimeOptions& o) { return o.of<VaeCudnnBenchmarkOptions>().on; },
                            [](const at::Tensor& z, const VaeRun&) -> std::unique_ptr<ext::DecodeStage> {
                              if (!z.is_cuda()) return nullptr;  // cuDNN decodes only
                              return std::make_unique<CudnnBenchmark>();

@@ -5,6 +5,7 @@
 // shapes better than its 3D ones (the profile measured the 1x2x2 convs at ~340 TFLOP/s as 3D convs,
 // against ~700 for the 3x3x3 ones). Another kernel sums in another order: judged by the quality gate.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_frame_convs_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -14,9 +15,8 @@ AUTOOPTIM_TECHNIQUE(vae_frame_convs) {
   t.family = "kernel";
   t.lossless = false;  // another conv kernel: not bit-identical
   t.summary = "the VAE's one-frame convs (upsampling, shortcuts) as 2D convs over the frames, a view in channels-last";
-  t.flags = {bool_flag(
-      "vae_frame_convs", [](RuntimeOptions& o) -> bool& { return o.vae_frame_convs; },
-      "one-frame VAE convs as 2D convs over frames")};
+  t.flags = {
+      bool_flag("vae_frame_convs", field(&VaeFrameConvsOptions::on), "one-frame VAE convs as 2D convs over frames")};
   t.switch_flag = "vae_frame_convs";
   t.hooks = {"vae.conv"};
   t.engagement = {
@@ -42,7 +42,7 @@ namespace autooptim::runtime::techniques {
 
 bool vae_frame_conv_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                             at::IntArrayRef padding) {
-  return run && run->options && run->options->vae_frame_convs && x.dim() == 5 && weight.dim() == 5 &&
+  return run && run->options && run->options->of<VaeFrameConvsOptions>().on && x.dim() == 5 && weight.dim() == 5 &&
          weight.size(2) == 1 && stride.size() == 3 && stride[0] == 1 && padding.size() == 3 && padding[0] == 0 &&
          x.is_contiguous(at::MemoryFormat::ChannelsLast3d);
 }
@@ -62,7 +62,7 @@ at::Tensor vae_frame_conv(const VaeRun& run, const at::Tensor& x, const at::Tens
 
 // The per-frame 2D conv at the decoder's conv point, for the convs without temporal taps or context.
 AUTOOPTIM_EXTENSIONS(vae_frame_convs) {
-  points.vae_conv.add({"vae_frame_convs", 10, [](const RuntimeOptions& o) { return o.vae_frame_convs; },
+  points.vae_conv.add({"vae_frame_convs", 10, [](const RuntimeOptions& o) { return o.of<VaeFrameConvsOptions>().on; },
                        [](const at::Tensor& in, const ext::VaeConv& c, const VaeRun& run) -> std::optional<at::Tensor> {
                          if (c.causal || !vae_frame_conv_applies(&run, in, c.weight, c.stride, c.padding))
                            return std::nullopt;

@@ -3,6 +3,7 @@
 // passes, a cast and a SiLU. With vae_causal_buffer the result is written straight into the conv's
 // buffer.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_fused_norm_silu_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -12,9 +13,8 @@ AUTOOPTIM_TECHNIQUE(vae_fused_norm_silu) {
   t.family = "kernel";
   t.lossless = false;  // another reduction order and a fast exp: not bit-identical
   t.summary = "VAE RMS norm + SiLU in one CUDA pass (vae_norm_silu.cu), bf16 on the GPU";
-  t.flags = {bool_flag(
-      "vae_fused_norm_silu", [](RuntimeOptions& o) -> bool& { return o.vae_fused_norm_silu; },
-      "VAE RMS norm + SiLU in one CUDA pass")};
+  t.flags = {
+      bool_flag("vae_fused_norm_silu", field(&VaeFusedNormSiluOptions::on), "VAE RMS norm + SiLU in one CUDA pass")};
   t.switch_flag = "vae_fused_norm_silu";
   t.hooks = {"vae.residual_block", "vae.decoder_out"};
   t.engagement = {
@@ -39,7 +39,7 @@ AUTOOPTIM_TECHNIQUE(vae_fused_norm_silu) {
 namespace autooptim::runtime::techniques {
 
 bool vae_norm_silu_applies(const VaeRun* run, const at::Tensor& x) {
-  return run && run->options && run->options->vae_fused_norm_silu && fused::gpu_bf16(x) && x.dim() == 5;
+  return run && run->options && run->options->of<VaeFusedNormSiluOptions>().on && fused::gpu_bf16(x) && x.dim() == 5;
 }
 
 void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& dst) {
@@ -73,7 +73,8 @@ void vae_norm_silu_into(const VaeRun& run, const at::Tensor& x, const at::Tensor
 }
 
 AUTOOPTIM_EXTENSIONS(vae_fused_norm_silu) {
-  points.vae_norm_silu.add({"vae_fused_norm_silu", 10, [](const RuntimeOptions& o) { return o.vae_fused_norm_silu; },
+  points.vae_norm_silu.add({"vae_fused_norm_silu", 10,
+                            [](const RuntimeOptions& o) { return o.of<VaeFusedNormSiluOptions>().on; },
                             [](const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& dst,
                                const VaeRun& run) -> std::optional<at::Tensor> {
                               if (!vae_norm_silu_applies(&run, x)) return std::nullopt;

@@ -4,6 +4,7 @@
 // output's size and the sum is a third tensor. The sum is rounded once, as at::add rounds it: the output
 // is the unfused one (tests/runtime/test_gpu_kernels.cpp checks bit-identity).
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_fused_shortcut_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -14,9 +15,8 @@ AUTOOPTIM_TECHNIQUE(vae_fused_shortcut) {
   t.lossless = true;  // the same bf16 sum, element for element
   t.summary =
       "VAE up blocks: the DupUp3D shortcut added in place in one CUDA pass (vae_dup_up_add.cu), bf16 on the GPU";
-  t.flags = {bool_flag(
-      "vae_fused_shortcut", [](RuntimeOptions& o) -> bool& { return o.vae_fused_shortcut; },
-      "VAE DupUp3D shortcut + residual add in one CUDA pass")};
+  t.flags = {bool_flag("vae_fused_shortcut", field(&VaeFusedShortcutOptions::on),
+                       "VAE DupUp3D shortcut + residual add in one CUDA pass")};
   t.switch_flag = "vae_fused_shortcut";
   t.hooks = {"vae.up_block"};
   t.engagement = {{"kernel.vae_fused_shortcut.launches",
@@ -39,8 +39,8 @@ AUTOOPTIM_TECHNIQUE(vae_fused_shortcut) {
 namespace autooptim::runtime::techniques {
 
 bool vae_dup_up_add_applies(const VaeRun* run, const at::Tensor& h, const at::Tensor& x) {
-  return run && run->options && run->options->vae_fused_shortcut && fused::gpu_bf16(h) && fused::gpu_bf16(x) &&
-         h.dim() == 5 && x.dim() == 5 && h.device() == x.device();
+  return run && run->options && run->options->of<VaeFusedShortcutOptions>().on && fused::gpu_bf16(h) &&
+         fused::gpu_bf16(x) && h.dim() == 5 && x.dim() == 5 && h.device() == x.device();
 }
 
 void vae_dup_up_add_(const VaeRun& run, at::Tensor& h, const at::Tensor& x, int64_t ft, bool first_chunk) {
@@ -72,7 +72,8 @@ void vae_dup_up_add_(const VaeRun& run, at::Tensor& h, const at::Tensor& x, int6
 }
 
 AUTOOPTIM_EXTENSIONS(vae_fused_shortcut) {
-  points.vae_shortcut.add({"vae_fused_shortcut", 10, [](const RuntimeOptions& o) { return o.vae_fused_shortcut; },
+  points.vae_shortcut.add({"vae_fused_shortcut", 10,
+                           [](const RuntimeOptions& o) { return o.of<VaeFusedShortcutOptions>().on; },
                            [](at::Tensor& h, const at::Tensor& x, int64_t ft, bool first_chunk,
                               const VaeRun& run) -> std::optional<ext::Done> {
                              if (!vae_dup_up_add_applies(&run, h, x)) return std::nullopt;

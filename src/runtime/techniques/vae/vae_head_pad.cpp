@@ -6,6 +6,7 @@
 // channels are the same sums, though cuDNN may pick another kernel for the padded shape: judged by the
 // quality gate.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_head_pad_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -15,17 +16,17 @@ AUTOOPTIM_TECHNIQUE(vae_head_pad) {
   t.family = "kernel";
   t.lossless = false;  // the same sums, but the padded shape may get another conv kernel on the GPU
   t.summary = "VAE decoder's output conv with its output channels padded by zero filters (0: off; 16, 32, ...)";
-  t.flags = {int_flag(
-      "vae_head_pad", [](RuntimeOptions& o) -> int64_t& { return o.vae_head_pad; }, 0, 256,
-      "output channels the VAE decoder's last conv is padded to (a multiple of 8; 0: off)")};
+  t.flags = {int_flag("vae_head_pad", field(&VaeHeadPadOptions::channels), 0, 256,
+                      "output channels the VAE decoder's last conv is padded to (a multiple of 8; 0: off)")};
   t.switch_flag = "vae_head_pad";
   t.hooks = {"vae.conv_out"};
   t.engagement = {
       {"kernel.vae_head_pad.convs",
        "vae_head_pad is on but the output conv was not padded (its channels are already at least vae_head_pad)"}};
   t.check_flags = [](const RuntimeOptions& o) -> std::optional<FlagProblem> {
-    if (o.vae_head_pad % 8 != 0)
-      return FlagProblem{"", "must be 0 (off) or a multiple of 8, got " + std::to_string(o.vae_head_pad)};
+    if (o.of<VaeHeadPadOptions>().channels % 8 != 0)
+      return FlagProblem{
+          "", "must be 0 (off) or a multiple of 8, got " + std::to_string(o.of<VaeHeadPadOptions>().channels)};
     return std::nullopt;
   };
   t.search = [](const SearchContext& c) {
@@ -47,13 +48,13 @@ AUTOOPTIM_TECHNIQUE(vae_head_pad) {
 namespace autooptim::runtime::techniques {
 
 bool vae_head_pad_applies(const VaeRun* run, const at::Tensor& weight) {
-  return run && run->options && run->options->vae_head_pad > weight.size(0);
+  return run && run->options && run->options->of<VaeHeadPadOptions>().channels > weight.size(0);
 }
 
 at::Tensor vae_head_pad_conv(const VaeRun& run, const at::Tensor& in, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& padded_weight,
                              at::Tensor& padded_bias) {
-  const int64_t co = weight.size(0), pad = run.options->vae_head_pad;
+  const int64_t co = weight.size(0), pad = run.options->of<VaeHeadPadOptions>().channels;
   if (!padded_weight.defined() || padded_weight.size(0) != pad || padded_weight.scalar_type() != weight.scalar_type() ||
       padded_weight.device() != weight.device()) {
     std::vector<int64_t> shape = weight.sizes().vec();
@@ -76,7 +77,8 @@ at::Tensor vae_head_pad_conv(const VaeRun& run, const at::Tensor& in, const at::
 
 // The padded output head at the decoder's conv point (only the decoder's conv_out), first of its overrides.
 AUTOOPTIM_EXTENSIONS(vae_head_pad) {
-  points.vae_conv.add({"vae_head_pad", 30, [](const RuntimeOptions& o) { return o.vae_head_pad > 0; },
+  points.vae_conv.add({"vae_head_pad", 30,
+                       [](const RuntimeOptions& o) { return o.of<VaeHeadPadOptions>().channels > 0; },
                        [](const at::Tensor& in, const ext::VaeConv& c, const VaeRun& run) -> std::optional<at::Tensor> {
                          if (!c.module || !c.module->output_head || !vae_head_pad_applies(&run, c.weight))
                            return std::nullopt;

@@ -10,6 +10,7 @@
 #include "runtime/options.h"
 #include "runtime/trace.h"
 #include "runtime/wan_vae.h"  // VaeRun, WanCausalCache
+#include "runtime/techniques/vae/vae_channels_last_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -19,7 +20,9 @@ using VaeRun = runtime::VaeRun;
 // Whether this decode runs channels-last (vae_channels_last). Where a tensor is made or reshaped, the
 // decoder says so explicitly: a one-frame tensor is both layouts at once, and libtorch then falls back to
 // channels-first.
-inline bool vae_channels_last(const VaeRun* run) { return run && run->options && run->options->vae_channels_last; }
+inline bool vae_channels_last(const VaeRun* run) {
+  return run && run->options && run->options->of<VaeChannelsLastOptions>().on;
+}
 
 // vae_causal_ring.cpp: the chunks a causal conv's buffer holds for a batch of B (1 where the switch is off
 // or a window would not be a dense tensor in the conv's layout).

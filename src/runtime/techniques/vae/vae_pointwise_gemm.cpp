@@ -6,6 +6,7 @@
 // GEMM of K = 512-1024 and N = 256-512 over ~900k rows that should run near the copy bandwidth.
 // Another kernel sums in another order: judged by the quality gate.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_pointwise_gemm_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -15,9 +16,8 @@ AUTOOPTIM_TECHNIQUE(vae_pointwise_gemm) {
   t.family = "kernel";
   t.lossless = false;  // a GEMM kernel instead of a conv kernel: not bit-identical
   t.summary = "the VAE's 1x1x1 convs (the shortcuts) as one GEMM over the voxels, a view in channels-last";
-  t.flags = {bool_flag(
-      "vae_pointwise_gemm", [](RuntimeOptions& o) -> bool& { return o.vae_pointwise_gemm; },
-      "1x1x1 VAE convs as GEMMs over the voxels")};
+  t.flags = {
+      bool_flag("vae_pointwise_gemm", field(&VaePointwiseGemmOptions::on), "1x1x1 VAE convs as GEMMs over the voxels")};
   t.switch_flag = "vae_pointwise_gemm";
   t.hooks = {"vae.conv"};
   t.engagement = {{"kernel.vae_pointwise_gemm.convs",
@@ -43,7 +43,8 @@ namespace autooptim::runtime::techniques {
 
 bool vae_pointwise_gemm_applies(const VaeRun* run, const at::Tensor& x, const at::Tensor& weight,
                                 at::IntArrayRef stride, at::IntArrayRef padding) {
-  if (!run || !run->options || !run->options->vae_pointwise_gemm || x.dim() != 5 || weight.dim() != 5) return false;
+  if (!run || !run->options || !run->options->of<VaePointwiseGemmOptions>().on || x.dim() != 5 || weight.dim() != 5)
+    return false;
   for (int64_t i = 2; i < 5; ++i)
     if (weight.size(i) != 1) return false;
   for (const int64_t s : stride)
@@ -73,7 +74,8 @@ at::Tensor vae_pointwise_gemm(const VaeRun& run, const at::Tensor& x, const at::
 
 // The GEMM at the decoder's conv point, for the 1x1x1 convs without temporal context.
 AUTOOPTIM_EXTENSIONS(vae_pointwise_gemm) {
-  points.vae_conv.add({"vae_pointwise_gemm", 20, [](const RuntimeOptions& o) { return o.vae_pointwise_gemm; },
+  points.vae_conv.add({"vae_pointwise_gemm", 20,
+                       [](const RuntimeOptions& o) { return o.of<VaePointwiseGemmOptions>().on; },
                        [](const at::Tensor& in, const ext::VaeConv& c, const VaeRun& run) -> std::optional<at::Tensor> {
                          if (c.causal || !vae_pointwise_gemm_applies(&run, in, c.weight, c.stride, c.padding))
                            return std::nullopt;

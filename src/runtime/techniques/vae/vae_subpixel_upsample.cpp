@@ -5,6 +5,7 @@
 // they are interleaved into the output. 4/9 of the multiply-adds, and the 4x upsampled input is never
 // made. The folded weights are summed in float32 and rounded once.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_subpixel_upsample_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -15,9 +16,8 @@ AUTOOPTIM_TECHNIQUE(vae_subpixel_upsample) {
   t.lossless = false;  // the same sum in another order (taps pre-summed): not bit-identical
   t.summary =
       "VAE upsamplers: nearest 2x + 3x3 conv as one 2x2 conv of four phases on the small frame (4/9 of the work)";
-  t.flags = {bool_flag(
-      "vae_subpixel_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_subpixel_upsample; },
-      "upsample + conv as a sub-pixel 2x2 conv")};
+  t.flags = {bool_flag("vae_subpixel_upsample", field(&VaeSubpixelUpsampleOptions::on),
+                       "upsample + conv as a sub-pixel 2x2 conv")};
   t.switch_flag = "vae_subpixel_upsample";
   t.exclusive_group = "vae_upsample";  // one way of computing the upsamplers at a time
   t.hooks = {"vae.upsample"};
@@ -92,12 +92,12 @@ at::Tensor vae_subpixel_upsample_conv(const VaeRun& run, const at::Tensor& x, co
 }
 
 AUTOOPTIM_EXTENSIONS(vae_subpixel_upsample) {
-  points.vae_upsample.add({"vae_subpixel_upsample", 10, [](const RuntimeOptions& o) { return o.vae_subpixel_upsample; },
-                           [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                              TechniqueState& state, const VaeRun& run) -> std::optional<at::Tensor> {
-                             return vae_subpixel_upsample_conv(run, x, weight, bias,
-                                                               state.get<at::Tensor>("vae_subpixel_upsample"));
-                           }});
+  points.vae_upsample.add(
+      {"vae_subpixel_upsample", 10, [](const RuntimeOptions& o) { return o.of<VaeSubpixelUpsampleOptions>().on; },
+       [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, TechniqueState& state,
+          const VaeRun& run) -> std::optional<at::Tensor> {
+         return vae_subpixel_upsample_conv(run, x, weight, bias, state.get<at::Tensor>("vae_subpixel_upsample"));
+       }});
 }
 
 }  // namespace autooptim::runtime::techniques

@@ -7,6 +7,7 @@
 // needs (the profile measured its interleave at 69 ms of a 3.5 s official-shape decode). The same 4/9
 // of the multiply-adds; another summation order: judged by the quality gate.
 #include "runtime/techniques/registry.h"
+#include "runtime/techniques/vae/vae_transposed_upsample_options.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -17,9 +18,8 @@ AUTOOPTIM_TECHNIQUE(vae_transposed_upsample) {
   t.lossless = false;  // the taps pre-summed, another kernel: not bit-identical
   t.summary =
       "VAE upsamplers: nearest 2x + 3x3 conv as one stride-2 4x4 transposed conv per frame (no interleave copy)";
-  t.flags = {bool_flag(
-      "vae_transposed_upsample", [](RuntimeOptions& o) -> bool& { return o.vae_transposed_upsample; },
-      "upsample + conv as a stride-2 transposed conv")};
+  t.flags = {bool_flag("vae_transposed_upsample", field(&VaeTransposedUpsampleOptions::on),
+                       "upsample + conv as a stride-2 transposed conv")};
   t.switch_flag = "vae_transposed_upsample";
   t.exclusive_group = "vae_upsample";  // one way of computing the upsamplers at a time
   t.hooks = {"vae.upsample"};
@@ -87,7 +87,7 @@ at::Tensor vae_transposed_upsample_conv(const VaeRun& run, const at::Tensor& x_i
 // The transposed conv at the decoder's upsample point, before the sub-pixel form.
 AUTOOPTIM_EXTENSIONS(vae_transposed_upsample) {
   points.vae_upsample.add(
-      {"vae_transposed_upsample", 20, [](const RuntimeOptions& o) { return o.vae_transposed_upsample; },
+      {"vae_transposed_upsample", 20, [](const RuntimeOptions& o) { return o.of<VaeTransposedUpsampleOptions>().on; },
        [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, TechniqueState& state,
           const VaeRun& run) -> std::optional<at::Tensor> {
          return vae_transposed_upsample_conv(run, x, weight, bias, state.get<at::Tensor>("vae_transposed_upsample"));
