@@ -1,8 +1,8 @@
 #pragma once
 // The runtime's typed options: the settings that are not techniques (dtype, threads, oneDNN), and every
 // acceleration technique's own options struct, off by default, held by type in a TechniqueOptions store.
-// Each struct lives in its technique's header (techniques/<family>/<name>.h, e.g. FusedQkvOptions in
-// kernel/fused_qkv.h) and is read as opts.of<FusedQkvOptions>(); the technique registry
+// Each struct lives in a torch-free header beside its technique (techniques/<family>/<name>_options.h, e.g.
+// FusedQkvOptions in kernel/fused_qkv_options.h) and is read as opts.of<FusedQkvOptions>(); the technique registry
 // (techniques/registry.h) binds each manifest flag to a field of one. A default-constructed RuntimeOptions
 // is the baseline.
 #include <cstdint>
