@@ -321,8 +321,8 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
   cache_check["checked"] = nullptr;
   for (size_t i = 0; i < prompts_.size(); ++i) {
     const fs::path f = cache.clip_path(prompts_[i].id, base_.config.seed);
-    const bool verified = verified_here(f);
-    std::optional<std::vector<cv::Mat>> cached = i == 0 && first_cached_ ? first_cached_ : BaselineClipCache::read(f);
+    // The first prompt's output as audit_and_off read it before the off run (none then: made fresh here).
+    std::optional<std::vector<cv::Mat>> cached = i == 0 && !is_baseline_ ? first_cached_ : BaselineClipCache::read(f);
     const bool check_run = i == 0 && seq_.baseline_check.has_value();
     if (is_baseline_ || check_run) {
       const size_t w = is_baseline_ ? seq_.split_candidate[i] : *seq_.baseline_check;
@@ -337,7 +337,8 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
       continue;
     }
     if (cached) {
-      if (i == 0 && verified) cache_check["verified_in_process"] = true;
+      // The first prompt's cached output with no spot-check: audit_and_off found it verified here, before the off run.
+      if (i == 0) cache_check["verified_in_process"] = true;
       split_base8_[i] = std::move(*cached);
       continue;
     }

@@ -1,6 +1,6 @@
 #pragma once
-// The techniques' options, one struct per technique, each declared in its technique's own header
-// (techniques/<family>/<name>.h) and held here by type: RuntimeOptions stores them without knowing them,
+// The techniques' options, one struct per technique, each declared in a torch-free header beside it
+// (techniques/<family>/<name>_options.h) and held here by type: RuntimeOptions stores them without knowing them,
 // so a technique adds its options without a change to any runtime file. Torch-free.
 //
 // Value semantics: a copy is a deep copy (each struct cloned), a move is cheap. An absent struct reads as

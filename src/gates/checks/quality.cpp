@@ -13,6 +13,15 @@ namespace autooptim::gates {
 using base::format_fixed;
 using nlohmann::json;
 
+namespace {
+
+// A clip's mean PSNR and SSIM, a NaN (nothing to compare) read as 0.
+std::pair<double, double> means_of(const ClipQuality& q) {
+  return {std::isnan(q.psnr_mean) ? 0 : q.psnr_mean, std::isnan(q.ssim_mean) ? 0 : q.ssim_mean};
+}
+
+}  // namespace
+
 double needed_psnr(bool lossless, const GateSettings& S) { return lossless ? S.lossless_psnr : S.min_psnr; }
 double needed_ssim(bool lossless, const GateSettings& S) { return lossless ? 0.999 : S.min_ssim; }
 
@@ -23,7 +32,7 @@ std::string certain_quality_failure(const std::string& name, const std::vector<c
   if (!same_shape(cand8, base8)) return name + ": the clip's size differs from the baseline's (another config)";
   if (same_frames(cand8, base8)) return "";
   const auto q = compare_clips(cand8, base8);
-  const double qp = std::isnan(q.psnr_mean) ? 0 : q.psnr_mean, qs = std::isnan(q.ssim_mean) ? 0 : q.ssim_mean;
+  const auto [qp, qs] = means_of(q);
   seen = gates::to_json(q);
   seen["clip"] = name;
   const double need_p = needed_psnr(lossless, S), need_s = needed_ssim(lossless, S);
@@ -70,7 +79,7 @@ QualityComparisons compare_quality(const GateEvidence& ev, bool lossless, const 
     qj["bit_identical"] = c.identical;
     qj["audit"] = c.pair;
     r.clips[c.name] = qj;
-    const double qp = std::isnan(q.psnr_mean) ? 0 : q.psnr_mean, qs = std::isnan(q.ssim_mean) ? 0 : q.ssim_mean;
+    const auto [qp, qs] = means_of(q);
     if (c.pair) {
       r.worst_audit_psnr = std::min(r.worst_audit_psnr, qp);
       r.audits.emplace_back(k, qp);
