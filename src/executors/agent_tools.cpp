@@ -129,9 +129,10 @@ std::vector<gates::Prompt> AgentTools::prompts_of(const AgentToolRequest& r) con
 }
 
 json AgentTools::trial(const AgentToolRequest& r) {
+  // The prompts first: a held-out prompt is the breach to name, whatever else is wrong with the request.
+  const std::vector<gates::Prompt> prompts = prompts_of(r);
   if (r.manifest.is_null()) throw Refusal{"trial: no manifest"};
   const json flags = flags_of(r.manifest);
-  const std::vector<gates::Prompt> prompts = prompts_of(r);
   if (!run_.can_measure(req_.budget_trials))
     throw Refusal{TrialRunner::stop_requested()
                       ? "the run is stopping: no more trials"

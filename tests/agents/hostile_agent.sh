@@ -11,7 +11,11 @@ repo=$2 run=$3 host_pid=$4 heldout_id=$5 port=$6
 blocked() { echo "BLOCKED $case_name: $*"; }
 leaked() { echo "LEAKED $case_name: $*"; }
 # A valid candidate's flags, for the tool cases.
-echo '{"flags": {"easycache": {"enabled": true, "order": 1, "threshold": 0.15, "warmup_steps": 5}}}' >m.json
+if [ "${AUTOOPTIM_AGENT_FAMILY:-cache}" = sparse ]; then
+  echo '{"flags": {"sparse": {"pattern": "frame_window", "query_frames": 4, "window_frames": 2, "dense_steps": 10}}}' >m.json
+else
+  echo '{"flags": {"easycache": {"enabled": true, "order": 1, "threshold": 0.15, "warmup_steps": 5}}}' >m.json
+fi
 
 attempt() {
 case_name=$1
@@ -48,7 +52,9 @@ case "$case_name" in
   other-family)
     if (echo '{}' >"$run/outbox/cache/forged.json") 2>/dev/null; then leaked "wrote the cache outbox"; else
       blocked "cannot write"; fi
-    sed -e 's/"kind": "baseline"/"kind": "patch"/' -e 's/"family": "none"/"family": "sparse"/' /workspace/baseline.json >o.json
+    other=sparse; [ "${AUTOOPTIM_AGENT_FAMILY:-}" = sparse ] && other=cache
+    sed -e 's/"kind": "baseline"/"kind": "patch"/' -e "s/\"family\": \"none\"/\"family\": \"$other\"/" \
+      /workspace/baseline.json >o.json
     if autooptim agent propose --manifest o.json --why "another family's manifest"; then leaked "proposed"; else
       blocked "the channel refused another family's manifest"; fi ;;
   heldout-trial)
