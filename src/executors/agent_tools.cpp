@@ -101,7 +101,7 @@ json AgentTools::budget() const {
           {"trials_left", std::max<int64_t>(0, req_.budget_trials - run_.trials())},
           {"budget_trials", req_.budget_trials},
           {"wall_s_left", req_.agent.deadline_s > 0 ? json(wall_left_s()) : json()},
-          {"trial_s_used", record_.trial_s},
+          {"device_s_used", record_.trial_s},
           {"proposals", box_.proposed()},
           {"proposals_left", std::max<int64_t>(0, req_.agent.max_proposals - box_.proposed())},
           {"visible_prompts", run_.prompts().size()}};
@@ -146,7 +146,9 @@ json AgentTools::trial(const AgentToolRequest& r) {
   box_.log(t);
   json out = t.to_json();
   out["seconds"] = s;
-  out["budget"] = budget();
+  const json left = budget();
+  out["trials_left"] = left["trials_left"];
+  out["wall_s_left"] = left["wall_s_left"];
   return out;
 }
 
@@ -179,6 +181,7 @@ json AgentTools::propose(const AgentToolRequest& r) {
   return {{"id", base_.model + "/" + req_.family + "/" + prefix + slug},
           {"file", fs::path(path).filename().string()},
           {"lossless", lossless},
+          {"proposals_left", std::max<int64_t>(0, req_.agent.max_proposals - box_.proposed())},
           {"note", "gated after the exploration; the run's report has the verdict"}};
 }
 
