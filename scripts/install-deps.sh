@@ -10,7 +10,8 @@ pkgs=(cmake ninja-build g++ make pkg-config
       libsentencepiece-dev
       clang libclang-rt-14-dev   # the libFuzzer targets (tests/fuzz/); the build itself uses g++
       clang-format               # the format check (tests/architecture/format_check.sh, .clang-format)
-      slurm-wlm slurm-client munge)  # the single-node Slurm of tests/slurm/ (cluster.sh) and `run --launcher slurm`
+      slurm-wlm slurm-client munge  # the single-node Slurm of tests/slurm/ (cluster.sh) and `run --launcher slurm`
+      bubblewrap)  # the agents' sandbox (docs/agents.md, src/base/sandbox.h)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 
+#include "agent_args.h"
 #include "commands.h"
 #include "data_dirs.h"
 #include "gate_args.h"
@@ -281,8 +282,9 @@ void check_worker_placement(CLI::App* cmd, const RunRequestPtr& req, const RunOp
 // What `autooptim run` does once its options are parsed: the request completed and checked, the run, and
 // where its report is.
 void run_orchestrator(const std::shared_ptr<ModelArgs>& model, const RunRequestPtr& req, CLI::App* cmd,
-                      const RunOptionHandles& given) {
+                      const RunOptionHandles& given, const RunAgentArgs& agents) {
   complete_run_request(model, req, cmd, given);
+  complete_run_agents(*req, agents, cmd);
   count_host_devices(req);
   check_worker_placement(cmd, req, given);
   // FP8 GEMMs exist only on GPUs: the quantisation family's executor runs there.
@@ -319,8 +321,13 @@ void add_run(CLI::App& app) {
   add_run_gate_options(cmd, req, given);
   add_run_deploy_options(cmd, req);
   add_run_reduced_config_options(cmd, req);
+  auto agents = std::make_shared<RunAgentArgs>();
+  add_run_agent_options(cmd, req, agents);
   group_run_options(cmd);
-  cmd->callback([model, req, cmd, given] { run_orchestrator(model, req, cmd, given); });
+  // Every option above can also come from a file: `--config run.toml` with lines like `budget-minutes = 90`
+  // or `agent = ["cache=claude -p ..."]`; the command line wins over the file.
+  cmd->set_config("--config", "", "A run configuration file (TOML: option = value; the command line wins)");
+  cmd->callback([model, req, cmd, given, agents] { run_orchestrator(model, req, cmd, given, *agents); });
 }
 
 void add_executor(CLI::App& app) {
@@ -328,9 +335,11 @@ void add_executor(CLI::App& app) {
   auto req = std::make_shared<executors::ExecutorRequest>();
   auto* cmd = app.add_subcommand("executor", "One technique family's search process (spawned by run)");
   model->add_to(cmd);
-  cmd->add_option("--family", req->family, "kernel, cache or sparse")
-      ->required()
+  cmd->add_option("--family", req->family, "kernel, cache, sparse or quant (an agent's: from --agent-family)")
       ->check(CLI::IsMember({"kernel", "cache", "sparse", "quant"}));
+  auto agent = std::make_shared<executors::AgentSpec>();
+  add_executor_agent_options(cmd, agent);
+  cmd->add_option("--min-ssim", req->min_ssim)->capture_default_str()->check(number_in(0, 1));
   cmd->add_option("--base", req->base_manifest, "Baseline manifest")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompts", req->prompts_file, "Visible prompts (JSON lines)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--outbox", req->outbox, "Folder the proposals are written to")->required();
@@ -339,7 +348,18 @@ void add_executor(CLI::App& app) {
   cmd->add_option("--device-lock", req->device_lock,
                   "Unused (the workers time one request at a time); accepted for old command lines");
   cmd->add_option("--serve", req->serve_dir, "Run folder whose workers measure the trials (default: a private worker)");
-  cmd->callback([model, req] {
+  cmd->callback([model, req, agent] {
+    if (!agent->family.empty()) {
+      if (agent->command.empty()) throw Error("--agent-family needs --agent-command");
+      if (agent->brief_template.empty() || agent->agent_dir.empty())
+        throw Error("an agent executor needs --agent-brief and --agent-dir");
+      if (!req->family.empty() && req->family != agent->manifest_family())
+        throw Error("--family " + req->family + " and --agent-family " + agent->family + " disagree");
+      req->family = agent->manifest_family();
+      req->agent = *agent;
+    } else if (req->family.empty()) {
+      throw Error("--family is required (or --agent-family with --agent-command)");
+    }
     req->load = model->request();
     req->worker_cli = model_cli(*model);
     const int n = executors::run_executor(*req);

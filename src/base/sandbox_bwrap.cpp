@@ -145,7 +145,9 @@ std::vector<std::string> bwrap_args(const std::string& bwrap, const SandboxSpec&
   if (!spec.workspace.empty()) a.insert(a.end(), {"--bind", spec.workspace, kInsideWorkspace});
   if (!spec.channel.empty()) a.insert(a.end(), {"--bind", spec.channel, kInsideChannel});
   for (const auto& [from, to] : spec.ro_binds) a.insert(a.end(), {"--ro-bind", from, to});
-  a.insert(a.end(), {"--chdir", spec.workspace.empty() ? "/" : kInsideWorkspace, "--"});
+  // The sandbox's own root (a tmpfs holding the mount points) read-only: nothing but the workspace, the
+  // channel and /tmp can be written, not even paths that look like the run's.
+  a.insert(a.end(), {"--remount-ro", "/", "--chdir", spec.workspace.empty() ? "/" : kInsideWorkspace, "--"});
   a.insert(a.end(), command.begin(), command.end());
   return a;
 }

@@ -10,6 +10,8 @@
 #include <map>
 #include <unistd.h>
 
+#include "executors/agent_host.h"
+#include "executors/outbox.h"
 #include "executors/search.h"
 #include "executors/trial_runner.h"
 #include "base/atomic_file.h"
@@ -21,49 +23,6 @@ using nlohmann::json;
 
 namespace autooptim::executors {
 namespace {
-
-class Outbox {
- public:
-  Outbox(const std::string& dir, const gates::Manifest& base, std::string family)
-      : dir_(dir), base_(base), family_(std::move(family)) {
-    fs::create_directories(dir_);
-  }
-
-  void log(const Trial& t) {
-    gates::append_line_durable((fs::path(dir_) / "trials.jsonl").string(), t.to_json().dump());
-    std::fprintf(stderr, "[%s] %-40s %6.3fx  PSNR %6.2f dB  (%lld prompts)%s%s\n", family_.c_str(), t.label.c_str(),
-                 t.speedup, t.psnr_min, static_cast<long long>(t.prompts),
-                 t.engaged() ? "" : "  not engaged: ", t.engaged() ? "" : t.not_engaged.front().c_str());
-  }
-
-  // Writes a manifest proposal (atomically: temp file then rename) and returns its path.
-  std::string propose(const std::string& slug, const json& flags, bool lossless, const std::string& why) {
-    gates::Manifest m = base_;
-    m.id = base_.model + "/" + family_ + "/" + slug;
-    m.kind = "patch";
-    m.family = family_;
-    m.base = base_.id;
-    m.flags = flags;
-    m.lossless = lossless;
-    m.description = why;
-    m.parents.clear();
-    const json j = gates::to_json(gates::parse_manifest(gates::to_json(m), "proposal " + m.id));
-    const fs::path dst = fs::path(dir_) / (slug + ".json");
-    gates::write_file_atomic(dst.string(), j.dump(2) + "\n");
-    // The order of the proposals, best first as this executor ranks them: the orchestrator gates each
-    // family's first proposal in its first round (alphabetical order put cross_kv_cache before greedy).
-    gates::append_line_durable((fs::path(dir_) / "proposals.txt").string(), slug + ".json");
-    ++proposed_;
-    return dst.string();
-  }
-  int proposed() const { return proposed_; }
-
- private:
-  std::string dir_;
-  gates::Manifest base_;
-  std::string family_;
-  int proposed_ = 0;
-};
 
 std::string fmt(double v) {
   char b[32];
@@ -260,7 +219,29 @@ std::vector<size_t> middle_out(size_t n) {
   return order;
 }
 
+gates::Manifest load_baseline(const std::string& path) {
+  gates::Manifest base = gates::load_manifest(path);
+  if (base.kind != "baseline") throw Error(path + ": not a baseline manifest");
+  return base;
+}
+
+std::vector<gates::Prompt> load_visible_prompts(const std::string& path) {
+  std::vector<gates::Prompt> prompts = gates::load_prompt_file(path);
+  for (const auto& p : prompts)
+    for (const auto& s : p.splits)
+      if (s.rfind("heldout", 0) == 0) throw Error(path + ": executors must not see held-out prompts (" + p.id + ")");
+  // Smoke prompts first: the halving starts on them.
+  std::stable_sort(prompts.begin(), prompts.end(), [](const gates::Prompt& a, const gates::Prompt& b) {
+    auto smoke = [](const gates::Prompt& p) {
+      return std::find(p.splits.begin(), p.splits.end(), "smoke") != p.splits.end();
+    };
+    return smoke(a) && !smoke(b);
+  });
+  return prompts;
+}
+
 int run_executor(const ExecutorRequest& req) {
+  if (!req.agent.empty()) return run_agent_executor(req);
   const pid_t parent = getppid();
   // SIGTERM (the orchestrator's exploration deadline or its interruption) and SIGINT (a ^C reaching
   // the run's process group) end the search after the trial in progress; the family then proposes
@@ -269,20 +250,8 @@ int run_executor(const ExecutorRequest& req) {
   base::catch_stop_signals([](int) { TrialRunner::request_stop(); }, /*once=*/false);
   std::fprintf(stderr, "executor %s: started (pid %d)\n", req.family.c_str(), static_cast<int>(getpid()));
   std::fflush(stderr);
-  const gates::Manifest base = gates::load_manifest(req.base_manifest);
-  if (base.kind != "baseline") throw Error(req.base_manifest + ": not a baseline manifest");
-  std::vector<gates::Prompt> prompts = gates::load_prompt_file(req.prompts_file);
-  for (const auto& p : prompts)
-    for (const auto& s : p.splits)
-      if (s.rfind("heldout", 0) == 0)
-        throw Error(req.prompts_file + ": executors must not see held-out prompts (" + p.id + ")");
-  // Smoke prompts first: the halving starts on them.
-  std::stable_sort(prompts.begin(), prompts.end(), [](const gates::Prompt& a, const gates::Prompt& b) {
-    auto smoke = [](const gates::Prompt& p) {
-      return std::find(p.splits.begin(), p.splits.end(), "smoke") != p.splits.end();
-    };
-    return smoke(a) && !smoke(b);
-  });
+  const gates::Manifest base = load_baseline(req.base_manifest);
+  const std::vector<gates::Prompt> prompts = load_visible_prompts(req.prompts_file);
   Outbox box(req.outbox, base, req.family);
   TrialRunner run(req, base, prompts);
   int n = 0;

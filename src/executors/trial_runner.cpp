@@ -43,7 +43,7 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
   }
   workers::ClientOptions co;
   if (private_worker_) co.no_worker_s = 5;  // our own worker: when it is gone it is gone
-  client_ = std::make_unique<workers::Client>(run, "executor-" + req.family, co);
+  client_ = std::make_unique<workers::Client>(run, "executor-" + req.executor_name(), co);
   // The device the workers hold (the search space depends on it): from the first registration.
   const auto t0 = std::chrono::steady_clock::now();
   while (true) {
@@ -69,7 +69,7 @@ TrialRunner::TrialRunner(const ExecutorRequest& req, const gates::Manifest& base
 void TrialRunner::while_waiting() const {
   if (private_worker_) private_worker_->check();
   if (parent_ != 0 && getppid() != parent_)
-    throw Error("executor " + req_.family + ": the orchestrator (pid " + std::to_string(parent_) +
+    throw Error("executor " + req_.executor_name() + ": the orchestrator (pid " + std::to_string(parent_) +
                 ") died; the trial in progress is abandoned (--resume runs this family again)");
 }
 
@@ -81,21 +81,26 @@ TrialRunner::~TrialRunner() {
   }
 }
 
+std::vector<gates::Prompt> TrialRunner::first(int64_t n) const {
+  n = std::clamp<int64_t>(n, 0, static_cast<int64_t>(prompts_.size()));
+  return {prompts_.begin(), prompts_.begin() + n};
+}
+
 nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::json& flags, const std::string& label,
-                                    int64_t n) const {
+                                    const std::vector<gates::Prompt>& prompts) const {
   workers::TrialRequest r;
   r.kind = kind;
   r.base = base_;
   r.flags = flags;
   r.label = label;
-  r.n = std::min<int64_t>(n, static_cast<int64_t>(prompts_.size()));
-  r.prompts.assign(prompts_.begin(), prompts_.begin() + std::max<int64_t>(0, r.n));
+  r.n = static_cast<int64_t>(prompts.size());
+  r.prompts = prompts;
   return r.to_json();
 }
 
 std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, const std::string& label, int64_t n) {
   auto tick = [this] { while_waiting(); };
-  const auto r = client_->call(request("traces", flags, label, n), tick);
+  const auto r = client_->call(request("traces", flags, label, first(n)), tick);
   std::vector<runtime::Trace> out;
   for (const auto& tj : workers::MessageReader(r["result"], "traces result").array("traces")) {
     runtime::Trace t;
@@ -108,9 +113,14 @@ std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, con
 }
 
 Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label, int64_t n) {
+  return measure_on(flags, label, first(n));
+}
+
+Trial TrialRunner::measure_on(const nlohmann::json& flags, const std::string& label,
+                              const std::vector<gates::Prompt>& prompts) {
   ++trials_;
   auto tick = [this] { while_waiting(); };
-  const auto r = client_->call(request("trial", flags, label, n), tick);
+  const auto r = client_->call(request("trial", flags, label, prompts), tick);
   Trial t = Trial::from_json(r["result"]);
   t.flags = flags;
   t.label = label;

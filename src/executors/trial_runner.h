@@ -22,6 +22,8 @@ class TrialRunner {
   // Runs the flags on the first n prompts, interleaved with the baseline; PSNR against the
   // baseline's clip of the same prompt and seed (on a worker).
   Trial measure(const nlohmann::json& flags, const std::string& label, int64_t n);
+  // The same on these prompts (an agent's choice among the visible ones: the caller checks that they are).
+  Trial measure_on(const nlohmann::json& flags, const std::string& label, const std::vector<gates::Prompt>& prompts);
   // Runs the flags alone on the first n prompts (a calibration: no baseline, no timing) and returns
   // each run's trace. Not a candidate trial: the budget does not count it.
   std::vector<runtime::Trace> traces(const nlohmann::json& flags, const std::string& label, int64_t n);
@@ -33,11 +35,13 @@ class TrialRunner {
   static bool stop_requested();
   const std::vector<gates::Prompt>& prompts() const { return prompts_; }
   int64_t steps() const { return base_.config.steps; }
+  const gates::Manifest& base() const { return base_; }
   bool on_gpu() const { return on_gpu_; }
 
  private:
   nlohmann::json request(const std::string& kind, const nlohmann::json& flags, const std::string& label,
-                         int64_t n) const;
+                         const std::vector<gates::Prompt>& prompts) const;
+  std::vector<gates::Prompt> first(int64_t n) const;
   const ExecutorRequest& req_;
   gates::Manifest base_;
   std::vector<gates::Prompt> prompts_;

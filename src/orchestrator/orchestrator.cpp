@@ -95,6 +95,14 @@ RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
   else if (failed > 0)
     o.warnings.push_back(std::to_string(failed) + " of " + std::to_string(started) + " executors failed (" + failures +
                          ")");
+  for (const auto& a : r.value("agents", json::array())) {
+    const std::string name = a.value("name", "agent");
+    if (a.value("sandbox", "").rfind("none", 0) == 0)
+      o.warnings.push_back(name + " ran WITHOUT a sandbox (--agent-unsandboxed): nothing kept it from the run's files");
+    if (a.value("blocked", 0) > 0)
+      o.warnings.push_back(name + ": " + std::to_string(a.value("blocked", 0)) +
+                           " action(s) blocked (the report's agents section names each)");
+  }
   const json& b = r.value("baseline", json::object());
   if (!(b.value("seconds", 0.0) > 0))
     o.problems.push_back("the baseline was not measured" +

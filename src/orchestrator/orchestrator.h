@@ -27,6 +27,18 @@ struct RunRequest {
   int64_t executor_trials = 8;  // trials each executor may measure
   bool resume = false;
   std::vector<std::string> families = {"kernel", "cache", "sparse"};
+  // Agent executors (docs/agents.md): one per --agent FAMILY=COMMAND, each in a sandbox, beside its family's
+  // built-in searcher or, with agent_only, instead of it. Its executor is named "agent-<family>".
+  struct Agent {
+    std::string family, command;
+  };
+  std::vector<Agent> agents;
+  bool agent_only = false;
+  bool agent_unsandboxed = false;        // run agents without a sandbox where none can be made (warned)
+  std::string agent_network;             // HOST:PORT the agents may reach ("" none)
+  std::vector<std::string> agent_env;    // host variables passed into the sandboxes
+  std::vector<std::string> agent_binds;  // host paths bound read-only at the same path
+  std::string agent_briefs_dir;          // the brief templates (prompts/agents)
   // Reduced configuration (0 = the baseline manifest's): for quick GPU runs; such a run can never win
   // a tier (the official-config gate), and the report says so.
   int64_t frames = 0, steps = 0, height = 0, width = 0;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "orchestrator/report_agents.h"
 #include "orchestrator/report_text.h"
 
 using nlohmann::json;
@@ -446,6 +447,7 @@ std::string render_html(const json& r, const ClipSrc& clip_src) {
   html_quality_by_category(o, r);
   html_heldout(o, r);
   html_explored(o, r);
+  html_agents(o, r);
   html_device_time(o, r);
   html_environment(o, r);
   o << "</body></html>\n";

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "orchestrator/report_agents.h"
 #include "orchestrator/report_text.h"
 
 using nlohmann::json;
@@ -235,6 +236,7 @@ std::string render_markdown(const json& r) {
   markdown_clips(o, r);
   o << "\n## What each executor explored\n\n";
   for (const auto& e : arr(r, "executors")) o << "- " << explored_summary(e) << " (log: `" << str(e, "log") << "`)\n";
+  markdown_agents(o, r);
   markdown_device_time(o, r);
   markdown_slurm(o, r);
   markdown_environment(o, r);

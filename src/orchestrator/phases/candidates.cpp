@@ -66,8 +66,8 @@ size_t order_round_robin(std::vector<Candidate>& cands, size_t workers) {
 void collect_candidates(RunState& s) {
   s.seen = {gates::manifest_hash(s.base)};
   std::vector<fs::path> files;
-  for (const auto& fam : s.req.families) {
-    const fs::path box = s.out / "outbox" / fam;
+  for (const auto& name : executor_names(s.req)) {
+    const fs::path box = s.out / "outbox" / name;
     if (!fs::is_directory(box)) continue;
     const auto mine = proposals_of(box);
     files.insert(files.end(), mine.begin(), mine.end());

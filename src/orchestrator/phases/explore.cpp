@@ -16,6 +16,7 @@
 #include "base/spawn.h"
 #include "base/stop_signals.h"
 #include "base/utc_time.h"
+#include "orchestrator/agent_report.h"
 #include "orchestrator/executor_records.h"
 #include "orchestrator/phases/phases.h"
 
@@ -79,7 +80,7 @@ class Exploration {
   explicit Exploration(RunState& s) : s_(s), grace_s_(std::clamp(s.req.budget_minutes * 60.0 * 0.1, 10.0, 120.0)) {}
 
   void start_all() {
-    for (const auto& fam : s_.req.families) start(fam);
+    for (const auto& name : executor_names(s_.req)) start(name);
   }
 
   void wait_all() {
@@ -122,17 +123,45 @@ class Exploration {
     }
     fs::create_directories(box);
     fs::remove(box / "done");
-    std::vector<std::string> args = {"autooptim", "executor", "--family", fam};
-    args.insert(args.end(), req.model_cli.begin(), req.model_cli.end());
-    for (const auto& a :
-         std::vector<std::string>{"--base", s_.base_path.string(), "--prompts", s_.visible_path.string(), "--outbox",
-                                  box.string(), "--budget-trials", std::to_string(req.executor_trials), "--min-psnr",
-                                  std::to_string(req.gate.min_psnr), "--serve", fs::absolute(s_.out).string()})
-      args.push_back(a);
+    const std::vector<std::string> args = executor_args(fam, box);
     const pid_t pid = spawn_executor(args, s_.out / "outbox" / (fam + ".log"), fam);
     running_[pid] = fam;
     record_executor(s_.out, fam, pid);
     s_.executors.back()["state"] = "running";
+  }
+
+  // `autooptim executor ...` for the executor called `name` (a family, or "agent-<family>").
+  std::vector<std::string> executor_args(const std::string& name, const fs::path& box) {
+    const RunRequest& req = s_.req;
+    std::vector<std::string> args = {"autooptim", "executor"};
+    const RunRequest::Agent* agent = nullptr;
+    for (const auto& a : req.agents)
+      if ("agent-" + a.family == name) agent = &a;
+    if (agent)
+      append_agent_args(args, *agent);
+    else
+      args.insert(args.end(), {"--family", name});
+    args.insert(args.end(), req.model_cli.begin(), req.model_cli.end());
+    args.insert(args.end(), {"--base", s_.base_path.string(), "--prompts", s_.visible_path.string(), "--outbox",
+                             box.string(), "--budget-trials", std::to_string(req.executor_trials), "--min-psnr",
+                             std::to_string(req.gate.min_psnr), "--serve", fs::absolute(s_.out).string()});
+    return args;
+  }
+
+  // An agent's executor: its command, its sandbox's openings, its brief, its folder and its deadline (the
+  // exploration's, counted from the run's start).
+  void append_agent_args(std::vector<std::string>& args, const RunRequest::Agent& a) {
+    const RunRequest& req = s_.req;
+    const double left_s =
+        req.budget_minutes * 60.0 * 0.5 - std::chrono::duration<double>(Clock::now() - s_.start).count();
+    args.insert(args.end(), {"--agent-family", a.family, "--agent-command", a.command, "--agent-brief",
+                             (fs::path(req.agent_briefs_dir) / (a.family + ".md")).string(), "--agent-dir",
+                             fs::absolute(s_.out / "agents" / ("agent-" + a.family)).string(), "--agent-deadline-s",
+                             std::to_string(std::max(1.0, left_s)), "--min-ssim", std::to_string(req.gate.min_ssim)});
+    if (!req.agent_network.empty()) args.insert(args.end(), {"--agent-network", req.agent_network});
+    for (const auto& e : req.agent_env) args.insert(args.end(), {"--agent-env", e});
+    for (const auto& b : req.agent_binds) args.insert(args.end(), {"--agent-bind", b});
+    if (req.agent_unsandboxed) args.push_back("--agent-unsandboxed");
   }
 
   // An executor that exited (its pid, its peak memory kept), or 0.
@@ -227,6 +256,17 @@ class Exploration {
 
 }  // namespace
 
+std::vector<std::string> executor_names(const RunRequest& req) {
+  std::vector<std::string> names;
+  for (const auto& fam : req.families) {
+    bool agent = false;
+    for (const auto& a : req.agents) agent = agent || a.family == fam;
+    if (!(agent && req.agent_only)) names.push_back(fam);
+  }
+  for (const auto& a : req.agents) names.push_back("agent-" + a.family);
+  return names;
+}
+
 void explore_phase(RunState& s) {
   const auto explore_start = Clock::now();
   Exploration exploration(s);
@@ -234,8 +274,12 @@ void explore_phase(RunState& s) {
   exploration.wait_all();
   s.explore_s = std::chrono::duration<double>(Clock::now() - explore_start).count();
   // Requests of executors that were killed are withdrawn (a worker would otherwise still run them).
-  for (const auto& fam : s.req.families) workers::cancel_client_requests(s.out.string(), "executor-" + fam);
-  for (auto& e : s.executors) e["explored"] = explored(s.out / "outbox" / e.value("family", ""));
+  for (const auto& name : executor_names(s.req)) workers::cancel_client_requests(s.out.string(), "executor-" + name);
+  for (auto& e : s.executors) {
+    const std::string name = e.value("family", "");
+    e["explored"] = explored(s.out / "outbox" / name);
+    if (name.rfind("agent-", 0) == 0) e["agent"] = agent_records(s.out, name);
+  }
 }
 
 }  // namespace autooptim::orchestrator

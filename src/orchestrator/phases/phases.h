@@ -78,6 +78,9 @@ void baseline_phase(RunState& s);
 // The executors, one process per family, until they finish or the exploration budget (half of
 // --budget-minutes) stops them; fills s.executors.
 void explore_phase(RunState& s);
+// The run's executors by name, in start order: each family's built-in searcher (unless --agent-only and an
+// agent takes the family), then "agent-<family>" for each --agent. Each name is an outbox (OUT/outbox/<name>).
+std::vector<std::string> executor_names(const RunRequest& req);
 
 // --- job queue (job_queue.cpp)
 // The verdicts on the split and the hashes confirmed on the held-out split, from s.done.

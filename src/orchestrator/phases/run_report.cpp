@@ -10,6 +10,7 @@
 #include "base/stop_signals.h"
 #include "base/strings.h"
 #include "base/utc_time.h"
+#include "orchestrator/agent_report.h"
 #include "orchestrator/phases/phases.h"
 #include "orchestrator/report.h"
 #include "runtime/build_info.h"
@@ -261,6 +262,7 @@ json build_report(const RunState& s, const WorkerTotals& w) {
       {"tier_notes", s.tier_notes},
       {"deploy_checks", s.deploy_checks},
       {"executors", s.executors},
+      {"agents", agents_section(s)},
       {"prompt_categories", s.categories},
       {"prompt_texts", s.prompt_texts},
       {"candidates", json::array()}};

@@ -1,0 +1,225 @@
+#include "executors/agent_host.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/sandbox.h"
+#include "base/stop_signals.h"
+#include "executors/agent_channel.h"
+#include "executors/agent_tools.h"
+#include "executors/agent_workspace.h"
+#include "executors/outbox.h"
+#include "executors/trial_runner.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::executors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Where the agent sees its folders and the tools: fixed paths inside the sandbox, the real ones without it.
+struct InsidePaths {
+  std::string workspace, channel, replies, bin_dir;
+};
+
+InsidePaths inside_paths(const AgentFolders& f, bool sandboxed) {
+  if (sandboxed) return {"/workspace", "/channel", "/replies", "/opt/autooptim/bin"};
+  return {f.workspace, f.requests, f.replies, fs::read_symlink("/proc/self/exe").parent_path().string()};
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot read the agent's brief template");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> agent_environment(const AgentSpec& a, const InsidePaths& in) {
+  std::vector<std::string> env = {"PATH=" + in.bin_dir + ":/usr/local/bin:/usr/bin:/bin",
+                                  "HOME=" + in.workspace,
+                                  "LANG=C.UTF-8",
+                                  "TERM=dumb",
+                                  "AUTOOPTIM_AGENT_CHANNEL=" + in.channel,
+                                  "AUTOOPTIM_AGENT_REPLIES=" + in.replies,
+                                  "AUTOOPTIM_AGENT_FAMILY=" + a.family};
+  for (const auto& name : a.env_names)
+    if (const char* v = std::getenv(name.c_str())) env.push_back(name + "=" + v);
+  return env;
+}
+
+// The binary and the libraries it needs, copied next to the agent's folders where the sandbox's unprivileged
+// uid (we are root) could not reach them (a build under a 0700 home): bwrap opens bind sources as that uid.
+std::vector<std::pair<std::string, std::string>> reachable_binds(std::vector<std::pair<std::string, std::string>> binds,
+                                                                 const AgentFolders& f) {
+  if (::geteuid() != 0) return binds;
+  const fs::path tools = fs::path(f.live) / "tools";
+  for (auto& [from, to] : binds) {
+    if (reachable_by_others(from)) continue;
+    fs::create_directories(tools);
+    const fs::path copy = tools / fs::path(from).filename();
+    fs::copy_file(from, copy, fs::copy_options::overwrite_existing);
+    fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    from = copy.string();
+  }
+  return binds;
+}
+
+base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const InsidePaths& in) {
+  base::SandboxSpec s;
+  s.unsandboxed = a.unsandboxed && !base::sandbox_unavailable_reason().empty();
+  s.workspace = f.workspace;
+  s.channel = f.requests;
+  if (!s.unsandboxed) {
+    s.ro_binds = reachable_binds(base::self_binary_binds(in.bin_dir), f);
+    s.ro_binds.push_back({f.replies, in.replies});
+    for (const auto& b : a.binds) s.ro_binds.push_back({b, b});
+  }
+  std::string cmd = replace_all(a.command, "{brief}", in.workspace + "/BRIEF.md");
+  cmd = replace_all(replace_all(cmd, "{workspace}", in.workspace), "{family}", a.family);
+  s.argv = {"/bin/sh", "-c", cmd};
+  s.env = agent_environment(a, in);
+  s.log_file = f.transcript;
+  s.network = a.network;
+  s.limits.wall_s = a.deadline_s;
+  return s;
+}
+
+// The sandbox, watched by a thread of its own (the main thread may be waiting on a trial): it enforces the
+// limits, and kills the sandbox when the run asks this executor to stop.
+class Watch {
+ public:
+  explicit Watch(base::Sandbox& sb) : sb_(sb), thread_([this] { loop(); }) {}
+  ~Watch() {
+    quit_ = true;
+    thread_.join();
+  }
+  bool ended() const { return ended_; }
+
+ private:
+  void loop() {
+    while (!quit_) {
+      if (TrialRunner::stop_requested() && !stopping_) {
+        stopping_ = true;
+        sb_.kill("the exploration ended (its deadline or the run's stop)");
+      }
+      if (!sb_.poll()) {
+        ended_ = true;
+        while (!quit_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (sb_.running()) sb_.kill("its host is ending");
+    while (sb_.poll()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  base::Sandbox& sb_;
+  std::atomic<bool> quit_{false}, ended_{false};
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Serves the channel until the sandbox has ended.
+void serve(AgentChannel& channel, AgentTools& tools, AgentRecord& record, const Watch& watch) {
+  while (!watch.ended()) {
+    bool any = false;
+    for (auto& in : channel.take()) {
+      any = true;
+      if (!in.request) {
+        record.blocked("channel", "a request the channel refused: " + in.problem);
+        channel.reply(in.name, AgentToolReply{false, in.problem, json()});
+        continue;
+      }
+      channel.reply(in.name, tools.handle(*in.request));
+    }
+    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void write_summary(const ExecutorRequest& req, const base::Sandbox& sb, const AgentRecord& record, const Outbox& box,
+                   double wall_s, bool sandboxed) {
+  const AgentSpec& a = req.agent;
+  json events = json::array();
+  for (const auto& e : sb.events()) events.push_back({{"what", e.what}, {"detail", e.detail}, {"at_s", e.at_s}});
+  const json j = {{"name", a.name()},
+                  {"family", a.family},
+                  {"command", a.command},
+                  {"folder", a.agent_dir},
+                  {"sandbox", sandboxed ? "bubblewrap" : "none (--agent-unsandboxed)"},
+                  {"network", a.network.empty() ? json() : json(a.network)},
+                  {"ended", sb.ended_how()},
+                  {"events", events},
+                  {"wall_s", wall_s},
+                  {"trial_s", record.trial_s},
+                  {"tool_calls", record.calls()},
+                  {"blocked", record.blocks()},
+                  {"proposals", box.proposed()},
+                  {"peak_processes", sb.peak_processes()},
+                  {"peak_rss_bytes", sb.peak_rss_bytes()},
+                  {"cpu_s", sb.cpu_s()}};
+  gates::write_file_atomic((fs::path(req.outbox) / "agent.json").string(), j.dump(2) + "\n");
+}
+
+}  // namespace
+
+int run_agent_executor(const ExecutorRequest& req) {
+  const pid_t parent = getppid();
+  const auto t0 = Clock::now();
+  base::catch_stop_signals([](int) { TrialRunner::request_stop(); }, /*once=*/false);
+  const AgentSpec& a = req.agent;
+  const std::string why_not = base::sandbox_unavailable_reason();
+  if (!why_not.empty() && !a.unsandboxed)
+    throw Error("agent " + a.name() + ": no sandbox on this machine (" + why_not +
+                "); --agent-unsandboxed runs agents without one");
+  const gates::Manifest base = load_baseline(req.base_manifest);
+  const std::vector<gates::Prompt> prompts = load_visible_prompts(req.prompts_file);
+  Outbox box(req.outbox, base, req.family, a.name() + "-");
+  AgentRecord record(req.outbox);
+  TrialRunner run(req, base, prompts);
+  const BriefFacts facts =
+      brief_facts(a, base, run.on_gpu(), req.budget_trials, req.min_psnr, req.min_ssim, prompts.size());
+  const AgentFolders folders =
+      prepare_agent_folders(a, base, prompts, render_brief(read_text(a.brief_template), facts, a.brief_template));
+  const bool sandboxed = why_not.empty();
+  base::Sandbox sb(sandbox_spec(a, folders, inside_paths(folders, sandboxed)));
+  AgentChannel channel(folders.requests, folders.replies);
+  AgentTools tools(req, run, box, record);
+  std::fprintf(stderr, "agent %s: starting %s: %s\n", a.name().c_str(), sandboxed ? "in its sandbox" : "UNSANDBOXED",
+               a.command.c_str());
+  sb.start();
+  {
+    Watch watch(sb);
+    serve(channel, tools, record, watch);
+  }
+  for (const auto& e : sb.events())
+    if (e.what != "exit") record.blocked(e.what, e.detail);
+  finish_agent_folders(folders);
+  std::error_code ec;
+  fs::remove_all(fs::path(folders.root) / "tools", ec);
+  write_summary(req, sb, record, box, std::chrono::duration<double>(Clock::now() - t0).count(), sandboxed);
+  std::fprintf(stderr, "agent %s: ended (%s): %lld tool calls, %d proposals, %lld blocked\n", a.name().c_str(),
+               sb.ended_how().c_str(), static_cast<long long>(record.calls()), box.proposed(),
+               static_cast<long long>(record.blocks()));
+  if (getppid() == parent)
+    gates::write_file_atomic((fs::path(req.outbox) / "done").string(), std::to_string(box.proposed()) + "\n");
+  return box.proposed();
+}
+
+}  // namespace autooptim::executors

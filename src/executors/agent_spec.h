@@ -1,0 +1,35 @@
+#pragma once
+// An agent executor (docs/agents.md): a command (a coding agent such as `claude -p`, or a script) that
+// searches one family in a sandbox and asks the run for trials through the agent tools. This is what the
+// orchestrator tells the executor process that hosts it.
+#include <string>
+#include <vector>
+
+namespace autooptim::executors {
+
+// The families an agent may take: the executors' four, and "vae" (kernel switches of the VAE only).
+const std::vector<std::string>& agent_families();
+
+struct AgentSpec {
+  std::string family;                  // one of agent_families(); the brief prompts/agents/<family>.md
+  std::string command;                 // run by /bin/sh -c; {brief}, {workspace}, {family} expanded
+  std::string network;                 // "HOST:PORT": the one endpoint the agent may reach ("" none)
+  std::vector<std::string> env_names;  // host variables passed in (an API key)
+  std::vector<std::string> binds;      // host paths bound read-only at the same path
+  bool unsandboxed = false;            // the user allowed running without the sandbox
+  std::string brief_template;          // path of the brief's template
+  std::string agent_dir;               // OUT/agents/<name>: workspace, channel, transcript
+  double deadline_s = 0;               // wall seconds the agent may run (0: until stopped)
+  int64_t max_proposals = 10;
+
+  bool empty() const { return command.empty(); }
+  // The executor's name in the run, its outbox and its client id: "agent-<family>".
+  std::string name() const { return "agent-" + family; }
+  // The family of the manifests it proposes ("kernel" for vae).
+  std::string manifest_family() const { return family == "vae" ? "kernel" : family; }
+};
+
+// "FAMILY=COMMAND" (a --agent value) -> {family, command}; Error naming the problem otherwise.
+AgentSpec parse_agent_arg(const std::string& arg);
+
+}  // namespace autooptim::executors

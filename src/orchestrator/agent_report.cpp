@@ -1,0 +1,85 @@
+#include "orchestrator/agent_report.h"
+
+#include <fstream>
+
+#include "orchestrator/run_state.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autooptim::orchestrator {
+namespace {
+
+// The rows of a JSON-lines file (a torn last line of a killed process skipped), at most `max`.
+json read_lines(const fs::path& p, size_t max) {
+  json rows = json::array();
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line) && rows.size() < max) {
+    try {
+      rows.push_back(json::parse(line));
+    } catch (const std::exception&) {
+    }
+  }
+  return rows;
+}
+
+json read_object(const fs::path& p) {
+  std::ifstream in(p);
+  try {
+    return in ? json::parse(in) : json::object();
+  } catch (const std::exception&) {
+    return json::object();
+  }
+}
+
+// One proposal's verdict on the gating split: accepted or not, its figures, the gates it failed.
+json proposal_entry(const RunState& s, const Candidate& c) {
+  json e = {{"id", c.m.id}, {"why", c.m.description}, {"gated", !c.val.is_null()}};
+  if (c.val.is_null()) {
+    const auto it = s.not_gated.find({c.hash, s.req.split});
+    e["reason"] = it != s.not_gated.end() ? it->second : "not gated";
+    return e;
+  }
+  e["accepted"] = c.accepted();
+  e["speedup"] = c.speedup();
+  e["psnr"] = c.psnr();
+  json failed = json::array();
+  if (c.val.contains("gates"))
+    for (const auto& [g, x] : c.val["gates"].items())
+      if (!x.value("pass", false)) failed.push_back(g + ": " + x.value("reason", ""));
+  e["failed"] = failed;
+  return e;
+}
+
+}  // namespace
+
+json agent_records(const fs::path& out, const std::string& name) {
+  const fs::path box = out / "outbox" / name;
+  json a = read_object(box / "agent.json");
+  a["brief"] = "agents/" + name + "/workspace/BRIEF.md";
+  a["transcript"] = "agents/" + name + "/transcript.log";
+  a["tool_calls"] = read_lines(box / "tools.jsonl", 500);
+  a["blocked_events"] = read_lines(box / "blocked.jsonl", 500);
+  return a;
+}
+
+json agents_section(const RunState& s) {
+  json agents = json::array();
+  for (const auto& e : s.executors) {
+    if (!e.contains("agent")) continue;
+    json a = e["agent"];
+    a["state"] = e.value("state", "");
+    a["reason"] = e.value("reason", "");
+    const std::string name = e.value("family", "");
+    json proposals = json::array();
+    for (const auto& c : s.cands)
+      if (c.m.id.find("/" + name + "-") != std::string::npos && c.m.family != "composite")
+        proposals.push_back(proposal_entry(s, c));
+    a["proposal_verdicts"] = proposals;
+    agents.push_back(a);
+  }
+  return agents;
+}
+
+}  // namespace autooptim::orchestrator
