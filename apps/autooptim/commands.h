@@ -24,6 +24,7 @@ void add_techniques(CLI::App& app);
 void add_train(CLI::App& app);
 void add_eval_tiny(CLI::App& app);
 void add_compare(CLI::App& app);
+void add_sandbox_init(CLI::App& app);
 void add_agent(CLI::App& app);
 
 }  // namespace autooptim::app

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   autooptim::app::add_train(app);
   autooptim::app::add_eval_tiny(app);
   autooptim::app::add_compare(app);
+  autooptim::app::add_sandbox_init(app);
   autooptim::app::add_agent(app);
   autooptim::app::add_help(app);
   // Bare `autooptim`: the help, not an error.

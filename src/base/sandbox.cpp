@@ -224,7 +224,7 @@ bool Sandbox::poll() {
   // WNOWAIT: the process group stays ours (its id cannot be reused) until the leftovers are killed.
   if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) {
     if (spec_.unsandboxed) {
-      ::kill(-pid_, SIGKILL);
+      kill_unsandboxed();
     } else {
       signal_pidfd(init_pidfd_, SIGKILL);
     }
@@ -258,15 +258,26 @@ void Sandbox::kill(const std::string& why) {
   record("killed", why);
   killed_why_ = why;
   if (spec_.unsandboxed) {
-    // Members that left the group (setsid) are found while their parents live, before the group dies.
-    for (const pid_t p : monitor_->sample().pids) ::kill(p, SIGKILL);
-    ::kill(-pid_, SIGKILL);
+    kill_unsandboxed();
     finish(waitpid_retrying(pid_));
     return;
   }
   ::kill(-pid_, SIGKILL);  // bwrap; --die-with-parent takes its init down too
   signal_pidfd(init_pidfd_, SIGKILL);
   finish(waitpid_retrying(pid_));
+}
+
+// The process group and the members that left it (setsid: found while their parents live), until none is
+// alive: a killed process lingers a moment, and a fork may race the kill. Before the leader is reaped, so
+// that its pid (the group's id) cannot be reused meanwhile.
+void Sandbox::kill_unsandboxed() {
+  for (int i = 0; i < 500; ++i) {
+    const std::vector<pid_t> left = monitor_->sample().pids;
+    ::kill(-pid_, SIGKILL);
+    if (left.empty()) return;
+    for (const pid_t p : left) ::kill(p, SIGKILL);
+    usleep(10000);
+  }
 }
 
 // The init's exit waits for every process of its namespace to die: once its pidfd reads, nothing is left.

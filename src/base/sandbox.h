@@ -100,6 +100,7 @@ class Sandbox {
   void record(const std::string& what, const std::string& detail);
   bool check_limits();
   void finish(int status);
+  void kill_unsandboxed();
   void take_relay_events();
   double elapsed_s() const;
 

@@ -14,6 +14,7 @@ namespace {
 
 struct ProcStat {
   pid_t pid = 0, ppid = 0, pgrp = 0;
+  char state = '?';
   int64_t ticks = 0;  // utime + stime + cutime + cstime
   int64_t rss_pages = 0;
 };
@@ -31,6 +32,7 @@ bool read_stat(pid_t pid, ProcStat* out) {
   for (std::string s; fields >> s;) f.push_back(s);
   if (f.size() < 22) return false;  // f[0] is field 3 (state)
   out->pid = pid;
+  out->state = f[0][0];
   out->ppid = static_cast<pid_t>(std::atol(f[1].c_str()));
   out->pgrp = static_cast<pid_t>(std::atol(f[2].c_str()));
   out->ticks =
@@ -107,7 +109,8 @@ ProcessSample SandboxMonitor::sample() {
     seeds.pop_back();
     if (member[pid]) continue;
     member[pid] = true;
-    out.pids.push_back(pid);
+    const char state = procs[pid].state;
+    if (state != 'Z' && state != 'X') out.pids.push_back(pid);  // a zombie holds nothing but its pid
     for (const pid_t c : children[pid]) seeds.push_back(c);
   }
   static const int64_t page = sysconf(_SC_PAGESIZE), hz = sysconf(_SC_CLK_TCK);
