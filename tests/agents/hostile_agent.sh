@@ -64,6 +64,12 @@ case "$case_name" in
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then leaked "reached 127.0.0.1:$port"; else
       blocked "127.0.0.1:$port unreachable"; fi
     if (exec 3<>/dev/tcp/1.1.1.1/53) 2>/dev/null; then leaked "reached 1.1.1.1:53"; else blocked "no route out"; fi ;;
+  endpoint)  # run with --agent-network 127.0.0.1:PORT: that endpoint only
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "REACHED $case_name: 127.0.0.1:$port"; else
+      echo "UNREACHABLE $case_name: the allowed endpoint"; fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$((port + 1))") 2>/dev/null; then leaked "reached 127.0.0.1:$((port + 1))"; else
+      blocked "127.0.0.1:$((port + 1)) unreachable"; fi
+    if (exec 3<>/dev/tcp/1.1.1.1/53) 2>/dev/null; then leaked "reached 1.1.1.1:53"; else blocked "no route out"; fi ;;
   budget)
     for k in 1 2 3 4; do autooptim agent trial --manifest m.json --prompts 1 >/dev/null 2>&1 || { blocked "trial $k refused"; break; }; done ;;
   fork-bomb)
@@ -72,8 +78,8 @@ case "$case_name" in
     sleep 30
     leaked "still running after the bomb" ;;
   outlive)
-    setsid sh -c 'sleep 3600; :' hostile-agent-outlive-marker </dev/null >/dev/null 2>&1 &
-    ( trap '' TERM HUP; exec -a hostile-agent-outlive-marker sleep 3600 ) &
+    setsid sh -c 'sleep 3600; :' hostile-agent-outlive-$host_pid-end </dev/null >/dev/null 2>&1 &
+    ( trap '' TERM HUP; exec -a hostile-agent-outlive-$host_pid-end sleep 3600 ) &
     sleep 3600 ;;
   *)
     echo "unknown case $case_name" >&2

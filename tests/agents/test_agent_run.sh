@@ -13,7 +13,7 @@ src=$(readlink -f "$2")
 bwrap --unshare-all --die-with-parent --ro-bind / / true 2>/dev/null || { echo "skipped: no sandbox here"; exit 77; }
 tmp=$(mktemp -d "$PWD/agent-run-XXXXXX")
 cleanup() {
-  pkill -f hostile-agent-outlive-marker 2>/dev/null || true
+  pkill -f hostile-agent-outlive-$$-end 2>/dev/null || true
   [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -63,5 +63,5 @@ grep -q "Agents" "$run/report.html" || fail "report.html has no agents section"
 ! grep -q "^LEAKED" "$run/agents/agent-sparse/transcript.log" || fail "$(grep '^LEAKED' "$run/agents/agent-sparse/transcript.log")"
 grep -q "^BLOCKED read-heldout-path" "$run/agents/agent-sparse/transcript.log" || fail "the hostile agent did not run"
 repo_sums | diff "$tmp/repo.before" - >/dev/null || fail "the repository's prompts or baseline changed"
-pgrep -f hostile-agent-outlive-marker >/dev/null && fail "an agent process outlived the run"
+pgrep -f hostile-agent-outlive-$$-end >/dev/null && fail "an agent process outlived the run"
 echo "agent run ok"
