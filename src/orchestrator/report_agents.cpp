@@ -33,7 +33,8 @@ std::string call_text(const json& c) {
   if (!c.value("ok", false)) return s + " -> refused: " + str(c, "error");
   const json& res = c.value("result", json::object());
   if (res.contains("speedup"))
-    s += " -> " + num(get(res, "speedup")) + "x, worst PSNR " + num(get(res, "psnr_min")) + " dB";
+    s += " -> " + num(get(res, "speedup")) + "x, worst PSNR " + num(get(res, "psnr_min")) + " dB, SSIM " +
+         num(get(res, "ssim_min"), 3);
   else if (res.contains("id"))
     s += " -> proposed " + str(res, "id");
   return s;
