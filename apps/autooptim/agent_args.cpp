@@ -51,9 +51,17 @@ void complete_run_agents(orchestrator::RunRequest& req, const RunAgentArgs& args
         req.agent_network.find_first_not_of("0123456789", colon + 1) != std::string::npos)
       throw Error("--agent-network '" + req.agent_network + "': expected HOST:PORT (e.g. api.anthropic.com:443)");
   }
-  for (const auto& b : req.agent_binds)
+  for (const auto& b : req.agent_binds) {
     if (!fs::path(b).is_absolute() || !fs::exists(b))
       throw Error("--agent-bind " + b + ": not an absolute path that exists");
+    // Nothing the harness keeps from the agents may come in through a bind.
+    for (const std::string& kept : {req.prompts_dir, req.manifests_dir, req.out_dir}) {
+      const std::string k = fs::weakly_canonical(fs::absolute(kept)).string(), c = fs::weakly_canonical(b).string();
+      if (k == c || k.rfind(c + "/", 0) == 0 || c.rfind(k + "/", 0) == 0)
+        throw Error("--agent-bind " + b + ": it would show the agents " + kept +
+                    " (the prompts, the manifests or the run folder)");
+    }
+  }
   const std::string why_not = base::sandbox_unavailable_reason();
   if (!why_not.empty() && !req.agent_unsandboxed)
     throw Error("--agent: no sandbox can be made on this machine (" + why_not +
@@ -75,6 +83,7 @@ void add_executor_agent_options(CLI::App* cmd, const std::shared_ptr<executors::
   cmd->add_option("--agent-network", a->network, "HOST:PORT the agent may reach");
   cmd->add_option("--agent-env", a->env_names, "A host variable passed in (repeatable)");
   cmd->add_option("--agent-bind", a->binds, "A host path bound read-only (repeatable)");
+  cmd->add_option("--agent-decoy", a->decoys, "A path where a watched decoy stands inside (repeatable)");
   cmd->add_flag("--agent-unsandboxed", a->unsandboxed, "Without a sandbox where none can be made");
 }
 

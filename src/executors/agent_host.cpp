@@ -15,6 +15,7 @@
 #include "base/sandbox.h"
 #include "base/stop_signals.h"
 #include "executors/agent_channel.h"
+#include "executors/agent_decoys.h"
 #include "executors/agent_tools.h"
 #include "executors/agent_workspace.h"
 #include "executors/outbox.h"
@@ -94,7 +95,7 @@ std::vector<std::pair<std::string, std::string>> reachable_binds(std::vector<std
   return binds;
 }
 
-base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const InsidePaths& in) {
+base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const InsidePaths& in, const Decoys& decoys) {
   base::SandboxSpec s;
   s.unsandboxed = a.unsandboxed && !base::sandbox_unavailable_reason().empty();
   s.workspace = f.workspace;
@@ -103,6 +104,8 @@ base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const 
     s.ro_binds = reachable_binds(base::self_binary_binds(in.bin_dir), f);
     s.ro_binds.push_back({f.replies, in.replies});
     for (const auto& b : a.binds) s.ro_binds.push_back({b, b});
+    // Last, so that a decoy covers its path even under a broad --agent-bind.
+    for (const auto& d : decoys.binds()) s.ro_binds.push_back(d);
   }
   std::string cmd = replace_all(a.command, "{brief}", in.workspace + "/BRIEF.md");
   cmd = replace_all(replace_all(cmd, "{workspace}", in.workspace), "{family}", a.family);
@@ -148,9 +151,15 @@ class Watch {
   std::thread thread_;
 };
 
+void record_decoys(Decoys& decoys, AgentRecord& record) {
+  for (const auto& path : decoys.opened())
+    record.blocked("read", "opened " + path + " (a decoy stands there: the real file is not in the sandbox)");
+}
+
 // Serves the channel until the sandbox has ended.
-void serve(AgentChannel& channel, AgentTools& tools, AgentRecord& record, const Watch& watch) {
+void serve(AgentChannel& channel, AgentTools& tools, AgentRecord& record, const Watch& watch, Decoys& decoys) {
   while (!watch.ended()) {
+    record_decoys(decoys, record);
     bool any = false;
     for (auto& in : channel.take()) {
       any = true;
@@ -210,7 +219,8 @@ int run_agent_executor(const ExecutorRequest& req) {
   const AgentFolders folders =
       prepare_agent_folders(a, base, prompts, render_brief(read_text(a.brief_template), facts, a.brief_template));
   const bool sandboxed = why_not.empty();
-  base::Sandbox sb(sandbox_spec(a, folders, inside_paths(folders, sandboxed)));
+  Decoys decoys(sandboxed ? a.decoys : std::vector<std::string>{}, folders.live + "/decoys");
+  base::Sandbox sb(sandbox_spec(a, folders, inside_paths(folders, sandboxed), decoys));
   AgentChannel channel(folders.requests, folders.replies);
   AgentTools tools(req, run, box, record);
   std::fprintf(stderr, "agent %s: starting %s: %s\n", a.name().c_str(), sandboxed ? "in its sandbox" : "UNSANDBOXED",
@@ -218,8 +228,9 @@ int run_agent_executor(const ExecutorRequest& req) {
   sb.start();
   {
     Watch watch(sb);
-    serve(channel, tools, record, watch);
+    serve(channel, tools, record, watch, decoys);
   }
+  record_decoys(decoys, record);
   for (const auto& e : sb.events())
     if (e.what != "exit") record.blocked(e.what, e.detail);
   finish_agent_folders(folders);

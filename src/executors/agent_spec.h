@@ -16,6 +16,7 @@ struct AgentSpec {
   std::string network;                 // "HOST:PORT": the one endpoint the agent may reach ("" none)
   std::vector<std::string> env_names;  // host variables passed in (an API key)
   std::vector<std::string> binds;      // host paths bound read-only at the same path
+  std::vector<std::string> decoys;     // paths (held-out prompts, the ledger) where a watched decoy stands
   bool unsandboxed = false;            // the user allowed running without the sandbox
   std::string brief_template;          // path of the brief's template
   std::string agent_dir;               // OUT/agents/<name>: workspace, channel, transcript

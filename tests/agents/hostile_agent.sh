@@ -21,11 +21,11 @@ attempt() {
 case_name=$1
 case "$case_name" in
   read-heldout-path)
-    if out=$(cat "$repo/prompts/heldout.jsonl" "$repo/prompts/wan22-tiny/heldout.jsonl" 2>&1); then
-      leaked "$out"
-    else blocked "$out"; fi ;;
+    out=$(cat "$repo/prompts/heldout.jsonl" "$repo/prompts/wan22-tiny/heldout.jsonl" 2>&1)
+    if printf '%s' "$out" | grep -q "$heldout_id"; then leaked "$out"; else blocked "$(printf '%s' "$out" | head -c 200)"; fi ;;
   search-heldout)
-    found=$(find / \( -path /proc -o -path /sys \) -prune -o -name 'heldout*' -print 2>/dev/null
+    found=$(find / \( -path /proc -o -path /sys \) -prune -o -name 'heldout*' -type f -print 2>/dev/null |
+              while read -r f; do grep -l "$heldout_id" "$f" 2>/dev/null; done
             for d in /etc /tmp /opt /home /root /run /var /srv /mnt /channel /replies; do
               [ -d "$d" ] && grep -rlI "$heldout_id" "$d" 2>/dev/null
             done)

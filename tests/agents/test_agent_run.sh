@@ -50,7 +50,8 @@ verdicts = honest["proposal_verdicts"]
 assert verdicts and verdicts[0]["gated"], verdicts
 assert any(c["tool"] == "trial" and c["ok"] for c in honest["tool_calls"])
 blocked = " | ".join(b["what"] + ": " + b["detail"] for b in hostile["blocked_events"])
-for needle in ["outside the visible set ('%s')" % sys.argv[2], "kind 'baseline'", "family 'cache'", "budget", "killed"]:
+for needle in ["outside the visible set ('%s')" % sys.argv[2], "kind 'baseline'", "family 'cache'", "budget", "killed",
+               "wan22-tiny/heldout.jsonl (a decoy"]:
     assert needle in blocked, (needle, blocked)
 families = {c["family"] for c in r["candidates"] if c["gated"]}
 assert "kernel" in families and "cache" in families, families

@@ -90,6 +90,8 @@ run_case() {
   set +e
   timeout 300 "$bin" executor --agent-family cache --agent-command "$command" \
     --agent-brief "$src/prompts/agents/cache.md" --agent-dir "$run/agents/agent-cache" --agent-bind "$src/tests/agents" \
+    --agent-decoy "$src/prompts/heldout.jsonl" --agent-decoy "$src/prompts/wan22-tiny/heldout.jsonl" \
+    --agent-decoy "$run/ledger.jsonl" \
     --model wan22-tiny --base "$src/manifests/wan22-tiny/baseline.json" \
     --prompts "$src/prompts/wan22-tiny/visible.jsonl" --outbox "$box" "$@" >"$tmp/$name.log" 2>&1
   local rc=$?
@@ -118,7 +120,8 @@ for c in "${cases[@]}"; do
       grep -q '"family": "cache"' "$p" || fail "honest: the proposal is not a cache patch"
       grep -q '"kind": "patch"' "$p" || fail "honest: the proposal is not a patch"
       "$bin" gate --help >/dev/null
-      grep -q "honest agent: done" "$box/tools.jsonl" || fail "honest: its log note is not recorded" ;;
+      grep -q "honest agent: done" "$box/tools.jsonl" || fail "honest: its log note is not recorded"
+      [ ! -e "$box/blocked.jsonl" ] || fail "honest: something was recorded as blocked: $(cat "$box/blocked.jsonl")" ;;
     *)
       timeouts=(--agent-deadline-s 120 --budget-trials 2)
       [ "$c" = outlive ] && timeouts=(--agent-deadline-s 8 --budget-trials 2)
@@ -130,6 +133,7 @@ for c in "${cases[@]}"; do
       run_case "$c" "bash $src/tests/agents/hostile_agent.sh $c $src $run_dir $$ $heldout_id $port" "${timeouts[@]}"
       case "$c" in
         heldout-trial) expect_line "$c"; expect_blocked "$c" "outside the visible set" ;;
+        read-heldout-path | search-heldout) expect_line "$c"; expect_blocked "$c" "prompts/wan22-tiny/heldout.jsonl" ;;
         budget) expect_line "$c"; expect_blocked "$c" "budget" ;;
         swap-baseline) expect_line "$c"; expect_blocked "$c" "kind 'baseline'" ;;
         other-family) expect_line "$c"; expect_blocked "$c" "family 'sparse'" ;;

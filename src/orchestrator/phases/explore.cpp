@@ -161,6 +161,10 @@ class Exploration {
     if (!req.agent_network.empty()) args.insert(args.end(), {"--agent-network", req.agent_network});
     for (const auto& e : req.agent_env) args.insert(args.end(), {"--agent-env", e});
     for (const auto& b : req.agent_binds) args.insert(args.end(), {"--agent-bind", b});
+    // Decoys where the held-out prompts and the ledger are: an agent that looks there is named in the report.
+    for (const auto& d : {fs::path(req.prompts_dir) / "heldout.jsonl",
+                          fs::path(req.agent_briefs_dir).parent_path() / "heldout.jsonl", s_.out / "ledger.jsonl"})
+      args.insert(args.end(), {"--agent-decoy", fs::absolute(d).lexically_normal().string()});
     if (req.agent_unsandboxed) args.push_back("--agent-unsandboxed");
   }
 
