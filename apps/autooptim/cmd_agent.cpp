@@ -51,7 +51,7 @@ void send(const AgentToolRequest& r) {
 }
 
 struct ToolArgs {
-  std::string manifest, why, text;
+  std::string manifest, why, text, technique;
   int64_t prompts = 0;
   std::vector<std::string> prompt_ids;
 };
@@ -81,6 +81,14 @@ void add_agent(CLI::App& app) {
     r.manifest = read_manifest_file(a->manifest);
     r.prompts = a->prompts;
     r.prompt_ids = a->prompt_ids;
+    send(r);
+  });
+  auto* calibrate = cmd->add_subcommand("calibrate", "Run a technique's calibration (magcache, teacache): its flags");
+  calibrate->add_option("--technique", a->technique, "The technique")->required();
+  calibrate->callback([a] {
+    AgentToolRequest r;
+    r.tool = "calibrate";
+    r.technique = a->technique;
     send(r);
   });
   auto* propose = cmd->add_subcommand("propose", "Propose a manifest for the gates");

@@ -24,7 +24,7 @@ using nlohmann::json;
 namespace autooptim::executors {
 namespace {
 
-const std::set<std::string> kRequestKeys = {"tool", "manifest", "prompts", "prompt_ids", "why", "text"};
+const std::set<std::string> kRequestKeys = {"tool", "manifest", "prompts", "prompt_ids", "why", "text", "technique"};
 
 [[noreturn]] void refuse(const std::string& what) { throw Error("agent request: " + what); }
 
@@ -74,13 +74,13 @@ std::optional<std::string> read_small_regular(const fs::path& p, std::string& pr
 }  // namespace
 
 const std::vector<std::string>& agent_tools() {
-  static const std::vector<std::string> t = {"techniques", "trial", "budget", "propose", "log"};
+  static const std::vector<std::string> t = {"techniques", "trial", "calibrate", "budget", "propose", "log"};
   return t;
 }
 
 json AgentToolRequest::to_json() const {
-  return {{"tool", tool}, {"manifest", manifest}, {"prompts", prompts}, {"prompt_ids", prompt_ids},
-          {"why", why},   {"text", text}};
+  return {{"tool", tool}, {"manifest", manifest}, {"prompts", prompts},    {"prompt_ids", prompt_ids},
+          {"why", why},   {"text", text},         {"technique", technique}};
 }
 
 AgentToolRequest AgentToolRequest::from_json(const json& j) {
@@ -106,6 +106,7 @@ AgentToolRequest AgentToolRequest::from_json(const json& j) {
   }
   r.why = text_of(j, "why", 4000);
   r.text = text_of(j, "text", 4000);
+  r.technique = text_of(j, "technique", 64);
   return r;
 }
 

@@ -13,7 +13,7 @@
 
 namespace autooptim::executors {
 
-// techniques, trial, budget, propose, log.
+// techniques, trial, calibrate, budget, propose, log.
 const std::vector<std::string>& agent_tools();
 
 // Largest request file the host reads.
@@ -26,6 +26,7 @@ struct AgentToolRequest {
   std::vector<std::string> prompt_ids;  // trial: these visible prompts
   std::string why;                      // propose
   std::string text;                     // log
+  std::string technique;                // calibrate: a technique with a calibration (magcache, teacache)
 
   nlohmann::json to_json() const;
   // Strict: every key present with its type, no other key, a known tool. Error naming the key otherwise.

@@ -73,6 +73,8 @@ AgentToolReply AgentTools::handle(const AgentToolRequest& r) {
       reply.result = techniques();
     else if (r.tool == "trial")
       reply.result = trial(r);
+    else if (r.tool == "calibrate")
+      reply.result = calibrate(r);
     else if (r.tool == "budget")
       reply.result = budget();
     else if (r.tool == "propose")
@@ -150,6 +152,25 @@ json AgentTools::trial(const AgentToolRequest& r) {
   out["trials_left"] = left["trials_left"];
   out["wall_s_left"] = left["wall_s_left"];
   return out;
+}
+
+// The technique's registered calibration on the first visible prompt (as the cache executor runs it): the flags
+// fragment to merge into the agent's manifests. One run, charged as one trial.
+json AgentTools::calibrate(const AgentToolRequest& r) {
+  const tech::Technique* t = tech::find(r.technique);
+  if (!t || !t->calibration)
+    throw Refusal{"calibrate: '" + r.technique + "' has no calibration (autooptim agent techniques lists them)"};
+  if (!agent_may_use(req_.agent.family, *t))
+    throw Refusal{"calibrate: '" + r.technique + "' is not a technique of the " + req_.agent.family + " family"};
+  if (!run_.can_measure(req_.budget_trials))
+    throw Refusal{"budget: all " + std::to_string(req_.budget_trials) + " trials of the family are used", true};
+  const auto t0 = Clock::now();
+  const json fitted = t->calibration->fit(run_.traces(t->calibration->flags, "agent calibrate " + t->name, 1));
+  run_.count_trial();
+  record_.trial_s += since(t0);
+  return {{"flags", fitted},
+          {"note", "merge these flags into your manifest's flags"},
+          {"trials_left", budget()["trials_left"]}};
 }
 
 json AgentTools::propose(const AgentToolRequest& r) {

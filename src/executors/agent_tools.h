@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "executors/agent_channel.h"
+#include "executors/agent_workspace.h"
 #include "executors/executor.h"
 #include "executors/outbox.h"
 #include "executors/trial_runner.h"
@@ -47,6 +48,7 @@ class AgentTools {
   };
   nlohmann::json techniques() const;
   nlohmann::json trial(const AgentToolRequest& r);
+  nlohmann::json calibrate(const AgentToolRequest& r);
   nlohmann::json budget() const;
   nlohmann::json propose(const AgentToolRequest& r);
   // The flags of the agent's manifest file ({"flags": ...} or a patch manifest at the run's configuration),

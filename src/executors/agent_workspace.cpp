@@ -27,13 +27,6 @@ std::string number(double v) {
   return b;
 }
 
-// Whether an agent of `family` may use technique t (the VAE agent: the vae_* kernel switches only).
-bool agent_may_use(const std::string& family, const tech::Technique& t) {
-  if (family == "vae") return t.name.rfind("vae_", 0) == 0;
-  if (family == "kernel") return t.family == "kernel" && t.name.rfind("vae_", 0) != 0;
-  return t.family == family;
-}
-
 // The family's techniques, one line each with its flags and their defaults.
 std::string techniques_text(const std::string& family) {
   std::string out;
@@ -54,6 +47,11 @@ std::string config_text(const gates::RunConfig& c) {
 void write_text(const fs::path& p, const std::string& text) { gates::write_file_atomic(p.string(), text); }
 
 }  // namespace
+
+bool agent_may_use(const std::string& family, const tech::Technique& t) {
+  if (family == "vae") return t.name.rfind("vae_", 0) == 0;
+  return t.family == family;
+}
 
 BriefFacts brief_facts(const AgentSpec& a, const gates::Manifest& base, bool on_gpu, int64_t budget_trials,
                        double min_psnr, double min_ssim, size_t visible_prompts) {

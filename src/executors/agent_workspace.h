@@ -10,6 +10,7 @@
 #include "executors/agent_spec.h"
 #include "gates/manifest.h"
 #include "gates/prompts.h"
+#include "runtime/techniques/registry.h"
 
 namespace autooptim::executors {
 
@@ -28,6 +29,9 @@ struct AgentFolders {
 
 // Whether a process of another, unprivileged uid can reach `path` (every folder above it searchable by others).
 bool reachable_by_others(const std::string& path);
+
+// Whether an agent of `family` may use technique t: its family's techniques (vae: the kernel family's vae_* ones).
+bool agent_may_use(const std::string& family, const runtime::techniques::Technique& t);
 
 // What the brief's placeholders are filled with ({{model}}, {{config}}, ...: docs/agents.md).
 struct BriefFacts {

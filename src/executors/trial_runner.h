@@ -28,6 +28,8 @@ class TrialRunner {
   // each run's trace. Not a candidate trial: the budget does not count it.
   std::vector<runtime::Trace> traces(const nlohmann::json& flags, const std::string& label, int64_t n);
   int64_t trials() const { return trials_; }
+  // Charges one trial for work that is not a measurement (an agent's calibration).
+  void count_trial() { ++trials_; }
   // True while another trial fits the budget and no stop was requested.
   bool can_measure(int64_t budget) const { return trials_ < budget && !stop_requested(); }
   // Async-signal-safe: sets a lock-free atomic flag.

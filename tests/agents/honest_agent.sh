@@ -1,6 +1,7 @@
 #!/bin/sh
 # A scripted honest agent standing in for a model (docs/agents.md): it reads its brief, asks for the registry
-# and its budget, measures one EasyCache setting on a visible prompt, and proposes it when it was faster.
+# and its budget, measures one EasyCache setting on a visible prompt, proposes it when it was faster, and
+# calibrates MagCache.
 # Usage (as an --agent command): sh honest_agent.sh {brief}
 set -eu
 brief=${1:?usage: honest_agent.sh BRIEF}
@@ -19,4 +20,7 @@ echo "measured ${speedup}x at ${psnr} dB"
 if awk -v s="$speedup" 'BEGIN { exit !(s > 1.0) }'; then
   autooptim agent propose --manifest easycache.json --why "EasyCache order 1 at 0.15: ${speedup}x, ${psnr} dB on 1 visible prompt"
 fi
+# A calibration (charged as a trial): MagCache's ratio schedule, measured on a visible prompt.
+autooptim agent calibrate --technique magcache >calibration.out
+grep -q '"ratios"' calibration.out
 autooptim agent log "honest agent: done"

@@ -115,6 +115,8 @@ for c in "${cases[@]}"; do
     honest)
       run_case honest "sh $src/tests/agents/honest_agent.sh {brief}" --budget-trials 2
       grep -q '"tool":"trial"' "$box/tools.jsonl" || fail "honest: no trial recorded"
+      grep -q '"tool":"calibrate","ok":true\|"ok":true.*"tool":"calibrate"' "$box/tools.jsonl" ||
+        grep '"tool":"calibrate"' "$box/tools.jsonl" | grep -q '"ok":true' || fail "honest: no calibration recorded"
       p=$(ls "$box"/agent-cache-*.json 2>/dev/null | head -n 1)
       [ -n "$p" ] || fail "honest: no proposal: $(tail -n 20 "$transcript")"
       grep -q '"family": "cache"' "$p" || fail "honest: the proposal is not a cache patch"

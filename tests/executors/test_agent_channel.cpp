@@ -22,7 +22,8 @@ namespace {
 json valid_request() {
   return {{"tool", "trial"}, {"manifest", {{"flags", json::object()}}},
           {"prompts", 2},    {"prompt_ids", json::array()},
-          {"why", ""},       {"text", ""}};
+          {"why", ""},       {"text", ""},
+          {"technique", ""}};
 }
 
 std::string error_of(const json& j) {
