@@ -69,6 +69,9 @@ AgentToolReply AgentTools::handle(const AgentToolRequest& r) {
   const auto t0 = Clock::now();
   AgentToolReply reply;
   try {
+    // Every call is recorded on disk: a flood of cheap calls would fill it.
+    if (record_.calls() >= kMaxAgentToolCalls)
+      throw Refusal{"tool call limit: " + std::to_string(kMaxAgentToolCalls) + " calls per agent", true};
     if (r.tool == "techniques")
       reply.result = techniques();
     else if (r.tool == "trial")

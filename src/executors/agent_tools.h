@@ -33,6 +33,9 @@ class AgentRecord {
   int64_t calls_ = 0, blocks_ = 0;
 };
 
+// Tool calls an agent may make in a run (each is a line of tools.jsonl).
+constexpr int64_t kMaxAgentToolCalls = 5000;
+
 class AgentTools {
  public:
   AgentTools(const ExecutorRequest& req, TrialRunner& run, Outbox& box, AgentRecord& record);
