@@ -68,10 +68,14 @@ double AgentTools::wall_left_s() const {
 AgentToolReply AgentTools::handle(const AgentToolRequest& r) {
   const auto t0 = Clock::now();
   AgentToolReply reply;
+  // Every call is recorded on disk: past the limit a flood of cheap calls is refused unrecorded (once named).
+  if (record_.calls() >= kMaxAgentToolCalls) {
+    reply.error = "tool call limit: " + std::to_string(kMaxAgentToolCalls) + " calls per agent";
+    if (!limit_named_) record_.blocked(r.tool, reply.error);
+    limit_named_ = true;
+    return reply;
+  }
   try {
-    // Every call is recorded on disk: a flood of cheap calls would fill it.
-    if (record_.calls() >= kMaxAgentToolCalls)
-      throw Refusal{"tool call limit: " + std::to_string(kMaxAgentToolCalls) + " calls per agent", true};
     if (r.tool == "techniques")
       reply.result = techniques();
     else if (r.tool == "trial")

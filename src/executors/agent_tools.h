@@ -66,6 +66,7 @@ class AgentTools {
   gates::Manifest base_;
   std::chrono::steady_clock::time_point start_;
   int64_t trials_ = 0;
+  bool limit_named_ = false;
 };
 
 }  // namespace autooptim::executors
