@@ -16,7 +16,7 @@
 namespace autooptim::base {
 
 struct SandboxLimits {
-  int64_t processes = 64;            // the monitor's cap on live processes; RLIMIT_NPROC as a backstop
+  int64_t processes = 64;  // the monitor's cap on live processes (bwrap's init included); RLIMIT_NPROC backs it
   int64_t memory_bytes = 4LL << 30;  // the monitor's cap on the summed resident memory of the sandbox
   // RLIMIT_AS of each process, a backstop for allocations faster than the monitor's polls. 0: the larger
   // of twice memory_bytes and memory_bytes + 1 GiB; negative: none (runtimes that reserve large virtual
@@ -72,7 +72,8 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = delete;
 
   // Starts the command and returns once the sandbox runs. Throws Error naming the problem (bwrap missing,
-  // a bind source missing, fork failed, bwrap's own message when it could not set the sandbox up).
+  // a bind source missing, fork failed, bwrap's own message when it could not set the sandbox up). The
+  // sandbox dies with the thread that calls it (PR_SET_PDEATHSIG): call it from one that outlives it.
   void start();
   // Enforces the limits (kills the whole sandbox when one is exceeded, recording the event); false once
   // the command has ended and been reaped. Call it often (every 50-200 ms): the monitor only sees what

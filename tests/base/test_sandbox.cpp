@@ -252,6 +252,21 @@ TEST(Sandbox, NetworkEndpointIsTheOnlyOneReachable) {
   EXPECT_EQ(sb.network_connections(), 1);
 }
 
+TEST(Sandbox, UnreachableEndpointIsANetworkEvent) {
+  SKIP_WITHOUT_SANDBOX();
+  TempDir dir;
+  const std::string port = std::to_string(closed_port());
+  // The relay inside accepts; the host's connection is refused, so the agent's connection closes unanswered.
+  const std::string script = "exec 3<>/dev/tcp/127.0.0.1/" + port + " && read -r line <&3; echo \"[$line]\" > got.txt";
+  Sandbox sb(network_spec(dir, script, "127.0.0.1:" + port));
+  sb.start();
+  run_to_end(&sb);
+  EXPECT_EQ(read_text(dir / "ws/got.txt"), "[]\n") << read_text(dir / "log.txt");
+  ASSERT_TRUE(has_event(sb, "network"));
+  for (const auto& e : sb.events())
+    if (e.what == "network") EXPECT_NE(e.detail.find("refused"), std::string::npos) << e.detail;
+}
+
 // Ports below 1024 (https: 443) need CAP_NET_BIND_SERVICE in the sandbox; the outside listener needs root.
 TEST(Sandbox, NetworkEndpointOnALowPort) {
   SKIP_WITHOUT_SANDBOX();
