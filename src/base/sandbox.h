@@ -47,7 +47,9 @@ struct SandboxSpec {
 };
 
 struct SandboxEvent {
-  std::string what;  // "process limit", "memory limit", "wall time", "killed", "exit", "network"
+  // "process limit", "memory limit", "wall time", "killed", "exit", "network" (the endpoint failed),
+  // "sandbox" (bwrap could not set the sandbox up: its message)
+  std::string what;
   std::string detail;
   double at_s;  // seconds since start()
 };
@@ -95,6 +97,7 @@ class Sandbox {
 
  private:
   void check_spec() const;
+  void check_reachable(uid_t uid) const;
   void prepare_network();
   void launch(const std::vector<std::string>& args);
   void await_sandbox_init();

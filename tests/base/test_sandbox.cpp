@@ -416,6 +416,40 @@ TEST(Sandbox, MissingBindSourceIsNamed) {
   }
 }
 
+// bwrap fails some setups only after the sandbox has started (a mount point it cannot make): named as an event.
+TEST(Sandbox, SetupFailureIsASandboxEvent) {
+  SKIP_WITHOUT_SANDBOX();
+  TempDir dir;
+  fs::create_directories(dir.path / "data");
+  SandboxSpec spec = shell_spec(dir, "echo ran > ran.txt");
+  spec.ro_binds = {{dir / "data", "/usr/no-such-mount-point"}};  // /usr is read-only: no folder can be made
+  Sandbox sb(spec);
+  sb.start();
+  run_to_end(&sb);
+  EXPECT_EQ(read_text(dir / "ws/ran.txt"), "");
+  ASSERT_TRUE(has_event(sb, "sandbox")) << sb.ended_how() << " " << read_text(dir / "log.txt");
+  for (const auto& e : sb.events())
+    if (e.what == "sandbox") EXPECT_NE(e.detail.find("no-such-mount-point"), std::string::npos) << e.detail;
+}
+
+// As root the sandbox runs as an unprivileged uid, which must reach every bind source: start() says which not.
+TEST(Sandbox, UnreachableWorkspaceIsNamed) {
+  SKIP_WITHOUT_SANDBOX();
+  if (geteuid() != 0) GTEST_SKIP() << "only root hands the sandbox to another uid";
+  TempDir dir;
+  fs::create_directories(dir.path / "locked/ws");
+  chmod((dir / "locked").c_str(), 0700);
+  SandboxSpec spec = shell_spec(dir, "true");
+  spec.workspace = dir / "locked/ws";
+  Sandbox sb(spec);
+  try {
+    sb.start();
+    FAIL() << "start() accepted a workspace its uid cannot reach";
+  } catch (const autooptim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir / "locked/ws"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Sandbox, UnsandboxedRunsWithLimits) {
   TempDir dir;
   const std::string marker = unique_sleep();
