@@ -184,7 +184,7 @@ void Sandbox::prepare_network() {
   chmod(dir, 0755);  // the sandbox's uid reaches the socket through it
   std::ofstream hosts(net_dir_ + "/hosts");
   hosts << "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  if (!is_numeric_address(host)) hosts << "127.0.0.1\t" << host << "\n";
+  if (!is_numeric_address(host) && host != "localhost") hosts << "127.0.0.1\t" << host << "\n";
   hosts.close();
   if (!hosts) throw Error("cannot write the sandbox's hosts file in " + net_dir_);
   const int fd = listen_unix(net_dir_ + "/" + kNetSocketName);

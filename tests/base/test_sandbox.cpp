@@ -1,6 +1,7 @@
 // The agent sandbox (base/sandbox.h) with the real bwrap and real processes: every test here fails when
 // the isolation or a limit it checks is broken. Skipped where bwrap or user namespaces do not work.
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -113,14 +114,14 @@ struct Listener {
   std::atomic<int> accepted{0};
   std::atomic<bool> stop{false};
   std::thread thread;
-  explicit Listener(int want_port = 0) {
+  explicit Listener(int want_port = 0, bool any_address = false) {
     fd = socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(want_port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = htonl(any_address ? INADDR_ANY : INADDR_LOOPBACK);
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 16) != 0) {
       close(fd);
       fd = -1;
@@ -265,6 +266,28 @@ TEST(Sandbox, UnreachableEndpointIsANetworkEvent) {
   ASSERT_TRUE(has_event(sb, "network"));
   for (const auto& e : sb.events())
     if (e.what == "network") EXPECT_NE(e.detail.find("refused"), std::string::npos) << e.detail;
+}
+
+// A named endpoint (like api.anthropic.com): the name resolves to the relay inside and is resolved outside.
+TEST(Sandbox, NamedEndpointResolvesToTheRelay) {
+  SKIP_WITHOUT_SANDBOX();
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  addrinfo* found = nullptr;
+  if (getaddrinfo(name, nullptr, nullptr, &found) != 0)
+    GTEST_SKIP() << "this machine's name " << name << " does not resolve";
+  freeaddrinfo(found);
+  TempDir dir;
+  Listener host(0, /*any_address=*/true);
+  ASSERT_GT(host.port, 0);
+  const std::string port = std::to_string(host.port);
+  const std::string script = "getent hosts " + std::string(name) + " > resolved.txt; exec 3<>/dev/tcp/" + name + "/" +
+                             port + " && read -r line <&3 && echo \"$line\" > got.txt";
+  Sandbox sb(network_spec(dir, script, std::string(name) + ":" + port));
+  sb.start();
+  run_to_end(&sb);
+  EXPECT_EQ(read_text(dir / "ws/resolved.txt").rfind("127.0.0.1 ", 0), 0u) << read_text(dir / "ws/resolved.txt");
+  EXPECT_EQ(read_text(dir / "ws/got.txt"), "hello-from-host\n") << read_text(dir / "log.txt");
 }
 
 // Ports below 1024 (https: 443) need CAP_NET_BIND_SERVICE in the sandbox; the outside listener needs root.
