@@ -26,6 +26,7 @@ struct SandboxLimits {
   double wall_s = 0;               // 0: no wall limit (the host kills at its own deadline)
   int64_t file_bytes = 1LL << 30;  // RLIMIT_FSIZE (the transcript is a file too)
   int64_t open_files = 1024;       // RLIMIT_NOFILE
+  int64_t tmp_bytes = 1LL << 30;   // the size of /tmp and of /dev/shm inside (each a tmpfs; 0: unbounded)
 };
 
 struct SandboxSpec {

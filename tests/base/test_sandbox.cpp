@@ -400,6 +400,30 @@ TEST(Sandbox, ReadOnlyBindsCannotBeWritten) {
   EXPECT_FALSE(fs::exists(dir.path / "data/new"));
 }
 
+// Writable: the workspace, /tmp and /dev/shm (both bounded tmpfs); the rest of the tree is read-only.
+TEST(Sandbox, OnlyWorkspaceAndBoundedTmpAreWritable) {
+  SKIP_WITHOUT_SANDBOX();
+  for (const bool network : {false, true}) {
+    TempDir dir;
+    const std::string script =
+        "for p in /x /dev/x /etc/x /usr/x /run/x /proc/x /tmp/x /dev/shm/x /workspace/x; do "
+        "touch $p 2>/dev/null && echo $p; done > writable.txt; echo data > /dev/null && echo null-ok > null.txt; "
+        "head -c 16M /dev/zero > /tmp/big 2>/dev/null; stat -c %s /tmp/big > tmp_size.txt; rm -f /tmp/big; "
+        "head -c 16M /dev/zero > /dev/shm/big 2>/dev/null; stat -c %s /dev/shm/big > shm_size.txt";
+    SandboxSpec spec =
+        network ? network_spec(dir, script, "127.0.0.1:" + std::to_string(closed_port())) : shell_spec(dir, script);
+    spec.limits.tmp_bytes = 8LL << 20;
+    Sandbox sb(spec);
+    sb.start();
+    run_to_end(&sb);
+    EXPECT_EQ(read_text(dir / "ws/writable.txt"), "/tmp/x\n/dev/shm/x\n/workspace/x\n") << "network " << network;
+    EXPECT_EQ(read_text(dir / "ws/null.txt"), "null-ok\n");
+    EXPECT_LE(std::atoll(read_text(dir / "ws/tmp_size.txt").c_str()), 8LL << 20);
+    EXPECT_GT(std::atoll(read_text(dir / "ws/tmp_size.txt").c_str()), 0);
+    EXPECT_LE(std::atoll(read_text(dir / "ws/shm_size.txt").c_str()), 8LL << 20);
+  }
+}
+
 TEST(Sandbox, EnvironmentIsExactlyTheSpec) {
   SKIP_WITHOUT_SANDBOX();
   TempDir dir;
