@@ -3,6 +3,7 @@
 // host's JSON reply: exit 0 when it was carried out, 1 when the host refused or failed it ("error" says
 // why), 2 when the call could not be made (outside a sandbox, a missing manifest file).
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -89,6 +90,9 @@ void add_agent(CLI::App& app) {
     AgentToolRequest r;
     r.tool = "propose";
     r.manifest = read_manifest_file(a->manifest);
+    // The proposal's name: the manifest's id, else its file's name (ec10.json -> agent-cache-ec10).
+    if (r.manifest.is_object() && !r.manifest.contains("id"))
+      r.manifest["id"] = std::filesystem::path(a->manifest).stem().string();
     r.why = a->why;
     send(r);
   });

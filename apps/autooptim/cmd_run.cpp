@@ -14,6 +14,7 @@
 
 #include "agent_args.h"
 #include "commands.h"
+#include "run_config.h"
 #include "data_dirs.h"
 #include "gate_args.h"
 #include "executors/executor.h"
@@ -326,8 +327,12 @@ void add_run(CLI::App& app) {
   group_run_options(cmd);
   // Every option above can also come from a file: `--config run.toml` with lines like `budget-minutes = 90`
   // or `agent = ["cache=claude -p ..."]`; the command line wins over the file.
-  cmd->set_config("--config", "", "A run configuration file (TOML: option = value; the command line wins)");
-  cmd->callback([model, req, cmd, given, agents] { run_orchestrator(model, req, cmd, given, *agents); });
+  auto config = std::make_shared<std::string>();
+  cmd->add_option("--config", *config, "A run configuration file (TOML: option = value; the command line wins)");
+  cmd->callback([model, req, cmd, given, agents, config] {
+    if (!config->empty()) apply_run_config(cmd, *config);
+    run_orchestrator(model, req, cmd, given, *agents);
+  });
 }
 
 void add_executor(CLI::App& app) {

@@ -33,9 +33,21 @@ struct InsidePaths {
   std::string workspace, channel, replies, bin_dir;
 };
 
+// Without a sandbox the agent runs this binary from where it is, or, when we are root (the agent then runs as
+// an unprivileged uid) and that uid could not reach it, from a copy beside the agent's folders.
 InsidePaths inside_paths(const AgentFolders& f, bool sandboxed) {
   if (sandboxed) return {"/workspace", "/channel", "/replies", "/opt/autooptim/bin"};
-  return {f.workspace, f.requests, f.replies, fs::read_symlink("/proc/self/exe").parent_path().string()};
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  std::string bin_dir = exe.parent_path().string();
+  if (::geteuid() == 0 && !reachable_by_others(exe.string())) {
+    const fs::path tools = fs::path(f.live) / "tools";
+    fs::create_directories(tools);
+    fs::copy_file(exe, tools / "autooptim", fs::copy_options::overwrite_existing);
+    fs::permissions(tools / "autooptim", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                             fs::perms::others_read | fs::perms::others_exec);
+    bin_dir = tools.string();
+  }
+  return {f.workspace, f.requests, f.replies, bin_dir};
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -168,8 +180,8 @@ void write_summary(const ExecutorRequest& req, const base::Sandbox& sb, const Ag
                   {"events", events},
                   {"wall_s", wall_s},
                   {"trial_s", record.trial_s},
-                  {"tool_calls", record.calls()},
-                  {"blocked", record.blocks()},
+                  {"tool_call_count", record.calls()},
+                  {"blocked_count", record.blocks()},
                   {"proposals", box.proposed()},
                   {"peak_processes", sb.peak_processes()},
                   {"peak_rss_bytes", sb.peak_rss_bytes()},

@@ -101,7 +101,7 @@ json AgentTools::budget() const {
           {"trials_left", std::max<int64_t>(0, req_.budget_trials - run_.trials())},
           {"budget_trials", req_.budget_trials},
           {"wall_s_left", req_.agent.deadline_s > 0 ? json(wall_left_s()) : json()},
-          {"trial_s_used", record_.trial_s},
+          {"device_s_used", record_.trial_s},
           {"proposals", box_.proposed()},
           {"proposals_left", std::max<int64_t>(0, req_.agent.max_proposals - box_.proposed())},
           {"visible_prompts", run_.prompts().size()}};
@@ -129,9 +129,10 @@ std::vector<gates::Prompt> AgentTools::prompts_of(const AgentToolRequest& r) con
 }
 
 json AgentTools::trial(const AgentToolRequest& r) {
+  // The prompts first: a held-out prompt is the breach to name, whatever else is wrong with the request.
+  const std::vector<gates::Prompt> prompts = prompts_of(r);
   if (r.manifest.is_null()) throw Refusal{"trial: no manifest"};
   const json flags = flags_of(r.manifest);
-  const std::vector<gates::Prompt> prompts = prompts_of(r);
   if (!run_.can_measure(req_.budget_trials))
     throw Refusal{TrialRunner::stop_requested()
                       ? "the run is stopping: no more trials"
@@ -145,7 +146,9 @@ json AgentTools::trial(const AgentToolRequest& r) {
   box_.log(t);
   json out = t.to_json();
   out["seconds"] = s;
-  out["budget"] = budget();
+  const json left = budget();
+  out["trials_left"] = left["trials_left"];
+  out["wall_s_left"] = left["wall_s_left"];
   return out;
 }
 
@@ -178,6 +181,7 @@ json AgentTools::propose(const AgentToolRequest& r) {
   return {{"id", base_.model + "/" + req_.family + "/" + prefix + slug},
           {"file", fs::path(path).filename().string()},
           {"lossless", lossless},
+          {"proposals_left", std::max<int64_t>(0, req_.agent.max_proposals - box_.proposed())},
           {"note", "gated after the exploration; the run's report has the verdict"}};
 }
 

@@ -121,7 +121,7 @@ AgentFolders prepare_agent_folders(const AgentSpec& a, const gates::Manifest& ba
   f.root = a.agent_dir;
   fs::create_directories(f.root);
   f.live = f.root;
-  if (::geteuid() == 0 && !a.unsandboxed && !reachable_by_others(f.root)) {
+  if (::geteuid() == 0 && !reachable_by_others(f.root)) {
     std::string tmpl = "/tmp/autooptim-agent-XXXXXX";
     if (!::mkdtemp(tmpl.data())) throw Error("agent " + a.name() + ": cannot make a staging folder in /tmp");
     ::chmod(tmpl.c_str(), 0711);

@@ -99,8 +99,8 @@ RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
     const std::string name = a.value("name", "agent");
     if (a.value("sandbox", "").rfind("none", 0) == 0)
       o.warnings.push_back(name + " ran WITHOUT a sandbox (--agent-unsandboxed): nothing kept it from the run's files");
-    if (a.value("blocked", 0) > 0)
-      o.warnings.push_back(name + ": " + std::to_string(a.value("blocked", 0)) +
+    if (a.value("blocked_count", 0) > 0)
+      o.warnings.push_back(name + ": " + std::to_string(a.value("blocked_count", 0)) +
                            " action(s) blocked (the report's agents section names each)");
   }
   const json& b = r.value("baseline", json::object());

@@ -33,7 +33,8 @@ std::string call_text(const json& c) {
   if (!c.value("ok", false)) return s + " -> refused: " + str(c, "error");
   const json& res = c.value("result", json::object());
   if (res.contains("speedup"))
-    s += " -> " + num(get(res, "speedup")) + "x, worst PSNR " + num(get(res, "psnr_min")) + " dB";
+    s += " -> " + num(get(res, "speedup")) + "x, worst PSNR " + num(get(res, "psnr_min")) + " dB, SSIM " +
+         num(get(res, "ssim_min"), 3);
   else if (res.contains("id"))
     s += " -> proposed " + str(res, "id");
   return s;
@@ -48,7 +49,7 @@ AgentText agent_text(const json& a) {
       (a.contains("network") && a["network"].is_string() ? ", network: " + str(a, "network") : ", no network"));
   t.facts.push_back("state: " + str(a, "state") + " (" + str(a, "reason") + "); the agent ended: " + str(a, "ended"));
   t.facts.push_back("wall " + num(get(a, "wall_s"), 0) + " s; its trials kept the workers " +
-                    num(get(a, "trial_s"), 1) + " s; " + std::to_string(a.value("tool_calls", 0)) +
+                    num(get(a, "trial_s"), 1) + " s; " + std::to_string(a.value("tool_call_count", 0)) +
                     " tool calls; peak " + std::to_string(a.value("peak_processes", 0)) + " processes, " +
                     num(get(a, "peak_rss_bytes") / 1e6, 0) + " MB");
   t.facts.push_back("brief: " + str(a, "brief") + "; transcript: " + str(a, "transcript"));

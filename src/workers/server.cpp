@@ -26,8 +26,10 @@
 #include "gates/gate.h"
 #include "gates/generate_params.h"
 #include "gates/ledger.h"
+#include "gates/metrics.h"
 #include "base/sha256.h"
 #include "runtime/device.h"
+#include "runtime/video_io.h"
 #include "base/error.h"
 #include "base/process_identity.h"
 #include "base/stop_signals.h"
@@ -487,7 +489,7 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
   t.label = label;
   const int64_t n = prompt_count(req);
   std::vector<double> bt, ct;
-  double worst = 100.0, skip_sum = 0, density_sum = 0;
+  double worst = 100.0, worst_ssim = 1.0, skip_sum = 0, density_sum = 0;
   int64_t skip_runs = 0, density_runs = 0;
   for (int64_t i = 0; i < n; ++i) {
     const auto& p = prompts[static_cast<size_t>(i)];
@@ -513,6 +515,9 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
       if (std::find(t.not_engaged.begin(), t.not_engaged.end(), problem) == t.not_engaged.end())
         t.not_engaged.push_back(problem);
     worst = std::min(worst, clip_psnr(c.video, b.video));
+    worst_ssim = std::min(
+        worst_ssim,
+        gates::compare_clips(runtime::frames_from_tensor(c.video), runtime::frames_from_tensor(b.video)).ssim_mean);
     if (c.trace.has("cache.skip_ratio")) skip_sum += c.trace.get("cache.skip_ratio"), ++skip_runs;
     if (c.trace.has("sparse.attention.density")) density_sum += c.trace.get("sparse.attention.density"), ++density_runs;
   }
@@ -523,6 +528,7 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
   t.candidate_s = runtime::TimingStats::of(ct).median;
   t.speedup = t.candidate_s > 0 ? t.baseline_s / t.candidate_s : 0.0;
   t.psnr_min = worst;
+  t.ssim_min = std::isfinite(worst_ssim) ? worst_ssim : 0.0;
   return t.to_json();
 }
 

@@ -12,6 +12,7 @@ nlohmann::json TrialResult::to_json() const {
           {"candidate_s", candidate_s},
           {"speedup", speedup},
           {"psnr_min", psnr_min},
+          {"ssim_min", ssim_min},
           {"not_engaged", not_engaged},
           {"baselines_reused", baselines_reused},
           {"skip_ratio", skip_ratio < 0 ? nlohmann::json(nullptr) : nlohmann::json(skip_ratio)},
@@ -28,6 +29,7 @@ TrialResult TrialResult::from_json(const nlohmann::json& j) {
   t.candidate_s = r.number("candidate_s");
   t.speedup = r.number("speedup");
   t.psnr_min = r.number("psnr_min");
+  t.ssim_min = r.number("ssim_min");
   t.not_engaged = r.strings("not_engaged");
   t.baselines_reused = r.integer("baselines_reused");
   t.skip_ratio = r.number_or_null("skip_ratio").value_or(-1);

@@ -14,6 +14,7 @@ struct TrialResult {
   std::string label;
   int64_t prompts = 0;
   double baseline_s = 0, candidate_s = 0, speedup = 0, psnr_min = 0;
+  double ssim_min = 0;  // the worst prompt's mean SSIM against the baseline's clip
   // Measured on the candidate runs (mean over prompts), -1 where not counted: the cache family's
   // forward-skip ratio (cache.skip_ratio) and the achieved attention density (sparse.attention.density).
   double skip_ratio = -1, density = -1;

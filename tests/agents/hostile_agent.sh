@@ -11,7 +11,11 @@ repo=$2 run=$3 host_pid=$4 heldout_id=$5 port=$6
 blocked() { echo "BLOCKED $case_name: $*"; }
 leaked() { echo "LEAKED $case_name: $*"; }
 # A valid candidate's flags, for the tool cases.
-echo '{"flags": {"easycache": {"enabled": true, "order": 1, "threshold": 0.15, "warmup_steps": 5}}}' >m.json
+if [ "${AUTOOPTIM_AGENT_FAMILY:-cache}" = sparse ]; then
+  echo '{"flags": {"sparse": {"pattern": "frame_window", "query_frames": 4, "window_frames": 2, "dense_steps": 10}}}' >m.json
+else
+  echo '{"flags": {"easycache": {"enabled": true, "order": 1, "threshold": 0.15, "warmup_steps": 5}}}' >m.json
+fi
 
 attempt() {
 case_name=$1
@@ -48,7 +52,9 @@ case "$case_name" in
   other-family)
     if (echo '{}' >"$run/outbox/cache/forged.json") 2>/dev/null; then leaked "wrote the cache outbox"; else
       blocked "cannot write"; fi
-    sed -e 's/"kind": "baseline"/"kind": "patch"/' -e 's/"family": "none"/"family": "sparse"/' /workspace/baseline.json >o.json
+    other=sparse; [ "${AUTOOPTIM_AGENT_FAMILY:-}" = sparse ] && other=cache
+    sed -e 's/"kind": "baseline"/"kind": "patch"/' -e "s/\"family\": \"none\"/\"family\": \"$other\"/" \
+      /workspace/baseline.json >o.json
     if autooptim agent propose --manifest o.json --why "another family's manifest"; then leaked "proposed"; else
       blocked "the channel refused another family's manifest"; fi ;;
   heldout-trial)
@@ -58,6 +64,12 @@ case "$case_name" in
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then leaked "reached 127.0.0.1:$port"; else
       blocked "127.0.0.1:$port unreachable"; fi
     if (exec 3<>/dev/tcp/1.1.1.1/53) 2>/dev/null; then leaked "reached 1.1.1.1:53"; else blocked "no route out"; fi ;;
+  endpoint)  # run with --agent-network 127.0.0.1:PORT: that endpoint only
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "REACHED $case_name: 127.0.0.1:$port"; else
+      echo "UNREACHABLE $case_name: the allowed endpoint"; fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$((port + 1))") 2>/dev/null; then leaked "reached 127.0.0.1:$((port + 1))"; else
+      blocked "127.0.0.1:$((port + 1)) unreachable"; fi
+    if (exec 3<>/dev/tcp/1.1.1.1/53) 2>/dev/null; then leaked "reached 1.1.1.1:53"; else blocked "no route out"; fi ;;
   budget)
     for k in 1 2 3 4; do autooptim agent trial --manifest m.json --prompts 1 >/dev/null 2>&1 || { blocked "trial $k refused"; break; }; done ;;
   fork-bomb)
@@ -66,8 +78,8 @@ case "$case_name" in
     sleep 30
     leaked "still running after the bomb" ;;
   outlive)
-    setsid sh -c 'sleep 3600; :' hostile-agent-outlive-marker </dev/null >/dev/null 2>&1 &
-    ( trap '' TERM HUP; exec -a hostile-agent-outlive-marker sleep 3600 ) &
+    setsid sh -c 'sleep 3600; :' hostile-agent-outlive-$host_pid-end </dev/null >/dev/null 2>&1 &
+    ( trap '' TERM HUP; exec -a hostile-agent-outlive-$host_pid-end sleep 3600 ) &
     sleep 3600 ;;
   *)
     echo "unknown case $case_name" >&2

@@ -14,14 +14,14 @@ bin=$(readlink -f "$1")
 src=$(readlink -f "$2")
 shift 2
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(honest read-heldout-path search-heldout proc-orchestrator write-ledger write-gates
-                                 swap-baseline other-family heldout-trial network budget fork-bomb outlive)
+[ ${#cases[@]} -gt 0 ] || cases=(honest unsandboxed read-heldout-path search-heldout proc-orchestrator write-ledger write-gates
+                                  swap-baseline other-family heldout-trial network endpoint budget fork-bomb outlive)
 # Not under /tmp: the sandbox has a /tmp of its own, where a path like the run's could be written harmlessly.
 tmp=$(mktemp -d "$PWD/agents-test-XXXXXX")
 listener=""
 cleanup() {
   [ -n "$listener" ] && kill "$listener" 2>/dev/null || true
-  pkill -f hostile-agent-outlive-marker 2>/dev/null || true
+  pkill -f hostile-agent-outlive-$$-end 2>/dev/null || true
   [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -35,6 +35,20 @@ if ! bwrap --unshare-all --die-with-parent --ro-bind / / true 2>"$tmp/why"; then
   grep -q -- "--agent-unsandboxed" "$tmp/out" || fail "the refusal does not name --agent-unsandboxed: $(cat "$tmp/out")"
   exit 77
 fi
+
+# Where no sandbox can be made (AUTOOPTIM_NO_SANDBOX stands in for a kernel without user namespaces): run
+# refuses --agent and names --agent-unsandboxed; with it, the agent runs as a plain child process, and its
+# record says it had no sandbox.
+unsandboxed_checks() {
+  if AUTOOPTIM_NO_SANDBOX=1 "$bin" run --model wan22-tiny --out "$tmp/refused" --agent cache=true >"$tmp/refused.log" 2>&1
+  then fail "run --agent was not refused without a sandbox"; fi
+  grep -q -- "--agent-unsandboxed" "$tmp/refused.log" || fail "the refusal does not name --agent-unsandboxed"
+  [ ! -e "$tmp/refused/report.json" ] || fail "a refused run wrote a report"
+  AUTOOPTIM_NO_SANDBOX=1 run_case unsandboxed "sh $src/tests/agents/honest_agent.sh {brief}" --budget-trials 1 \
+    --agent-unsandboxed
+  grep -q '"sandbox": "none (--agent-unsandboxed)"' "$box/agent.json" || fail "unsandboxed: agent.json says otherwise"
+  ls "$box"/agent-cache-*.json >/dev/null 2>&1 || fail "unsandboxed: the honest agent proposed nothing"
+}
 
 heldout_id=$(sed -n '1s/^{"id":"\([^"]*\)".*/\1/p' "$src/prompts/wan22-tiny/heldout.jsonl")
 [ -n "$heldout_id" ] || fail "no held-out id"
@@ -85,7 +99,7 @@ run_case() {
   diff "$tmp/$name.before" "$tmp/$name.after" >/dev/null || fail "$name: the run folder or the repository changed"
   [ -f "$box/agent.json" ] || fail "$name: no agent.json"
   ! grep -q "^LEAKED" "$transcript" || fail "$name: $(grep '^LEAKED' "$transcript")"
-  pgrep -f hostile-agent-outlive-marker >/dev/null && fail "$name: a process of the agent outlived it"
+  pgrep -f hostile-agent-outlive-$$-end >/dev/null && fail "$name: a process of the agent outlived it"
   echo "ok: $name ($(grep -c . "$box/tools.jsonl" 2>/dev/null || echo 0) tool calls, $(grep -c . "$box/blocked.jsonl" 2>/dev/null || echo 0) blocked)"
 }
 
@@ -95,6 +109,7 @@ expect_blocked() { grep -q "$2" "$box/blocked.jsonl" 2>/dev/null || fail "$1: bl
 
 for c in "${cases[@]}"; do
   case "$c" in
+    unsandboxed) unsandboxed_checks ;;
     honest)
       run_case honest "sh $src/tests/agents/honest_agent.sh {brief}" --budget-trials 2
       grep -q '"tool":"trial"' "$box/tools.jsonl" || fail "honest: no trial recorded"
@@ -107,6 +122,10 @@ for c in "${cases[@]}"; do
     *)
       timeouts=(--agent-deadline-s 120 --budget-trials 2)
       [ "$c" = outlive ] && timeouts=(--agent-deadline-s 8 --budget-trials 2)
+      if [ "$c" = endpoint ]; then
+        [ "$port" != 0 ] || { echo "skipped: endpoint (no python3 for a listener)"; continue; }
+        timeouts+=(--agent-network "127.0.0.1:$port")
+      fi
       run_dir="$tmp/$c/run"
       run_case "$c" "bash $src/tests/agents/hostile_agent.sh $c $src $run_dir $$ $heldout_id $port" "${timeouts[@]}"
       case "$c" in
@@ -116,7 +135,10 @@ for c in "${cases[@]}"; do
         other-family) expect_line "$c"; expect_blocked "$c" "family 'sparse'" ;;
         fork-bomb) expect_blocked "$c" "process limit" ;;
         outlive) expect_blocked "$c" "wall time" ;;
-        network) [ "$port" != 0 ] && expect_line "$c" ;;
+        network) [ "$port" = 0 ] || expect_line "$c" ;;
+        endpoint)
+          expect_line "$c"
+          grep -q "^REACHED endpoint" "$transcript" || fail "endpoint: the --agent-network endpoint was not reached" ;;
         *) expect_line "$c" ;;
       esac ;;
   esac

@@ -30,6 +30,7 @@ Trial sample() {
   t.candidate_s = 1.6;
   t.speedup = 1.25;
   t.psnr_min = 48.5;
+  t.ssim_min = 0.985;
   t.skip_ratio = 0.25;
   t.not_engaged = {"fused_qkv: no fused projection ran"};
   return t;
@@ -41,6 +42,7 @@ TEST(TrialResult, RoundTrips) {
   const Trial back = Trial::from_json(wire);
   EXPECT_EQ(back.to_json().dump(), wire.dump());
   EXPECT_EQ(back.skip_ratio, 0.25);
+  EXPECT_EQ(back.ssim_min, 0.985);
   EXPECT_EQ(back.density, -1);
   EXPECT_EQ(back.not_engaged, sample().not_engaged);
 }

@@ -54,7 +54,11 @@ size_t order_round_robin(std::vector<Candidate>& cands, size_t workers) {
   size_t first_round = 0;
   std::map<std::string, int> rank;
   std::vector<std::pair<std::pair<int, std::string>, size_t>> order;
-  for (size_t k = 0; k < cands.size(); ++k) order.push_back({{rank[cands[k].m.family]++, cands[k].m.family}, k});
+  // An agent's proposals take turns of their own beside the built-in searcher of their family.
+  auto source = [](const Candidate& c) {
+    return c.m.id.find("/agent-") != std::string::npos ? c.m.family + ":agent" : c.m.family;
+  };
+  for (size_t k = 0; k < cands.size(); ++k) order.push_back({{rank[source(cands[k])]++, source(cands[k])}, k});
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Candidate> sorted;
   for (const auto& o : order) sorted.push_back(cands[o.second]), first_round += o.first.first == 0;
