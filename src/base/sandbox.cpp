@@ -99,6 +99,19 @@ void Sandbox::check_spec() const {
   }
 }
 
+// bwrap runs as the sandbox's uid: a bind source under a folder it may not search (a 0700 home) would
+// fail inside bwrap, after the sandbox has started, with the command's exit status as the only trace.
+void Sandbox::check_reachable(uid_t uid) const {
+  std::vector<std::string> sources = {spec_.workspace};
+  if (!spec_.channel.empty()) sources.push_back(spec_.channel);
+  for (const auto& b : spec_.ro_binds) sources.push_back(b.first);
+  if (sources.size() > 255) return;  // reported by index in a byte; bwrap reports the rest
+  const std::vector<std::string> bad = unreachable_paths(uid, sources);
+  if (!bad.empty())
+    throw Error("the sandbox runs as uid " + std::to_string(uid) + ", which cannot reach " + bad.front() +
+                " (a folder above it is not searchable by others)");
+}
+
 void Sandbox::start() {
   if (pid_ > 0) throw Error("the sandbox was started already");
   check_spec();
@@ -106,6 +119,7 @@ void Sandbox::start() {
   if (geteuid() == 0 && uid != 0) {
     chown_tree(spec_.workspace, uid);
     if (!spec_.channel.empty()) chown_tree(spec_.channel, uid);
+    check_reachable(uid);
   }
   ConfinedLaunch l;
   l.env = spec_.env;  // bwrap passes its environment on unchanged: no values on its command line
@@ -170,7 +184,7 @@ void Sandbox::prepare_network() {
   chmod(dir, 0755);  // the sandbox's uid reaches the socket through it
   std::ofstream hosts(net_dir_ + "/hosts");
   hosts << "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  if (!is_numeric_address(host)) hosts << "127.0.0.1\t" << host << "\n";
+  if (!is_numeric_address(host) && host != "localhost") hosts << "127.0.0.1\t" << host << "\n";
   hosts.close();
   if (!hosts) throw Error("cannot write the sandbox's hosts file in " + net_dir_);
   const int fd = listen_unix(net_dir_ + "/" + kNetSocketName);
@@ -290,6 +304,12 @@ void Sandbox::finish(int status) {
   ended_ = true;
   status_ = status;
   take_relay_events();
+  // bwrap names the sandbox's init before it sets the sandbox up: a setup failure (a bind source bwrap
+  // cannot open) only shows as an early exit, with bwrap's message last in the transcript.
+  if (!spec_.unsandboxed && killed_why_.empty() && status != 0 && elapsed_s() < 5) {
+    const std::string last = runtime::last_log_line(spec_.log_file);
+    if (last.rfind("bwrap: ", 0) == 0) record("sandbox", last);
+  }
   record("exit", ended_how());
 }
 

@@ -16,7 +16,7 @@
 namespace autooptim::base {
 
 struct SandboxLimits {
-  int64_t processes = 64;            // the monitor's cap on live processes; RLIMIT_NPROC as a backstop
+  int64_t processes = 64;  // the monitor's cap on live processes (bwrap's init included); RLIMIT_NPROC backs it
   int64_t memory_bytes = 4LL << 30;  // the monitor's cap on the summed resident memory of the sandbox
   // RLIMIT_AS of each process, a backstop for allocations faster than the monitor's polls. 0: the larger
   // of twice memory_bytes and memory_bytes + 1 GiB; negative: none (runtimes that reserve large virtual
@@ -26,6 +26,7 @@ struct SandboxLimits {
   double wall_s = 0;               // 0: no wall limit (the host kills at its own deadline)
   int64_t file_bytes = 1LL << 30;  // RLIMIT_FSIZE (the transcript is a file too)
   int64_t open_files = 1024;       // RLIMIT_NOFILE
+  int64_t tmp_bytes = 1LL << 30;   // the size of /tmp and of /dev/shm inside (each a tmpfs; 0: unbounded)
 };
 
 struct SandboxSpec {
@@ -47,7 +48,9 @@ struct SandboxSpec {
 };
 
 struct SandboxEvent {
-  std::string what;  // "process limit", "memory limit", "wall time", "killed", "exit", "network"
+  // "process limit", "memory limit", "wall time", "killed", "exit", "network" (the endpoint failed),
+  // "sandbox" (bwrap could not set the sandbox up: its message)
+  std::string what;
   std::string detail;
   double at_s;  // seconds since start()
 };
@@ -72,7 +75,8 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = delete;
 
   // Starts the command and returns once the sandbox runs. Throws Error naming the problem (bwrap missing,
-  // a bind source missing, fork failed, bwrap's own message when it could not set the sandbox up).
+  // a bind source missing, fork failed, bwrap's own message when it could not set the sandbox up). The
+  // sandbox dies with the thread that calls it (PR_SET_PDEATHSIG): call it from one that outlives it.
   void start();
   // Enforces the limits (kills the whole sandbox when one is exceeded, recording the event); false once
   // the command has ended and been reaped. Call it often (every 50-200 ms): the monitor only sees what
@@ -94,6 +98,7 @@ class Sandbox {
 
  private:
   void check_spec() const;
+  void check_reachable(uid_t uid) const;
   void prepare_network();
   void launch(const std::vector<std::string>& args);
   void await_sandbox_init();

@@ -57,17 +57,21 @@ void add_system_dirs(std::vector<std::string>* a) {
 
 // --dev makes bwrap map uid 0 first (to mount devpts) and our uid in a second, nested user namespace,
 // which then holds no capability over the network namespace: the relay could not bind a port below 1024.
-// With a network the few device nodes are bound one by one instead (no /dev/pts then).
-void add_dev(std::vector<std::string>* a, bool network) {
+// With a network the few device nodes are bound one by one instead (no /dev/pts then). /dev itself is
+// read-only either way (--dev's is a writable tmpfs: memory the monitor would not see); /dev/shm is a
+// tmpfs of `tmpfs_size` ({"--size", N}, or {} where bwrap cannot bound it).
+void add_dev(std::vector<std::string>* a, bool network, const std::vector<std::string>& tmpfs_size) {
   if (!network) {
     a->insert(a->end(), {"--dev", "/dev"});
-    return;
+  } else {
+    for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
+      a->insert(a->end(), {"--dev-bind", d, d});
+    a->insert(a->end(), {"--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin",
+                         "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr"});
   }
-  for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
-    a->insert(a->end(), {"--dev-bind", d, d});
-  a->insert(a->end(),
-            {"--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0", "/dev/stdin", "--symlink",
-             "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr", "--tmpfs", "/dev/shm"});
+  a->insert(a->end(), tmpfs_size.begin(), tmpfs_size.end());
+  a->insert(a->end(), {"--tmpfs", "/dev/shm"});
+  if (!network) a->insert(a->end(), {"--remount-ro", "/dev"});
 }
 
 bool bwrap_knows(const std::string& bwrap, const std::string& option) {
@@ -136,7 +140,12 @@ std::vector<std::string> bwrap_args(const std::string& bwrap, const SandboxSpec&
   if (network) a.insert(a.end(), {"--cap-add", "CAP_NET_BIND_SERVICE"});  // sandbox-init drops it
   if (status_fd >= 0) a.insert(a.end(), {"--json-status-fd", std::to_string(status_fd)});
   a.insert(a.end(), {"--proc", "/proc"});
-  add_dev(&a, network);
+  // tmpfs pages are no process's resident memory: bounded by size instead (bwrap 0.7 and later).
+  std::vector<std::string> tmpfs_size;
+  if (spec.limits.tmp_bytes > 0 && bwrap_knows(bwrap, "--size"))
+    tmpfs_size = {"--size", std::to_string(spec.limits.tmp_bytes)};
+  add_dev(&a, network, tmpfs_size);
+  a.insert(a.end(), tmpfs_size.begin(), tmpfs_size.end());
   a.insert(a.end(), {"--tmpfs", "/tmp"});
   add_system_dirs(&a);
   if (network) {

@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -92,6 +93,33 @@ std::string find_program(const std::string& name, const std::vector<std::string>
     begin = end + 1;
   }
   return "";
+}
+
+std::vector<std::string> unreachable_paths(uid_t uid, const std::vector<std::string>& paths) {
+  if (geteuid() != 0 || uid == 0 || paths.empty()) return {};
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return {};
+  std::vector<const char*> c_paths;
+  for (const auto& p : paths) c_paths.push_back(p.c_str());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const gid_t gid = static_cast<gid_t>(uid);
+    if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0) _exit(1);
+    for (size_t i = 0; i < c_paths.size(); ++i) {
+      const unsigned char bad = static_cast<unsigned char>(i);
+      if (access(c_paths[i], F_OK) != 0 && write(fds[1], &bad, 1) != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::vector<std::string> out;
+  unsigned char bad = 0;
+  while (pid > 0 && read(fds[0], &bad, 1) == 1)
+    if (bad < paths.size()) out.push_back(paths[bad]);
+  close(fds[0]);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  return out;
 }
 
 pid_t launch_confined(const ConfinedLaunch& l) {

@@ -33,6 +33,11 @@ pid_t launch_confined(const ConfinedLaunch& launch);
 // The uid the child runs as: ours, or uid_when_root when we are root.
 uid_t confined_uid(uid_t uid_when_root);
 
+// The paths of `paths` that uid (and gid) `uid`, without supplementary groups, cannot reach (a folder
+// above one it may not search): bwrap, running as that uid, could not bind them. Checked in a child
+// that takes the uid; empty when we are not root.
+std::vector<std::string> unreachable_paths(uid_t uid, const std::vector<std::string>& paths);
+
 // `name` found on the PATH of `env` (or this process's PATH), "" when it is nowhere; a name with a '/'
 // is returned as is.
 std::string find_program(const std::string& name, const std::vector<std::string>& env);

@@ -1,6 +1,7 @@
 // The agent sandbox (base/sandbox.h) with the real bwrap and real processes: every test here fails when
 // the isolation or a limit it checks is broken. Skipped where bwrap or user namespaces do not work.
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -113,14 +114,14 @@ struct Listener {
   std::atomic<int> accepted{0};
   std::atomic<bool> stop{false};
   std::thread thread;
-  explicit Listener(int want_port = 0) {
+  explicit Listener(int want_port = 0, bool any_address = false) {
     fd = socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(want_port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = htonl(any_address ? INADDR_ANY : INADDR_LOOPBACK);
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 16) != 0) {
       close(fd);
       fd = -1;
@@ -252,6 +253,43 @@ TEST(Sandbox, NetworkEndpointIsTheOnlyOneReachable) {
   EXPECT_EQ(sb.network_connections(), 1);
 }
 
+TEST(Sandbox, UnreachableEndpointIsANetworkEvent) {
+  SKIP_WITHOUT_SANDBOX();
+  TempDir dir;
+  const std::string port = std::to_string(closed_port());
+  // The relay inside accepts; the host's connection is refused, so the agent's connection closes unanswered.
+  const std::string script = "exec 3<>/dev/tcp/127.0.0.1/" + port + " && read -r line <&3; echo \"[$line]\" > got.txt";
+  Sandbox sb(network_spec(dir, script, "127.0.0.1:" + port));
+  sb.start();
+  run_to_end(&sb);
+  EXPECT_EQ(read_text(dir / "ws/got.txt"), "[]\n") << read_text(dir / "log.txt");
+  ASSERT_TRUE(has_event(sb, "network"));
+  for (const auto& e : sb.events())
+    if (e.what == "network") EXPECT_NE(e.detail.find("refused"), std::string::npos) << e.detail;
+}
+
+// A named endpoint (like api.anthropic.com): the name resolves to the relay inside and is resolved outside.
+TEST(Sandbox, NamedEndpointResolvesToTheRelay) {
+  SKIP_WITHOUT_SANDBOX();
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  addrinfo* found = nullptr;
+  if (getaddrinfo(name, nullptr, nullptr, &found) != 0)
+    GTEST_SKIP() << "this machine's name " << name << " does not resolve";
+  freeaddrinfo(found);
+  TempDir dir;
+  Listener host(0, /*any_address=*/true);
+  ASSERT_GT(host.port, 0);
+  const std::string port = std::to_string(host.port);
+  const std::string script = "getent hosts " + std::string(name) + " > resolved.txt; exec 3<>/dev/tcp/" + name + "/" +
+                             port + " && read -r line <&3 && echo \"$line\" > got.txt";
+  Sandbox sb(network_spec(dir, script, std::string(name) + ":" + port));
+  sb.start();
+  run_to_end(&sb);
+  EXPECT_EQ(read_text(dir / "ws/resolved.txt").rfind("127.0.0.1 ", 0), 0u) << read_text(dir / "ws/resolved.txt");
+  EXPECT_EQ(read_text(dir / "ws/got.txt"), "hello-from-host\n") << read_text(dir / "log.txt");
+}
+
 // Ports below 1024 (https: 443) need CAP_NET_BIND_SERVICE in the sandbox; the outside listener needs root.
 TEST(Sandbox, NetworkEndpointOnALowPort) {
   SKIP_WITHOUT_SANDBOX();
@@ -362,6 +400,30 @@ TEST(Sandbox, ReadOnlyBindsCannotBeWritten) {
   EXPECT_FALSE(fs::exists(dir.path / "data/new"));
 }
 
+// Writable: the workspace, /tmp and /dev/shm (both bounded tmpfs); the rest of the tree is read-only.
+TEST(Sandbox, OnlyWorkspaceAndBoundedTmpAreWritable) {
+  SKIP_WITHOUT_SANDBOX();
+  for (const bool network : {false, true}) {
+    TempDir dir;
+    const std::string script =
+        "for p in /x /dev/x /etc/x /usr/x /run/x /proc/x /tmp/x /dev/shm/x /workspace/x; do "
+        "touch $p 2>/dev/null && echo $p; done > writable.txt; echo data > /dev/null && echo null-ok > null.txt; "
+        "head -c 16M /dev/zero > /tmp/big 2>/dev/null; stat -c %s /tmp/big > tmp_size.txt; rm -f /tmp/big; "
+        "head -c 16M /dev/zero > /dev/shm/big 2>/dev/null; stat -c %s /dev/shm/big > shm_size.txt";
+    SandboxSpec spec =
+        network ? network_spec(dir, script, "127.0.0.1:" + std::to_string(closed_port())) : shell_spec(dir, script);
+    spec.limits.tmp_bytes = 8LL << 20;
+    Sandbox sb(spec);
+    sb.start();
+    run_to_end(&sb);
+    EXPECT_EQ(read_text(dir / "ws/writable.txt"), "/tmp/x\n/dev/shm/x\n/workspace/x\n") << "network " << network;
+    EXPECT_EQ(read_text(dir / "ws/null.txt"), "null-ok\n");
+    EXPECT_LE(std::atoll(read_text(dir / "ws/tmp_size.txt").c_str()), 8LL << 20);
+    EXPECT_GT(std::atoll(read_text(dir / "ws/tmp_size.txt").c_str()), 0);
+    EXPECT_LE(std::atoll(read_text(dir / "ws/shm_size.txt").c_str()), 8LL << 20);
+  }
+}
+
 TEST(Sandbox, EnvironmentIsExactlyTheSpec) {
   SKIP_WITHOUT_SANDBOX();
   TempDir dir;
@@ -398,6 +460,40 @@ TEST(Sandbox, MissingBindSourceIsNamed) {
     FAIL() << "start() accepted a missing bind source";
   } catch (const autooptim::Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/sandbox/source"), std::string::npos) << e.what();
+  }
+}
+
+// bwrap fails some setups only after the sandbox has started (a mount point it cannot make): named as an event.
+TEST(Sandbox, SetupFailureIsASandboxEvent) {
+  SKIP_WITHOUT_SANDBOX();
+  TempDir dir;
+  fs::create_directories(dir.path / "data");
+  SandboxSpec spec = shell_spec(dir, "echo ran > ran.txt");
+  spec.ro_binds = {{dir / "data", "/usr/no-such-mount-point"}};  // /usr is read-only: no folder can be made
+  Sandbox sb(spec);
+  sb.start();
+  run_to_end(&sb);
+  EXPECT_EQ(read_text(dir / "ws/ran.txt"), "");
+  ASSERT_TRUE(has_event(sb, "sandbox")) << sb.ended_how() << " " << read_text(dir / "log.txt");
+  for (const auto& e : sb.events())
+    if (e.what == "sandbox") EXPECT_NE(e.detail.find("no-such-mount-point"), std::string::npos) << e.detail;
+}
+
+// As root the sandbox runs as an unprivileged uid, which must reach every bind source: start() says which not.
+TEST(Sandbox, UnreachableWorkspaceIsNamed) {
+  SKIP_WITHOUT_SANDBOX();
+  if (geteuid() != 0) GTEST_SKIP() << "only root hands the sandbox to another uid";
+  TempDir dir;
+  fs::create_directories(dir.path / "locked/ws");
+  chmod((dir / "locked").c_str(), 0700);
+  SandboxSpec spec = shell_spec(dir, "true");
+  spec.workspace = dir / "locked/ws";
+  Sandbox sb(spec);
+  try {
+    sb.start();
+    FAIL() << "start() accepted a workspace its uid cannot reach";
+  } catch (const autooptim::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir / "locked/ws"), std::string::npos) << e.what();
   }
 }
 
