@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -114,6 +115,10 @@ base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const 
   s.log_file = f.transcript;
   s.network = a.network;
   s.limits.wall_s = a.deadline_s;
+  // One uid per family when we are root: the kernel counts a uid's processes across sandboxes, so agents running
+  // at once must not share one (65533 for kernel, 65532 for cache, ...).
+  const auto& fams = agent_families();
+  s.uid_when_root = static_cast<uid_t>(65533 - (std::find(fams.begin(), fams.end(), a.family) - fams.begin()));
   return s;
 }
 

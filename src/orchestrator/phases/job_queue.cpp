@@ -12,6 +12,7 @@
 #include "base/strings.h"
 #include "orchestrator/phases/phases.h"
 #include "orchestrator/report.h"
+#include "workers/messages.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -71,8 +72,16 @@ std::string why_not_gate(const RunState& s, const Job& j, int64_t capacity) {
 }
 
 json judge_screen(const RunState& s, const json& r) {
-  // A screen that failed decides nothing: the gate will say why the candidate cannot run.
-  json result = r.value("ok", false) ? r["result"] : json{{"error", r.value("error", std::string("?"))}};
+  // A screen that failed decides nothing: the gate will say why the candidate cannot run. A result is read as
+  // the typed message (a missing or mistyped key is an error naming it, never a silent 0).
+  json result = json{{"error", r.value("error", std::string("?"))}};
+  if (r.value("ok", false)) {
+    try {
+      result = workers::ScreenResult::from_json(r["result"]).to_json();
+    } catch (const std::exception& e) {
+      result = json{{"error", e.what()}};
+    }
+  }
   result["min_speedup"] = s.screen_min;
   result["slack"] = s.req.screen_slack;
   const json est = result.value("estimated_speedup", json());
@@ -86,12 +95,12 @@ void submit(RunState& s, Job& j) {
   if (j.screen && j.screen_result.is_null()) {
     ++s.screens;
     j.screening = true;
-    j.request = s.client->submit({{"kind", "screen"},
-                                  {"model", j.m.model},
-                                  {"base", gates::to_json(s.base)},
-                                  {"manifest", gates::to_json(j.m)},
-                                  {"forwards", s.req.screen_forwards},
-                                  {"skip_ratio", j.skip_ratio}});
+    workers::ScreenRequest screen;
+    screen.base = s.base;
+    screen.manifest = j.m;
+    screen.forwards = s.req.screen_forwards;
+    if (j.skip_ratio.is_number()) screen.skip_ratio = j.skip_ratio.get<double>();
+    j.request = s.client->submit(screen.to_json());
     return;
   }
   ++s.gate_runs;
@@ -100,13 +109,13 @@ void submit(RunState& s, Job& j) {
   const auto& heldout = gates::heldout_splits();
   if (std::find(heldout.begin(), heldout.end(), j.split) != heldout.end())
     settings["max_prompts"] = s.req.heldout_max_prompts;
-  j.request = s.client->submit({{"kind", "gate"},
-                                {"model", j.m.model},
-                                {"manifest", gates::to_json(j.m)},
-                                {"split", j.split},
-                                {"out_dir", fs::absolute(s.out / "gates" / slug(j.m.id) / j.split).string()},
-                                {"settings", settings},
-                                {"ledger", fs::absolute(s.out / "ledger.jsonl").string()}});
+  workers::GateRequest gate;
+  gate.manifest = j.m;
+  gate.split = j.split;
+  gate.out_dir = fs::absolute(s.out / "gates" / slug(j.m.id) / j.split).string();
+  gate.settings = settings;
+  gate.ledger = fs::absolute(s.out / "ledger.jsonl").string();
+  j.request = s.client->submit(gate.to_json());
   s.progress.line("gate " + j.m.id + " on " + j.split + ": queued (" + j.phase + ")");
 }
 
@@ -133,9 +142,18 @@ void finish_screen(RunState& s, Job& j, const json& r) {
 
 void finish_gate(RunState& s, Job& j, const json& r) {
   json v;
-  if (r.value("ok", false)) {
-    v = r["result"];
-  } else {
+  std::string error = r.value("error", std::string("?"));
+  bool ok = r.value("ok", false);
+  if (ok) {
+    // The verdict as the typed message: one that does not fit it is an error naming the key.
+    try {
+      v = workers::GateVerdictResult::from_json(r["result"]).to_json();
+    } catch (const std::exception& e) {
+      ok = false;
+      error = std::string("the worker's verdict is malformed: ") + e.what();
+    }
+  }
+  if (!ok) {
     // A candidate that cannot even run is rejected with the reason; the run goes on.
     v = {{"manifest", j.m.id},
          {"manifest_hash", j.hash},
@@ -145,7 +163,7 @@ void finish_gate(RunState& s, Job& j, const json& r) {
          {"psnr", 0.0},
          {"ssim", 0.0},
          {"failure_signature", "could-not-run"},
-         {"gates", {{"artifacts", {{"pass", false}, {"reason", r.value("error", std::string("?"))}}}}}};
+         {"gates", {{"artifacts", {{"pass", false}, {"reason", error}}}}}};
     json row = v;
     row["build"] = gates::Worker::build_id();
     s.ledger->append(row);
@@ -160,7 +178,7 @@ void finish_gate(RunState& s, Job& j, const json& r) {
   const json verdict_gates = v.value("gates", json::object());
   for (const auto& [g, x] : verdict_gates.items())
     if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
-  if (j.m.kind == "baseline" && r.value("ok", false)) {
+  if (j.m.kind == "baseline" && ok) {
     // Its own gate measures the denominator; "not faster than itself" is no rejection.
     s.progress.line("baseline measured on " + j.split + " (" + r.value("worker", "?") +
                     "): " + base::format_fixed(v.value("baseline_seconds", 0.0), 2) + " s per clip");
