@@ -4,7 +4,7 @@
 # when it got through. tests/agents/test_agents.sh runs each case and checks both the line and the harness's
 # own record (blocked.jsonl, the report).
 # Usage: hostile_agent.sh CASE|all REPO RUN_DIR HOST_PID HELDOUT_ID PORT
-#   all: every case but the fork bomb in turn, ending with outlive (it waits to be killed).
+#   all: every case but the fork bomb in turn, ending with daemons (left behind when the agent exits).
 set -u
 repo=$2 run=$3 host_pid=$4 heldout_id=$5 port=$6
 
@@ -77,10 +77,10 @@ case "$case_name" in
     bomb
     sleep 30
     leaked "still running after the bomb" ;;
-  outlive)
+  outlive | daemons)  # outlive: wait to be killed at the deadline; daemons: leave them behind and exit
     setsid sh -c 'sleep 3600; :' hostile-agent-outlive-$host_pid-end </dev/null >/dev/null 2>&1 &
     ( trap '' TERM HUP; exec -a hostile-agent-outlive-$host_pid-end sleep 3600 ) &
-    sleep 3600 ;;
+    [ "$case_name" = daemons ] || sleep 3600 ;;
   *)
     echo "unknown case $case_name" >&2
     exit 2 ;;
@@ -89,7 +89,7 @@ esac
 
 if [ "$1" = all ]; then
   for c in read-heldout-path search-heldout proc-orchestrator write-ledger write-gates swap-baseline other-family \
-           heldout-trial network budget outlive; do
+           heldout-trial network budget daemons; do
     attempt "$c"
   done
 else

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `autooptim run --agent` end to end on the embedded model (docs/agents.md): the honest scripted agent takes the
-# cache family, the hostile one the sparse family (every attack in turn, then waiting to outlive the run), the
+# cache family, the hostile one the sparse family (every attack in turn, then daemons left behind as it exits), the
 # kernel family keeps its built-in searcher. Checks: the run ends normally; the honest agent's proposal went
 # through the gates (a verdict in the report); each of the hostile agent's breaches that the channel or the
 # sandbox's limits stopped is named in the report; the ledger, the gate folders and the repository hold nothing
@@ -50,7 +50,7 @@ verdicts = honest["proposal_verdicts"]
 assert verdicts and verdicts[0]["gated"], verdicts
 assert any(c["tool"] == "trial" and c["ok"] for c in honest["tool_calls"])
 blocked = " | ".join(b["what"] + ": " + b["detail"] for b in hostile["blocked_events"])
-for needle in ["outside the visible set ('%s')" % sys.argv[2], "kind 'baseline'", "family 'cache'", "budget", "killed",
+for needle in ["outside the visible set ('%s')" % sys.argv[2], "kind 'baseline'", "family 'cache'", "budget",
                "wan22-tiny/heldout.jsonl (a decoy"]:
     assert needle in blocked, (needle, blocked)
 families = {c["family"] for c in r["candidates"] if c["gated"]}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "orchestrator/phases/phases.h"
+#include "workers/messages.h"
 #include "run_state_fixture.h"
 
 using namespace autooptim;
@@ -86,14 +87,25 @@ TEST_F(RunStateTest, AScreenDropsWhatCannotReachTheSmallestTierEvenWithTheSlack)
   req_.screen_slack = 0.1;
   auto& s = state();
   s.screen_min = 1.5;
-  const json low = judge_screen(s, {{"ok", true}, {"result", {{"estimated_speedup", 1.3}}}});
+  auto screen = [](double estimate) {
+    workers::ScreenResult r;
+    r.base_estimate_s = 10.0;
+    r.cand_estimate_s = 10.0 / estimate;
+    r.estimated_speedup = estimate;
+    return json{{"ok", true}, {"result", r.to_json()}};
+  };
+  const json low = judge_screen(s, screen(1.3));
   EXPECT_TRUE(low["dropped"].get<bool>());  // 1.3 x 1.1 < 1.5
   EXPECT_DOUBLE_EQ(low["min_speedup"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(low["slack"].get<double>(), 0.1);
-  EXPECT_FALSE(judge_screen(s, {{"ok", true}, {"result", {{"estimated_speedup", 1.4}}}})["dropped"].get<bool>());
+  EXPECT_FALSE(judge_screen(s, screen(1.4))["dropped"].get<bool>());
   const json failed = judge_screen(s, {{"ok", false}, {"error", "out of memory"}});
   EXPECT_FALSE(failed["dropped"].get<bool>());  // a failed screen decides nothing
   EXPECT_EQ(failed["error"], "out of memory");
+  // A result that is not the typed message decides nothing either, and says which key is wrong.
+  const json partial = judge_screen(s, {{"ok", true}, {"result", {{"estimated_speedup", 1.3}}}});
+  EXPECT_FALSE(partial["dropped"].get<bool>());
+  EXPECT_NE(partial["error"].get<std::string>().find("missing key"), std::string::npos) << partial.dump();
   EXPECT_FALSE(judge_screen(s, {{"ok", true}, {"result", json::object()}})["dropped"].get<bool>());
 }
 
