@@ -27,6 +27,9 @@ struct GateWindow {
   bool candidate_code = false;  // the candidate's manifest (or its off run) ran in it
   ProcessSample before, after;
   RunOutput out;
+  // Other threads' CPU time in the harness's own work between the previous window and this one (the early-stop
+  // quality check's parallel PSNR/SSIM), measured around that work and excused from the untimed-work audit.
+  double harness_foreign_cpu_s = 0;
 };
 
 // The generations in the order they ran, and where each part of the sequence is in it.

@@ -102,6 +102,26 @@ TEST(UntimedWork, FailsOnForeignCpuInTheBaselinesRunsAndOnLeftoverThreads) {
   EXPECT_TRUE(audit_untimed_work(s, 1.0, GateSettings{}).problems.empty());
 }
 
+// The harness's own work between runs on other threads (the early-stop quality check's parallel PSNR/SSIM) is
+// measured around that work and excused; any more than that is still the candidate's.
+TEST(UntimedWork, TheHarnessesOwnWorkBetweenRunsIsExcusedAndNothingMore) {
+  GateSequence s = honest_sequence();
+  for (size_t i : {3u, 4u}) {  // 0.5 s on other threads between the candidate's timed run and the baseline's
+    s.windows[i].before.process_cpu_s += 0.5;
+    s.windows[i].after.process_cpu_s += 0.5;
+  }
+  EXPECT_EQ(audit_untimed_work(s, 1.0, GateSettings{}).problems.size(), 1u);
+  s.windows[3].harness_foreign_cpu_s = 0.5;
+  UntimedWork u = audit_untimed_work(s, 1.0, GateSettings{});
+  EXPECT_TRUE(u.problems.empty()) << u.problems.front();
+  EXPECT_EQ(u.report["harness_between_runs_cpu_s"], 0.5);
+  EXPECT_EQ(u.report["between_runs_cpu_s"], 0.0);
+  s.windows[3].harness_foreign_cpu_s = 0.2;  // the harness's work explains only part of it
+  u = audit_untimed_work(s, 1.0, GateSettings{});
+  ASSERT_EQ(u.problems.size(), 1u);
+  EXPECT_CONTAINS(u.problems[0], "0.300 s between runs");
+}
+
 // The honest sequence with its wall clock: each window lasts as long as its CPU time on one of two cores,
 // and the candidate's timed run claims 40 blocks of 5e9 FLOPs at a calibrated 0.1 TFLOP per CPU second
 // (2 s of CPU at that rate, 1 s at twice it: its window spent 1 s).
