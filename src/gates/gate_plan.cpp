@@ -43,6 +43,17 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
             ": the baseline's time next to a calibration; the audit clip's reference")
         ->conditional = i > quiet;
   }
+  // The off run right after the pairs, whose last run is the baseline's: its time is compared with theirs, in
+  // the same state (after the candidate's runs, a flags-off run measured up to 1.2x slower on a CPU).
+  if (!ids.empty()) {
+    if (!baseline_gate && is_cached(cached, 0))
+      add("baseline_check", "baseline", official(ids.front()),
+          "only in a worker process's first gate on this cached output (a later one trusts the file it verified, "
+          "unchanged since): the fresh spot-check that keeps the cache honest; one more baseline time")
+          ->conditional = true;
+    add("off", "off", official(ids.front()),
+        "off identity: the build with the flags off makes the baseline's output (cached or fresh) at its speed");
+  }
   for (const auto& id : ids)
     add("candidate_split", "candidate", official(id),
         baseline_gate
@@ -52,13 +63,6 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
   add("audit", "candidate", "pair 1 again",
       "the duplicate-prompt audit: the same request must cost the same and give the same clip");
   if (ids.empty()) return plan;
-  if (!baseline_gate && is_cached(cached, 0))
-    add("baseline_check", "baseline", official(ids.front()),
-        "only in a worker process's first gate on this cached output (a later one trusts the file it verified, "
-        "unchanged since): the fresh spot-check that keeps the cache honest; one more baseline time")
-        ->conditional = true;
-  add("off", "off", official(ids.front()),
-      "off identity: the build with the flags off makes the baseline's output (cached or fresh) at its speed");
   for (size_t i = 0; i < ids.size() && !baseline_gate; ++i) {
     PlannedGeneration* g =
         add("baseline_split", "baseline", official(ids[i]), "the reference of the quality gate's clip of " + ids[i]);

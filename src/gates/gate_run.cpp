@@ -91,7 +91,8 @@ class GateRunner {
   // Each returns true when the verdict became certain (GateSettings::stop_early), with why in `ev`.
   bool stop_after_pairs(GateEvidence& ev) const;
   bool split(const BaselineClipCache& cache, GateEvidence& ev);
-  void audit_and_off(const BaselineClipCache& cache);
+  void off_run(const BaselineClipCache& cache);
+  void audit();
   void baseline_split(const BaselineClipCache& cache, json& cache_check);
   void recheck_if_disagreeing();
   GateSequence& sequence() { return seq_; }
@@ -277,15 +278,19 @@ bool GateRunner::split(const BaselineClipCache& cache, GateEvidence& ev) {
   return false;
 }
 
-// The duplicate-prompt audit (the first pair's prompt and seed again must cost the same and give the same
-// clip); where this process has not yet verified the cached output of the first prompt, a fresh baseline
-// run of it (the spot-check that keeps the cache honest); then the off run, the same build with the
-// technique's flags off, whose clip the off-identity check holds against the baseline's output.
-void GateRunner::audit_and_off(const BaselineClipCache& cache) {
+// The duplicate-prompt audit: the first pair's prompt and seed again must cost the same and give the same clip.
+void GateRunner::audit() {
   const Prompt audit_prompt = seq_.windows[seq_.pair_candidate[0]].out.prompt;
   const int64_t audit_seed = seq_.windows[seq_.pair_candidate[0]].out.seed;
   window("audit", true, [&] { return w_.run(cand_, audit_prompt, audit_seed); });
   seq_.audit = seq_.windows.size() - 1;
+}
+
+// Right after the timed pairs (their last run is the baseline's, so the off run is timed in the state theirs
+// were): where this process has not yet verified the cached output of the first prompt, a fresh baseline run
+// of it (the spot-check that keeps the cache honest); then the off run, the same build with the technique's
+// flags off, whose clip the off-identity check holds against the baseline's output.
+void GateRunner::off_run(const BaselineClipCache& cache) {
   const fs::path first = cache.clip_path(prompts_[0].id, base_.config.seed);
   // The off run's reference, read before the off run: what the candidate's code does to the file after
   // cannot change it (a change before shows in the file's fingerprint: then the fresh spot-check runs).
@@ -328,7 +333,7 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
   cache_check["checked"] = nullptr;
   for (size_t i = 0; i < prompts_.size(); ++i) {
     const fs::path f = cache.clip_path(prompts_[i].id, base_.config.seed);
-    // The first prompt's output as audit_and_off read it before the off run (none then: made fresh here).
+    // The first prompt's output as off_run read it before the off run (none then: made fresh here).
     std::optional<std::vector<cv::Mat>> cached = i == 0 && !is_baseline_ ? first_cached_ : BaselineClipCache::read(f);
     const bool check_run = i == 0 && seq_.baseline_check.has_value();
     if (is_baseline_ || check_run) {
@@ -344,7 +349,7 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
       continue;
     }
     if (cached) {
-      // The first prompt's cached output with no spot-check: audit_and_off found it verified here, before the off run.
+      // The first prompt's cached output with no spot-check: off_run found it verified here, before the off run.
       if (i == 0) cache_check["verified_in_process"] = true;
       split_base8_[i] = std::move(*cached);
       continue;
@@ -519,8 +524,9 @@ GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifes
   const BaselineClipCache cache(cache_root, cache_key);
   ev.cache_root = cache_root.string();
   ev.cache_dir = cache.dir().string();
+  runner.off_run(cache);
   if (runner.split(cache, ev)) return stopped_evidence(w, cand, base, prompts, runner, std::move(ev));
-  runner.audit_and_off(cache);
+  runner.audit();
   ev.cache_check = {{"dir", cache.dir().string()}, {"key", cache.key()}};
   runner.baseline_split(cache, ev.cache_check);
   runner.recheck_if_disagreeing();

@@ -137,7 +137,7 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
       EXPECT_GT(vis.at("object").at("baseline").at("object_fraction").get<double>(), 0.5) << clip;
   }
   // Every timed run's stages, in order: 2 interleaved pairs (the candidate first, on a prompt and seed
-  // drawn inside its timed window), the candidate on the split, the audit, the off run, the split's baseline
+  // drawn inside its timed window), the off run, the candidate on the split, the audit, the split's baseline
   // output (none cached yet: made and cached).
   const auto& runs = v.check("performance")->details.at("runs");
   ASSERT_EQ(runs.size(), 8u);
@@ -148,8 +148,8 @@ TEST(Gate, VerdictIsCompleteAndArtifactsHaveFixedNames) {
     EXPECT_LE(r.at("text_s").get<double>() + r.at("denoise_s").get<double>() + r.at("decode_s").get<double>(),
               r.at("total_s").get<double>() + 1e-6);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"candidate", "baseline", "candidate", "baseline", "candidate_split",
-                                             "audit", "off", "baseline_split"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"candidate", "baseline", "candidate", "baseline", "off", "candidate_split",
+                                             "audit", "baseline_split"}));
   // The pairs ran on fresh seeds (never the official one), each pair's baseline on its candidate's.
   EXPECT_NE(runs[0].at("seed"), 42);
   EXPECT_EQ(runs[0].at("seed"), runs[1].at("seed"));
@@ -611,8 +611,9 @@ TEST(Gate, AnIdleSwitchStopsTheGateAfterItsFirstTimedClip) {
 }
 
 // A lossy candidate's split clip below the quality floor, against a cached output this process verified, ends
-// the gate: no further split clip, audit or off run. The first gate of the process (an honest candidate)
-// made and verified the cache; without that verification the gate goes on (a stale cache must not reject).
+// the gate: no further split clip or audit (the off run came before the split). The first gate of the process (an
+// honest candidate) made and verified the cache; without that verification the gate goes on (a stale cache must not
+// reject).
 TEST(Gate, ASplitClipBelowTheFloorStopsTheGate) {
   Fixture f;
   f.settings.max_prompts = 2;
@@ -630,7 +631,7 @@ TEST(Gate, ASplitClipBelowTheFloorStopsTheGate) {
             0u)
       << v.check("quality")->reason;
   EXPECT_EQ(v.integrity.at("stopped_early").at("check"), "quality");
-  EXPECT_EQ(v.integrity.at("stopped_early").at("after_generations"), 7);  // 2 warm-ups, 2 pairs, 1 split clip
+  EXPECT_EQ(v.integrity.at("stopped_early").at("after_generations"), 8);  // 2 warm-ups, 2 pairs, off, 1 split clip
   EXPECT_LT(v.psnr, f.settings.min_psnr);
   EXPECT_EQ(v.check("off_identity"), nullptr);
 

@@ -28,12 +28,12 @@ TEST(GatePlan, ListsTheGenerationsInTheOrderTheGateMakesThem) {
   const auto plan = plan_gate_generations({"a", "b", "c"}, two_pairs());
   EXPECT_EQ(roles(plan, false),
             std::vector<std::string>({"warmup_baseline", "warmup_candidate", "candidate", "baseline", "candidate",
-                                      "baseline", "candidate_split", "candidate_split", "candidate_split", "audit",
-                                      "off", "baseline_split", "baseline_split", "baseline_split"}));
+                                      "baseline", "off", "candidate_split", "candidate_split", "candidate_split",
+                                      "audit", "baseline_split", "baseline_split", "baseline_split"}));
   EXPECT_EQ(roles(plan, true), std::vector<std::string>({"recheck_fresh", "recheck_seen", "precision_control"}));
   EXPECT_EQ(generations_made(plan), 14);
-  EXPECT_EQ(plan[6].prompt, "a @ official seed");
-  EXPECT_EQ(plan[10].side, "off");
+  EXPECT_EQ(plan[6].side, "off");  // right after the pairs' last baseline run, timed in the state theirs were
+  EXPECT_EQ(plan[7].prompt, "a @ official seed");
   EXPECT_EQ(plan[11].prompt, "a @ official seed");
   EXPECT_TRUE(plan[11].cacheable);
   for (const auto& g : plan) EXPECT_FALSE(g.serves.empty()) << g.role;
@@ -61,9 +61,9 @@ TEST(GatePlan, CachedBaselineOutputsAreNotMadeNorPriced) {
 TEST(GatePlan, TheBaselinesOwnGateMakesNoBaselineOutputTwice) {
   const auto plan = plan_gate_generations({"a", "b", "c"}, two_pairs(), {}, true);
   EXPECT_EQ(roles(plan, false), std::vector<std::string>({"warmup_baseline", "warmup_candidate", "candidate",
-                                                          "baseline", "candidate", "baseline", "candidate_split",
-                                                          "candidate_split", "candidate_split", "audit", "off"}));
-  EXPECT_NE(plan[6].serves.find("cached"), std::string::npos) << plan[6].serves;
+                                                          "baseline", "candidate", "baseline", "off", "candidate_split",
+                                                          "candidate_split", "candidate_split", "audit"}));
+  EXPECT_NE(plan[7].serves.find("cached"), std::string::npos) << plan[7].serves;
   // With the outputs cached (an earlier run) it still makes them: they are its split, checked against the cache.
   EXPECT_EQ(generations_made(plan_gate_generations({"a", "b", "c"}, two_pairs(), {true, true, true}, true)), 11);
 }
