@@ -35,21 +35,24 @@ struct InsidePaths {
   std::string workspace, channel, replies, bin_dir;
 };
 
-// Without a sandbox the agent runs this binary from where it is, or, when we are root (the agent then runs as
-// an unprivileged uid) and that uid could not reach it, from a copy beside the agent's folders.
+// `from` itself, or, when we are root (the agent then runs as an unprivileged uid) and that uid could not reach
+// it (a build under a 0700 home), a copy that uid can read and run in the agent's folders' tools/.
+fs::path reachable_copy(const fs::path& from, const AgentFolders& f) {
+  if (::geteuid() != 0 || reachable_by_others(from.string())) return from;
+  const fs::path tools = fs::path(f.live) / "tools";
+  fs::create_directories(tools);
+  const fs::path copy = tools / from.filename();
+  fs::copy_file(from, copy, fs::copy_options::overwrite_existing);
+  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
+  return copy;
+}
+
+// Without a sandbox the agent runs this binary from where it is, or from its reachable copy.
 InsidePaths inside_paths(const AgentFolders& f, bool sandboxed) {
   if (sandboxed) return {"/workspace", "/channel", "/replies", "/opt/autooptim/bin"};
-  const fs::path exe = fs::read_symlink("/proc/self/exe");
-  std::string bin_dir = exe.parent_path().string();
-  if (::geteuid() == 0 && !reachable_by_others(exe.string())) {
-    const fs::path tools = fs::path(f.live) / "tools";
-    fs::create_directories(tools);
-    fs::copy_file(exe, tools / "autooptim", fs::copy_options::overwrite_existing);
-    fs::permissions(tools / "autooptim", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                             fs::perms::others_read | fs::perms::others_exec);
-    bin_dir = tools.string();
-  }
-  return {f.workspace, f.requests, f.replies, bin_dir};
+  const fs::path exe = reachable_copy(fs::read_symlink("/proc/self/exe"), f);
+  return {f.workspace, f.requests, f.replies, exe.parent_path().string()};
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -78,21 +81,11 @@ std::vector<std::string> agent_environment(const AgentSpec& a, const InsidePaths
   return env;
 }
 
-// The binary and the libraries it needs, copied next to the agent's folders where the sandbox's unprivileged
-// uid (we are root) could not reach them (a build under a 0700 home): bwrap opens bind sources as that uid.
+// The binary and the libraries it needs, each bound from its reachable copy: bwrap opens bind sources as the
+// sandbox's uid.
 std::vector<std::pair<std::string, std::string>> reachable_binds(std::vector<std::pair<std::string, std::string>> binds,
                                                                  const AgentFolders& f) {
-  if (::geteuid() != 0) return binds;
-  const fs::path tools = fs::path(f.live) / "tools";
-  for (auto& [from, to] : binds) {
-    if (reachable_by_others(from)) continue;
-    fs::create_directories(tools);
-    const fs::path copy = tools / fs::path(from).filename();
-    fs::copy_file(from, copy, fs::copy_options::overwrite_existing);
-    fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
-    from = copy.string();
-  }
+  for (auto& [from, to] : binds) from = reachable_copy(from, f).string();
   return binds;
 }
 

@@ -250,13 +250,7 @@ json AgentTools::flags_of(const json& m) const {
   if (flags.contains("redteam"))
     throw Refusal{"red-team switches: they exist for the harness's own tests and never reach a run's workers", true};
   // As a patch of the family: the registry's checks of every flag, and the family's rule.
-  gates::Manifest cand = base_;
-  cand.kind = "patch";
-  cand.base = base_.id;
-  cand.family = fam;
-  cand.flags = flags;
-  cand.id = base_.model + "/" + fam + "/agent-trial";
-  const gates::Manifest checked = gates::parse_manifest(gates::to_json(cand), "the agent's flags");
+  const gates::Manifest checked = patch_of(base_, fam, "agent-trial", flags, false, "", "the agent's flags");
   if (req_.agent.family == "vae")
     for (const auto& t : tech::techniques_on(gates::to_runtime_options(checked)))
       if (t.rfind("vae_", 0) != 0)

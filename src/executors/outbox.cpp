@@ -22,18 +22,24 @@ void Outbox::log(const workers::TrialResult& t) {
                t.engaged() ? "" : "  not engaged: ", t.engaged() ? "" : t.not_engaged.front().c_str());
 }
 
-std::string Outbox::propose(const std::string& slug, const json& flags, bool lossless, const std::string& why) {
-  const std::string name = prefix_ + slug;
-  gates::Manifest m = base_;
-  m.id = base_.model + "/" + family_ + "/" + name;
+gates::Manifest patch_of(const gates::Manifest& base, const std::string& family, const std::string& name,
+                         const json& flags, bool lossless, const std::string& why, const std::string& label) {
+  gates::Manifest m = base;
+  m.id = base.model + "/" + family + "/" + name;
   m.kind = "patch";
-  m.family = family_;
-  m.base = base_.id;
+  m.family = family;
+  m.base = base.id;
   m.flags = flags;
   m.lossless = lossless;
   m.description = why;
   m.parents.clear();
-  const json j = gates::to_json(gates::parse_manifest(gates::to_json(m), "proposal " + m.id));
+  return gates::parse_manifest(gates::to_json(m), label);
+}
+
+std::string Outbox::propose(const std::string& slug, const json& flags, bool lossless, const std::string& why) {
+  const std::string name = prefix_ + slug;
+  const std::string id = base_.model + "/" + family_ + "/" + name;
+  const json j = gates::to_json(patch_of(base_, family_, name, flags, lossless, why, "proposal " + id));
   const fs::path dst = fs::path(dir_) / (name + ".json");
   gates::write_file_atomic(dst.string(), j.dump(2) + "\n");
   // The order of the proposals, best first as this executor ranks them: the orchestrator gates each

@@ -11,6 +11,11 @@
 
 namespace autooptim::executors {
 
+// A patch of `base` for `family` named `name` (id MODEL/FAMILY/NAME) with these flags, parsed as every manifest is
+// (Error naming the problem, labelled `label`).
+gates::Manifest patch_of(const gates::Manifest& base, const std::string& family, const std::string& name,
+                         const nlohmann::json& flags, bool lossless, const std::string& why, const std::string& label);
+
 class Outbox {
  public:
   // `family`: the manifests' family; `prefix`: put before every slug (an agent's "agent-"), so that two
