@@ -117,10 +117,11 @@ RunOutcome judge_run(const json& r, const std::string& fail_if_no_tier) {
     cut_short += e.value("state", "") == "stopped" || e.value("state", "") == "killed";
   if (total == 0)
     o.problems.push_back("no candidate to gate: the executors proposed nothing" +
-                         (cut_short
-                              ? " (" + std::to_string(cut_short) +
-                                    " stopped at the exploration budget, half of --budget-minutes: give them more time)"
-                              : std::string()));
+                         (cut_short ? " (" + std::to_string(cut_short) +
+                                          " stopped at the exploration deadline, half of what --budget-minutes left "
+                                          "after the baseline's gate: "
+                                          "give them more time)"
+                                    : std::string()));
   else if (gated == 0)
     o.problems.push_back("none of the " + std::to_string(total) + " candidates was gated (" +
                          r.value("budget_note", std::string("budget spent")) + ")");

@@ -96,7 +96,10 @@ struct PlanEstimate {
   double baseline_gate_s = 0, exploration_s = 0, gating_s = 0, total_device_s = 0, wall_s = 0;
   double min_budget_s = 0;         // the least budget that gates one candidate
   double min_budget_cached_s = 0;  // ... when the baseline's gate is cached from an earlier run
+  double min_budget_2x_s = 0;      // both for a candidate at 2x
+  double min_budget_2x_cached_s = 0;
   int64_t workers = 1, gates_fit = 0;
+  int64_t gates_fit_2x = 0;  // the candidate gates the budget holds when they run at 2x
   bool enough = false;
   std::string why;  // when not enough
 };

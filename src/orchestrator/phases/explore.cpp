@@ -24,7 +24,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace autooptim::orchestrator {
+
+// Half of what the budget has left when the exploration begins (the baseline's phase, the longest on a machine
+// without the baseline's verdict cached, comes first), counted from the run's start.
+double exploration_deadline_s(double budget_s, double began_s) {
+  return began_s + 0.5 * std::max(0.0, budget_s - began_s);
+}
+
 namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Spawns `autooptim executor ...` for one family; its output goes to log. The child stays in the run's
 // process group (a ^C at the terminal or a scheduler's signal to the group reaches it too), gets
@@ -77,7 +86,10 @@ json explored(const fs::path& box) {
 // grace, and clears the executors' done markers so that --resume explores again.
 class Exploration {
  public:
-  explicit Exploration(RunState& s) : s_(s), grace_s_(std::clamp(s.req.budget_minutes * 60.0 * 0.1, 10.0, 120.0)) {}
+  explicit Exploration(RunState& s)
+      : s_(s),
+        grace_s_(std::clamp(s.req.budget_minutes * 60.0 * 0.1, 10.0, 120.0)),
+        deadline_s_(exploration_deadline_s(s.req.budget_minutes * 60.0, seconds_since(s.start))) {}
 
   void start_all() {
     for (const auto& name : executor_names(s_.req)) start(name);
@@ -149,11 +161,10 @@ class Exploration {
   }
 
   // An agent's executor: its command, its sandbox's openings, its brief, its folder and its deadline (the
-  // exploration's, counted from the run's start).
+  // exploration's).
   void append_agent_args(std::vector<std::string>& args, const RunRequest::Agent& a) {
     const RunRequest& req = s_.req;
-    const double left_s =
-        req.budget_minutes * 60.0 * 0.5 - std::chrono::duration<double>(Clock::now() - s_.start).count();
+    const double left_s = deadline_s_ - seconds_since(s_.start);
     args.insert(args.end(), {"--agent-family", a.family, "--agent-command", a.command, "--agent-brief",
                              (fs::path(req.agent_briefs_dir) / (a.family + ".md")).string(), "--agent-dir",
                              fs::absolute(s_.out / "agents" / ("agent-" + a.family)).string(), "--agent-deadline-s",
@@ -217,14 +228,13 @@ class Exploration {
   // killed (the wait is over).
   bool stop_or_kill() {
     const auto now = Clock::now();
-    const double explore_deadline_s = s_.req.budget_minutes * 60.0 * 0.5;
     if (base::StopSignals::signal() && !stopped_by_signal_) {
       stopped_by_signal_ = true;
       s_.progress.warn(std::string(signal_name(base::StopSignals::signal())) +
                        ": stopping the executors and writing the report of what was done");
       for (const auto& [p, fam] : running_) kill(p, SIGTERM);
       stopped_at_ = now;
-    } else if (!stopped_at_ && std::chrono::duration<double>(now - s_.start).count() > explore_deadline_s) {
+    } else if (!stopped_at_ && std::chrono::duration<double>(now - s_.start).count() > deadline_s_) {
       for (const auto& [p, fam] : running_) kill(p, SIGTERM);
       stopped_at_ = now;
     } else if (stopped_at_ && std::chrono::duration<double>(now - *stopped_at_).count() > grace()) {
@@ -252,6 +262,7 @@ class Exploration {
   static constexpr double kInterruptGraceS = 5.0;
   RunState& s_;
   const double grace_s_;
+  const double deadline_s_;  // from the run's start: when the executors are told to stop
   std::map<pid_t, std::string> running_;
   std::map<std::string, size_t> index_;
   std::optional<Clock::time_point> stopped_at_;

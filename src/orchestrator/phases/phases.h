@@ -75,9 +75,12 @@ std::string baseline_key(const workers::WorkerInfo& w, const gates::Manifest& ba
 void baseline_phase(RunState& s);
 
 // --- explore (explore.cpp)
-// The executors, one process per family, until they finish or the exploration budget (half of
-// --budget-minutes) stops them; fills s.executors.
+// The executors, one process per family, until they finish or the exploration's deadline (half of what
+// --budget-minutes has left after the baseline's phase) stops them; fills s.executors.
 void explore_phase(RunState& s);
+// When the exploration stops, in seconds from the run's start, where it began `began_s` in: half of what the
+// budget then had left (the plan prices a run by the same rule).
+double exploration_deadline_s(double budget_s, double began_s);
 // The run's executors by name, in start order: each family's built-in searcher (unless --agent-only and an
 // agent takes the family), then "agent-<family>" for each --agent. Each name is an outbox (OUT/outbox/<name>).
 std::vector<std::string> executor_names(const RunRequest& req);

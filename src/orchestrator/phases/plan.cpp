@@ -58,32 +58,41 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
   e.gate_2x_s = plan_seconds(warm, e.cost, 2.0);
   e.gate_generations = gates::generations_made(warm);
   e.screen_s = (2 * std::max<int64_t>(1, req.screen_forwards) + 4) * e.forward_s + e.text_s;
-  e.trial_s = 3 * e.clip_s;  // warm-up, baseline and candidate on one prompt
+  // A worker's first trial: its warm-up (a few steps, as the gate's), the baseline and the candidate on one prompt.
+  gates::PlannedGeneration trial_warmup;
+  trial_warmup.steps = req.gate.warmup_steps;
+  e.trial_s = gates::planned_seconds(trial_warmup, e.cost, 1.0) + 2 * e.clip_s;
   const double budget_s = req.budget_minutes * 60.0;
   const int64_t families = static_cast<int64_t>(req.families.size());
-  // Exploration: each family's trials on about two prompts, sharing the workers, within half the budget; a
-  // trial's baseline run of a prompt is the worker's kept one on a GPU (workers/trial_baselines.h), so a
-  // trial there makes the candidate's clips only.
+  // Exploration: each family's trials on about two prompts, sharing the workers, until the deadline (half of
+  // what the budget has left after the load and the baseline's gate); a trial's baseline run of a prompt is the
+  // worker's kept one on a GPU (workers/trial_baselines.h), so a trial there makes the candidate's clips only.
   const double clips_per_prompt = req.load.precision.device.is_cuda() ? 1.0 : 2.0;
-  e.exploration_s =
-      std::min(families * req.executor_trials * 2.0 * clips_per_prompt * e.clip_s, budget_s * 0.5 * e.workers);
+  const double began_s = e.load_s + e.baseline_gate_s;
+  e.exploration_s = std::min(families * req.executor_trials * 2.0 * clips_per_prompt * e.clip_s,
+                             (exploration_deadline_s(budget_s, began_s) - began_s) * e.workers);
   const double left = std::max(0.0, budget_s * e.workers - e.load_s * e.workers - e.baseline_gate_s - e.exploration_s);
   const int64_t candidates = std::max<int64_t>(0, req.budget_trials - 1);
-  e.gates_fit = e.gate_s + e.screen_s > 0
-                    ? std::min<int64_t>(candidates, static_cast<int64_t>(left / (e.gate_s + e.screen_s)))
-                    : candidates;
+  auto fit = [&](double gate_s) {
+    return gate_s + e.screen_s > 0 ? std::min<int64_t>(candidates, static_cast<int64_t>(left / (gate_s + e.screen_s)))
+                                   : candidates;
+  };
+  e.gates_fit = fit(e.gate_s);
+  e.gates_fit_2x = fit(e.gate_2x_s);
   e.gating_s = e.gates_fit * (e.gate_s + e.screen_s);
   e.total_device_s = e.load_s * e.workers + e.baseline_gate_s + e.exploration_s + e.gating_s;
   e.wall_s = e.total_device_s / e.workers;
-  // The least that gates one candidate: load, the baseline's gate, one trial (the exploration gets half
-  // of the budget, so that half must hold the load, the baseline gate and the trial), a screen and a gate.
-  auto least = [&](double baseline_gate_s) {
-    const double first_half = e.load_s + baseline_gate_s + e.trial_s;
-    return std::max(2.0 * first_half, first_half + e.screen_s + e.gate_s);
+  // The least that gates one candidate: load, the baseline's gate, one trial (the exploration gets half of what
+  // is left after the baseline's gate, so that half must hold the trial), a screen and a gate; priced with a
+  // candidate of the baseline's speed, and at 2x.
+  auto least = [&](double baseline_gate_s, double gate_s) {
+    return e.load_s + baseline_gate_s + std::max(2.0 * e.trial_s, e.trial_s + e.screen_s + gate_s);
   };
-  e.min_budget_s = least(e.baseline_gate_s);
+  e.min_budget_s = least(e.baseline_gate_s, e.gate_s);
+  e.min_budget_2x_s = least(e.baseline_gate_s, e.gate_2x_s);
   // A later run on the machine takes the baseline's verdict and outputs from the cache (phases/baseline.cpp).
-  e.min_budget_cached_s = least(0.0);
+  e.min_budget_cached_s = least(0.0, e.gate_s);
+  e.min_budget_2x_cached_s = least(0.0, e.gate_2x_s);
   e.enough = true;
   const auto num = [](double v) { return base::format_fixed(v, 2); };
   if (req.budget_trials < 2) {
@@ -95,7 +104,8 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
     e.why = "--budget-minutes " + num(req.budget_minutes) + " cannot gate one candidate: that needs about " +
             num(e.min_budget_s / 60.0) + " minutes (model load " + num(e.load_s) + " s, baseline gate " +
             num(e.baseline_gate_s) + " s, one executor trial " + num(e.trial_s) + " s, one screen " + num(e.screen_s) +
-            " s, one candidate gate " + num(e.gate_s) + " s; the exploration gets half of the budget)";
+            " s, one candidate gate " + num(e.gate_s) +
+            " s; the exploration gets half of what the baseline's gate leaves)";
   }
   return e;
 }
@@ -119,10 +129,13 @@ json plan_json(const RunState& s, const json& cal, const PlanEstimate& e) {
             {"exploration_s", e.exploration_s},
             {"gating_s", e.gating_s},
             {"candidate_gates", e.gates_fit},
+            {"candidate_gates_2x", e.gates_fit_2x},
             {"total_device_s", e.total_device_s},
             {"wall_s", e.wall_s},
             {"min_budget_s", e.min_budget_s},
-            {"min_budget_cached_s", e.min_budget_cached_s}}},
+            {"min_budget_cached_s", e.min_budget_cached_s},
+            {"min_budget_2x_s", e.min_budget_2x_s},
+            {"min_budget_2x_cached_s", e.min_budget_2x_cached_s}}},
           {"budget",
            {{"minutes", req.budget_minutes}, {"trials", req.budget_trials}, {"executor_trials", req.executor_trials}}},
           {"enough", e.enough},
@@ -195,15 +208,15 @@ void print_plan(const RunState& s, const PlanEstimate& e) {
       e.baseline_gate_s, e.gate_s, e.gate_2x_s, e.screen_s, e.trial_s);
   print_gate_generations(s, e);
   std::printf(
-      "  estimated device time: %.0f s (baseline gate %.0f, exploration %.0f, %lld candidate gates %.0f); wall about "
-      "%.1f min\n",
+      "  estimated device time: %.0f s (baseline gate %.0f, exploration %.0f, %lld candidate gates %.0f, %lld if they "
+      "run at 2x); wall about %.1f min\n",
       e.total_device_s, e.baseline_gate_s, e.exploration_s, static_cast<long long>(e.gates_fit), e.gating_s,
-      e.wall_s / 60.0);
+      static_cast<long long>(e.gates_fit_2x), e.wall_s / 60.0);
   std::printf(
       "  budget: %s minutes, %lld gate runs; the least that gates one candidate: %.1f minutes (%.1f with the "
-      "baseline's gate cached by an earlier run on this machine)\n",
+      "baseline's gate cached by an earlier run on this machine; at 2x %.1f and %.1f)\n",
       base::format_fixed(req.budget_minutes, 2).c_str(), static_cast<long long>(req.budget_trials),
-      e.min_budget_s / 60.0, e.min_budget_cached_s / 60.0);
+      e.min_budget_s / 60.0, e.min_budget_cached_s / 60.0, e.min_budget_2x_s / 60.0, e.min_budget_2x_cached_s / 60.0);
 }
 
 }  // namespace
