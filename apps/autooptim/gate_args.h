@@ -18,9 +18,15 @@ inline void add_gate_judgement_options(CLI::App* cmd, gates::GateSettings& s) {
   cmd->add_flag("--no-precision-floor{false}", s.precision_floor,
                 "Judge a lossless claim by the 50 dB rule alone, without the precision control "
                 "(the baseline one precision up; docs/gate-defences.md)");
-  cmd->add_flag("--full-gate{false}", s.stop_early,
-                "Make every generation of the gate even when its timed pairs already make the performance check "
-                "certain to fail (by default the gate stops there; docs/gate-cost.md)");
+  cmd->add_flag_callback(
+      "--full-gate",
+      [&s] {
+        s.stop_early = false;
+        s.pairs_from_history = false;
+      },
+      "Make every generation of the gate: go on when its verdict is already certain, and make at least "
+      "the quiet minimum of timed pairs where the worker's earlier gates already measured the machine's noise "
+      "(by default the gate stops early and pairs once where it may; docs/gate-cost.md)");
 }
 
 }  // namespace autooptim::app

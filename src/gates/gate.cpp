@@ -57,6 +57,7 @@ void each_setting(Settings& s, Visit&& visit) {
   visit("timing_repeats", s.timing_repeats);
   visit("min_timing_repeats", s.min_timing_repeats);
   visit("quiet_noise", s.quiet_noise);
+  visit("pairs_from_history", s.pairs_from_history);
   visit("warmup_steps", s.warmup_steps);
   visit("stop_early", s.stop_early);
   visit("min_margin", s.min_margin);

@@ -37,7 +37,8 @@ struct GateSequence {
   std::deque<GateWindow> windows;  // a deque: references to earlier windows stay valid
   size_t first_candidate = 0;      // the candidate's warm-up
   std::vector<size_t> pair_candidate, pair_baseline, split_candidate;
-  size_t audit = 0, off = 0;
+  size_t audit = 0;
+  std::optional<size_t> off;  // the off run (none in the baseline's own gate)
   // The fresh baseline run that spot-checks the cached outputs: only in a worker's first gate on a cache
   // it has not verified yet (the baseline's own gate checks every cached clip against its split instead).
   std::optional<size_t> baseline_check;
@@ -51,6 +52,14 @@ struct GateSequence {
   int64_t candidate_threads_flag = 0;  // the candidate's cpu_threads flag
   int cores = 0;                       // the CPUs the process may run on
   double pairs_noise = -1;             // the pairs' relative range when the gate last asked (-1: never)
+  // Why the gate made no more pairs: "quiet" (the quiet minimum made, both sides within quiet_noise), "history"
+  // (one pair: the worker's earlier gates measured the noise, GateSettings::pairs_from_history), "most"
+  // (timing_repeats made), "stopped" (an idle switch ended the gate after the first clip).
+  std::string pairs_decided_by;
+  // Where the worker's earlier gates decided: their baseline runs (count, median, spread) and this gate's
+  // one baseline run's distance from their median; history_noise the larger of the two (-1: they did not).
+  nlohmann::json history = nullptr;
+  double history_noise = -1;
 };
 
 // One candidate clip and the baseline clip of the same prompt and seed.
@@ -91,6 +100,7 @@ struct GateEvidence {
   GateSequence sequence;
   std::vector<GateClip> clips;  // the split at the official seed, then the timed pairs
   RunOutput audit, off_run;
+  std::string off_not_run;      // why there is no off run ("" when there is)
   nlohmann::json off_manifest;  // the candidate with its flags off, as run
   GateTiming timing;
   ForwardWork work;

@@ -65,7 +65,7 @@ void write_gate_reports(const GateEvidence& ev, const GateVerdict& v, const json
                 {"speedup", v.speedup},
                 {"noise", ev.timing.noise},
                 {"audit_s", ev.audit.seconds},
-                {"off_s", ev.off_run.seconds},
+                {"off_s", ev.off_not_run.empty() ? json(ev.off_run.seconds) : json(nullptr)},
                 {"stages", json::array()}};
   for (const auto& c : ev.clips)
     bench["stages"].push_back({{"clip", c.name},

@@ -30,9 +30,15 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
       ->steps = std::max<int64_t>(0, S.warmup_steps);
   add("warmup_candidate", "candidate", "drawn", "the candidate's steady state (its one-time costs untimed)")->steps =
       std::max<int64_t>(0, S.warmup_steps);
-  const int64_t R = std::max<int64_t>(1, S.timing_repeats), quiet = std::max<int64_t>(1, S.min_timing_repeats);
+  // One pair where the machine's noise is measured otherwise (GateSettings::pairs_from_history): the baseline's
+  // own gate by its timed split clips, a candidate's gate after it in the worker process by the baseline's runs
+  // there, where its one baseline run agrees with them.
+  const int64_t R = std::max<int64_t>(1, S.timing_repeats), least = std::max<int64_t>(1, S.min_timing_repeats);
+  const int64_t quiet = S.pairs_from_history && (!baseline_gate || ids.size() >= 2) ? 1 : least;
   for (int64_t i = 1; i <= R; ++i) {
-    const std::string when = i > quiet ? " (only while the pairs so far are not quiet)" : "";
+    const std::string when = i > least   ? " (only while the pairs so far are not quiet)"
+                             : i > quiet ? " (only where the worker's earlier gates did not measure the noise)"
+                                         : "";
     add("candidate", "candidate", "drawn",
         "timed pair " + std::to_string(i) + when +
             ": the speedup and its noise; an unannounced quality audit (a prompt and seed nothing before the timer "
@@ -45,8 +51,8 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
   }
   // The off run right after the pairs, whose last run is the baseline's: its time is compared with theirs, in
   // the same state (after the candidate's runs, a flags-off run measured up to 1.2x slower on a CPU).
-  if (!ids.empty()) {
-    if (!baseline_gate && is_cached(cached, 0))
+  if (!ids.empty() && !baseline_gate) {  // the baseline has no flag to turn off
+    if (is_cached(cached, 0))
       add("baseline_check", "baseline", official(ids.front()),
           "only in a worker process's first gate on this cached output (a later one trusts the file it verified, "
           "unchanged since): the fresh spot-check that keeps the cache honest; one more baseline time")

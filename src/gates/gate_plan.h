@@ -24,7 +24,8 @@ struct PlannedGeneration {
 
 // prompt_ids: the split's prompts the gate judges; cached: for each, whether the baseline cache already
 // holds its output at the official seed (empty: none cached); baseline_gate: the baseline's own gate, whose
-// split clips are the baseline's outputs (none made twice).
+// split clips are the baseline's outputs (none made twice) and, timed, the machine's noise (one pair where
+// settings.pairs_from_history; a candidate's gate after it in the process: one where its baseline run agrees).
 std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::string>& prompt_ids,
                                                      const GateSettings& settings, const std::vector<bool>& cached = {},
                                                      bool baseline_gate = false);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -43,13 +44,6 @@ const char* stage_label(const std::string& role) {
 
 int64_t branches_of(const RunConfig& c) { return c.guidance > 1.0 ? 2 : 1; }
 
-// A warm-up: the manifest at its shape, with settings.warmup_steps denoising steps (0: as it is).
-Manifest warmup_manifest(const Manifest& m, const GateSettings& S) {
-  Manifest w = m;
-  if (S.warmup_steps > 0) w.config.steps = std::min(m.config.steps, S.warmup_steps);
-  return w;
-}
-
 std::vector<double> seconds_of(const GateSequence& seq, const std::vector<size_t>& at,
                                double (*pick)(const RunOutput&)) {
   std::vector<double> v;
@@ -66,11 +60,21 @@ double spread_of(const GateSequence& seq, const std::vector<size_t>& at) {
 
 // The pairs' side of the timing: the baseline's runs (the pairs', and the check's where it ran) against the
 // candidate's timed runs.
+// Where one pair was enough (GateSettings::pairs_from_history), the noise is what the worker's earlier gates
+// measured.
 void time_the_pairs(const GateSequence& seq, std::vector<double> base_times, GateTiming& t) {
   t.baseline = runtime::TimingStats::of(std::move(base_times));
   t.candidate = runtime::TimingStats::of(seconds_of(seq, seq.pair_candidate, total_seconds));
   t.speedup = t.candidate.median > 0 ? t.baseline.median / t.candidate.median : 0.0;
-  t.noise = std::max(t.baseline.spread(), t.candidate.spread());
+  t.noise = std::max({t.baseline.spread(), t.candidate.spread(), seq.history_noise});
+}
+
+// The baseline's timed runs: the pairs', and a spot-check's where it ran beside two pairs or more (beside one,
+// the median of the two could exceed the pair's run, which the certain-slowdown rule takes as the most).
+std::vector<size_t> baseline_timed_runs(const GateSequence& seq) {
+  std::vector<size_t> runs = seq.pair_baseline;
+  if (seq.baseline_check && runs.size() >= 2) runs.push_back(*seq.baseline_check);
+  return runs;
 }
 
 // The sequence of generations. Every one is a window with the process sampled around it.
@@ -102,8 +106,11 @@ class GateRunner {
  private:
   const RunOutput& window(const std::string& role, bool candidate_code, const std::function<RunOutput()>& fn);
   const RunOutput& baseline_window(const std::string& role, const std::function<RunOutput()>& fn);
-  // Before pair `made` + 1: enough pairs already (at least settings.min_timing_repeats, both sides quiet).
+  // Before pair `made` + 1: enough pairs already (at least settings.min_timing_repeats, both sides quiet; or
+  // one, where the worker's earlier gates vouch for the machine's noise).
   bool quiet_enough(int64_t made);
+  bool history_vouches();
+  void split_measures_the_noise();
   // After the pairs: why the performance check must fail whatever follows ("" when it may pass).
   std::string certain_slowdown() const;
   // After the first timed pair: a switch that is on and left no trace fails authenticity ("" when none).
@@ -164,7 +171,8 @@ const RunOutput& GateRunner::baseline_window(const std::string& role, const std:
 // process's first generation (a candidate's thread started in an earlier trial is not); the thread count
 // after the baseline's warm-up is what the candidate's runs may not add to.
 void GateRunner::warm_up() {
-  const Manifest warm_base = warmup_manifest(base_, S_), warm_cand = warmup_manifest(cand_, S_);
+  const Manifest warm_base = warmup_manifest(base_, S_.warmup_steps),
+                 warm_cand = warmup_manifest(cand_, S_.warmup_steps);
   const std::vector<pid_t> harness = harness_thread_ids();
   if (harness.empty())
     mon_.adopt_current_threads();  // a process that never made a Worker: nothing has run yet
@@ -180,10 +188,34 @@ void GateRunner::warm_up() {
 }
 
 bool GateRunner::quiet_enough(int64_t made) {
+  if (made == 1 && is_baseline_ && S_.pairs_from_history && prompts_.size() >= 2) {
+    seq_.pairs_decided_by = "baseline's split";  // its timed split clips measure the noise (split_measures_the_noise)
+    return true;
+  }
+  if (made == 1 && history_vouches()) return true;
   if (made < std::max<int64_t>(1, S_.min_timing_repeats)) return false;
   const double noise = std::max(spread_of(seq_, seq_.pair_baseline), spread_of(seq_, seq_.pair_candidate));
   seq_.pairs_noise = noise;
-  return noise <= S_.quiet_noise;
+  if (noise > S_.quiet_noise) return false;
+  seq_.pairs_decided_by = "quiet";
+  return true;
+}
+
+// The worker's earlier gates at this baseline timed it at least twice within quiet_noise, and this gate's one
+// baseline run is within quiet_noise of their median: the machine is in the state whose noise they measured.
+bool GateRunner::history_vouches() {
+  if (!S_.pairs_from_history || seq_.pair_baseline.size() != 1) return false;
+  const std::vector<double>& runs = w_.baseline_run_seconds(manifest_hash(base_));
+  if (runs.size() < 2) return false;
+  const runtime::TimingStats hist = runtime::TimingStats::of(runs);
+  const double now = seq_.windows[seq_.pair_baseline[0]].out.seconds;
+  const double off = hist.median > 0 ? std::fabs(now - hist.median) / hist.median : 1.0;
+  seq_.history = {
+      {"runs", runs.size()}, {"median_s", hist.median}, {"spread", hist.spread()}, {"this_run_off_by", off}};
+  if (hist.spread() > S_.quiet_noise || off > S_.quiet_noise) return false;
+  seq_.history_noise = std::max(hist.spread(), off);
+  seq_.pairs_decided_by = "history";
+  return true;
 }
 
 // The median of the baseline's runs (a spot-check's included) is at most the slowest pair baseline, the
@@ -218,6 +250,8 @@ void GateRunner::timed_pairs() {
     baseline_window("baseline", [&] { return w_.run(base_, drawn, seed); });
     seq_.pair_baseline.push_back(seq_.windows.size() - 1);
   }
+  if (seq_.pairs_decided_by.empty()) seq_.pairs_decided_by = idle_.empty() ? "most" : "stopped";
+  for (size_t i : seq_.pair_baseline) w_.record_baseline_run(manifest_hash(base_), seq_.windows[i].out.seconds);
 }
 
 // The gate stops when a switch that is on left no trace in the first timed clip (authenticity must fail:
@@ -275,7 +309,16 @@ bool GateRunner::split(const BaselineClipCache& cache, GateEvidence& ev) {
       return true;
     }
   }
+  if (is_baseline_) split_measures_the_noise();
   return false;
+}
+
+// The baseline's own gate times its split clips, the baseline's outputs at one shape: the machine's noise, in
+// its one pair's stead (GateSettings::pairs_from_history), and the history of its later gates.
+void GateRunner::split_measures_the_noise() {
+  for (size_t i : seq_.split_candidate) w_.record_baseline_run(manifest_hash(base_), seq_.windows[i].out.seconds);
+  if (seq_.pairs_decided_by == "baseline's split" && seq_.split_candidate.size() >= 2)
+    seq_.history_noise = spread_of(seq_, seq_.split_candidate);
 }
 
 // The duplicate-prompt audit: the first pair's prompt and seed again must cost the same and give the same clip.
@@ -300,9 +343,11 @@ void GateRunner::off_run(const BaselineClipCache& cache) {
   }
   if (!is_baseline_ && first_cached_ && !verified_here(first)) {
     seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
-    baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
+    const RunOutput& check = baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
+    w_.record_baseline_run(manifest_hash(base_), check.seconds);
     seq_.baseline_check = seq_.windows.size() - 1;
   }
+  if (is_baseline_) return;  // no flag to turn off: its off run would be its first split clip again
   const Manifest off = with_flags_off(cand_);
   window("off", true, [&] { return w_.run(off, prompts_[0]); });
   seq_.off = seq_.windows.size() - 1;
@@ -355,6 +400,7 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
       continue;
     }
     const RunOutput& b = baseline_window("baseline_split", [&] { return w_.run(base_, prompts_[i]); });
+    w_.record_baseline_run(manifest_hash(base_), b.seconds);
     split_base8_[i] = runtime::frames_from_tensor(b.video);
     BaselineClipCache::write(f, split_base8_[i]);
     mark_verified(f);
@@ -388,8 +434,7 @@ GateTiming timing_of(const GateSequence& seq, const GateSettings& S) {
   auto text = [](const RunOutput& r) { return r.times.text_encoding; };
   auto denoise = [](const RunOutput& r) { return r.times.denoising; };
   auto decode = [](const RunOutput& r) { return r.times.decoding; };
-  std::vector<size_t> base_runs = seq.pair_baseline;  // the pairs', and a spot-check's where it ran
-  if (seq.baseline_check) base_runs.push_back(*seq.baseline_check);
+  const std::vector<size_t> base_runs = baseline_timed_runs(seq);
   std::vector<double> base_times = seconds_of(seq, base_runs, total_seconds);
   for (const auto& win : seq.windows) {
     if (win.role.rfind("warmup", 0) == 0) continue;
@@ -471,6 +516,12 @@ std::string control_dtype_of(const Manifest& base, const at::Device& dev) {
 
 }  // namespace
 
+Manifest warmup_manifest(const Manifest& m, int64_t steps) {
+  Manifest w = m;
+  if (steps > 0) w.config.steps = std::min(m.config.steps, steps);
+  return w;
+}
+
 GateProgressCounter::GateProgressCounter(const GateSettings& settings, std::string manifest_id, std::string split,
                                          int64_t expected_runs)
     : settings_(settings),
@@ -536,7 +587,10 @@ GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifes
   const GateSequence& seq = ev.sequence;
   ev.clips = clips_of(seq, prompts, runner.split_base8());
   ev.audit = seq.windows[seq.audit].out;
-  ev.off_run = seq.windows[seq.off].out;
+  if (seq.off)
+    ev.off_run = seq.windows[*seq.off].out;
+  else
+    ev.off_not_run = "the baseline's own gate: no technique flag to turn off (its audit repeats a request)";
   ev.off_manifest = to_json(with_flags_off(cand));
   ev.timing = timing_of(seq, S);
   ev.work = work_of(w, base.config, cand.config);
@@ -560,7 +614,9 @@ json timing_choices(const GateSequence& seq, const GateSettings& S) {
             {"most", std::max<int64_t>(1, S.timing_repeats)},
             {"least", std::max<int64_t>(1, S.min_timing_repeats)},
             {"quiet_noise", S.quiet_noise},
-            {"noise_seen", seq.pairs_noise < 0 ? json(nullptr) : json(seq.pairs_noise)}}},
+            {"noise_seen", seq.pairs_noise < 0 ? json(nullptr) : json(seq.pairs_noise)},
+            {"decided_by", seq.pairs_decided_by},
+            {"history", seq.history}}},
           {"warmup",
            {{"steps", S.warmup_steps},
             {"baseline", first_and_later(baseline_runs)},

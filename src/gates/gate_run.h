@@ -43,6 +43,11 @@ struct GateRunContext {
   std::string out_dir;  // the gate's folder (the default cache is beside it)
 };
 
+// A warm-up: the manifest at its shape with `steps` denoising steps (0: as it is). What a warm-up is for
+// (allocations, kernel and algorithm choice, graphs at the shape, the text encoder, one decode) takes a few
+// forwards and one decode, not a clip (GateSettings::warmup_steps); a worker's trials warm up the same way.
+Manifest warmup_manifest(const Manifest& m, int64_t steps);
+
 // Runs the sequence. Throws Error when a baseline run fails, BaselineError when the cached baseline
 // output contradicts a fresh run.
 GateEvidence run_gate_generations(Worker& worker, const Manifest& candidate, const Manifest& baseline,

@@ -32,6 +32,11 @@ struct GateSettings {
   // (a quiet GPU needs fewer pairs than a loaded 2-core CPU; the verdict records the noise and the pairs).
   int64_t min_timing_repeats = 2;
   double quiet_noise = 0.02;
+  // One pair is enough where the machine's noise is known already: this worker process's earlier gates at the
+  // same baseline timed it at least twice within quiet_noise of each other, and this gate's one baseline run
+  // is within quiet_noise of their median (the machine is in the state they measured). Their spread is then
+  // this gate's noise. Off (or a gate that finds no such history): min_timing_repeats as above.
+  bool pairs_from_history = true;
   // The warm-ups run each manifest at its shape with this many denoising steps (0: the whole clip). What a
   // warm-up is for (allocations, kernel and algorithm choice, captured graphs at the shape, the text encoder
   // and one decode) takes a few forwards and one decode, not a clip; the verdict records each side's first
@@ -40,7 +45,7 @@ struct GateSettings {
   // A gate stops as soon as its verdict is certain, and says why: after the timed pairs, a candidate with
   // technique flags whose best case (the slowest baseline run over its fastest run) cannot beat
   // 1 + min_margin fails the performance check whatever the rest would show.
-  bool stop_early = true;
+  bool stop_early = true;    // --full-gate turns it and pairs_from_history off
   double min_margin = 0.03;  // a speedup must beat the noise and at least this
   // Quality tolerance for lossy candidates (gate 5); lossless ones must match within lossless_psnr.
   double min_psnr = 30.0;

@@ -93,6 +93,18 @@ void Worker::mark_baseline_clip_verified(const std::string& file, const std::str
   verified_baseline_clips_[file] = digest;
 }
 
+const std::vector<double>& Worker::baseline_run_seconds(const std::string& baseline_hash) const {
+  static const std::vector<double> none;
+  const auto it = baseline_runs_.find(baseline_hash);
+  return it == baseline_runs_.end() ? none : it->second;
+}
+
+void Worker::record_baseline_run(const std::string& baseline_hash, double seconds) {
+  auto& runs = baseline_runs_[baseline_hash];
+  runs.push_back(seconds);
+  if (runs.size() > kBaselineRunsKept) runs.erase(runs.begin());
+}
+
 double Worker::peak_tflops() {
   if (peak_tflops_ > 0) return peak_tflops_;
   const auto& p = request_.precision;

@@ -108,6 +108,11 @@ class Worker {
   // from one): each file with the digest of its bytes then. A file changed since is not verified.
   bool baseline_clip_verified(const std::string& file, const std::string& digest) const;
   void mark_baseline_clip_verified(const std::string& file, const std::string& digest);
+  // The seconds of the baseline's timed runs in this process's gates, by the baseline manifest's hash (the
+  // newest kBaselineRunsKept): the machine's noise an earlier gate measured (GateSettings::pairs_from_history).
+  static constexpr size_t kBaselineRunsKept = 8;
+  const std::vector<double>& baseline_run_seconds(const std::string& baseline_hash) const;
+  void record_baseline_run(const std::string& baseline_hash, double seconds);
 
  private:
   runtime::LoadRequest request_;
@@ -118,6 +123,7 @@ class Worker {
   double generating_s_ = 0;
   std::string weights_hash_;
   std::map<std::string, std::string> verified_baseline_clips_;  // file -> digest
+  std::map<std::string, std::vector<double>> baseline_runs_;    // baseline hash -> seconds, oldest first
   bool redteam_allowed_ = false;
   // One red team per pipeline (per precision), declared after the pipelines so it is destroyed first.
   std::map<runtime::WanPipeline*, std::unique_ptr<redteam::RedTeam>> redteams_;

@@ -24,6 +24,7 @@
 #include "workers/trial_result.h"
 #include "base/atomic_file.h"
 #include "gates/gate.h"
+#include "gates/gate_run.h"
 #include "gates/generate_params.h"
 #include "gates/ledger.h"
 #include "gates/metrics.h"
@@ -472,7 +473,8 @@ void Server::warm(const gates::Manifest& base, const gates::Prompt& p) {
   const std::string h = gates::manifest_hash(base);
   if (warmed_.count(h)) return;
   set_stage("warm-up");
-  worker_->run(base, p);  // untimed: allocator and kernel selection
+  // Untimed: allocator and kernel selection, at the shape, with as few steps as the gate's warm-up.
+  worker_->run(gates::warmup_manifest(base, gates::GateSettings{}.warmup_steps), p);
   warmed_.insert(h);
 }
 
@@ -504,6 +506,8 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
       b = worker_->run(base, p);
       if (!b.error.empty()) throw Error("the baseline failed: " + b.error);
       trial_baselines_.keep(base, p, b.video, b.seconds);
+      // A baseline run of this process: the noise a later gate here may rest on (GateSettings::pairs_from_history).
+      worker_->record_baseline_run(gates::manifest_hash(base), b.seconds);
     }
     bt.push_back(b.seconds);
     check_abandon(id);

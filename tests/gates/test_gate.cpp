@@ -78,6 +78,9 @@ struct Fixture {
     // The defences are what these tests judge: a gate that stops once its performance check is certain to
     // fail would not reach them for a candidate that is not faster (Gate.ACertainSlowdownStopsTheGate...).
     settings.stop_early = false;
+    // The worker is shared by the tests: the pairs each makes must not depend on the gates run before it
+    // (Gate.OnePairWhereTheWorkersEarlierGatesMeasuredTheNoise judges that rule).
+    settings.pairs_from_history = false;
   }
   GateVerdict gate(const Manifest& m, Ledger* ledger = nullptr) {
     return run_gate(worker(), m, "smoke", tmp.file(fs::path(m.id).filename().string()), settings, ledger);
@@ -341,6 +344,9 @@ TEST(Gate, LosslessClaimBelowTheRuleIsJudgedAgainstThePrecisionControl) {
     cached += e.path().filename().string().find("-control-fp64.safetensors") != std::string::npos;
   EXPECT_EQ(cached, 1);
 
+  // The timed pairs' clips are drawn: one sample each of a chaotic trajectory, 72.5 dB against a split clip's
+  // 75.6 seen once (3.1 dB apart). What this test judges is the split's floor, not the audit's slack.
+  f.settings.audit_psnr_slack = 6.0;
   const auto precise = f.gate(control("fp64-claims-lossless", {{"dtype", "fp64"}}, true));
   const auto* pq = precise.check("quality");
   ASSERT_NE(pq, nullptr);
@@ -370,6 +376,7 @@ TEST(Gate, SettingsTravelToAWorkerWhole) {
   s.timing_repeats = 7;
   s.min_timing_repeats = 3;
   s.quiet_noise = 0.05;
+  s.pairs_from_history = false;
   s.warmup_steps = 5;
   s.stop_early = false;
   s.min_margin = 0.07;
@@ -640,6 +647,52 @@ TEST(Gate, ASplitClipBelowTheFloorStopsTheGate) {
   const GateVerdict whole = f.gate(patch("cliff-whole", cliff.flags, false, "cache"));
   EXPECT_EQ(whole.integrity.count("stopped_early"), 0u);
   EXPECT_FALSE(passed(whole, "quality"));
+}
+
+// Issue 37: one timed pair where the worker's earlier gates at this baseline measured the machine's noise and this
+// gate's one baseline run agrees with them (within quiet_noise of their median); two where they do not, or where
+// there are none. The noise the verdict uses is theirs. A worker of its own: the history is the process's.
+TEST(Gate, OnePairWhereTheWorkersEarlierGatesMeasuredTheNoise) {
+  Worker w{runtime::LoadRequest{}};
+  Fixture f;
+  f.settings.pairs_from_history = true;
+  f.settings.quiet_noise = 0.9;  // what is judged is the rule, not this loaded CPU's noise
+  f.settings.timing_repeats = 3;  // so that two pairs end by being quiet, not by the most asked for
+  auto gate = [&](const std::string& slug) {
+    const Manifest m = patch(slug, {{"cross_kv_cache", true}}, true);
+    return run_gate(w, m, "smoke", f.tmp.file(slug), f.settings, nullptr);
+  };
+  auto pairs = [](const GateVerdict& v) { return v.integrity.at("timing_choices").at("pairs"); };
+  const std::string base_hash = manifest_hash(baseline());
+
+  const GateVerdict first = gate("history-first");  // no earlier gate: the quiet minimum of two
+  EXPECT_EQ(pairs(first).at("made"), 2);
+  EXPECT_EQ(pairs(first).at("decided_by"), "quiet");
+  EXPECT_TRUE(pairs(first).at("history").is_null());
+  // Its two pair baselines and the split's fresh baseline output are the worker's history now.
+  const std::vector<double> runs = w.baseline_run_seconds(base_hash);
+  ASSERT_EQ(runs.size(), 3u);
+
+  const GateVerdict second = gate("history-second");
+  EXPECT_EQ(pairs(second).at("made"), 1);
+  EXPECT_EQ(pairs(second).at("decided_by"), "history");
+  EXPECT_EQ(pairs(second).at("history").at("runs"), 3);
+  const double spread = pairs(second).at("history").at("spread"),
+               off = pairs(second).at("history").at("this_run_off_by");
+  ASSERT_NE(second.check("performance"), nullptr);
+  EXPECT_DOUBLE_EQ(second.check("performance")->details.at("noise").get<double>(), std::max(spread, off));
+
+  // A history of another state of the machine (twenty times slower): this gate's run disagrees, two pairs.
+  const double median = runtime::TimingStats::of(runs).median;
+  for (size_t i = 0; i < Worker::kBaselineRunsKept; ++i) w.record_baseline_run(base_hash, 20 * median);
+  const GateVerdict third = gate("history-stale");
+  EXPECT_EQ(pairs(third).at("made"), 2);
+  EXPECT_GT(pairs(third).at("history").at("this_run_off_by").get<double>(), 0.9);
+  EXPECT_EQ(w.baseline_run_seconds(base_hash).size(), Worker::kBaselineRunsKept);
+
+  f.settings.pairs_from_history = false;  // --full-gate: the quiet minimum whatever the history says
+  const GateVerdict full = gate("history-off");
+  EXPECT_EQ(pairs(full).at("made"), 2);
 }
 
 // The harness's threads (those alive before the process's first generation) include libtorch's intra-op

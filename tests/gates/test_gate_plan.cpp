@@ -19,6 +19,7 @@ std::vector<std::string> roles(const std::vector<PlannedGeneration>& plan, bool 
 GateSettings two_pairs() {
   GateSettings S;
   S.timing_repeats = 2;
+  S.pairs_from_history = false;
   return S;
 }
 
@@ -57,15 +58,38 @@ TEST(GatePlan, CachedBaselineOutputsAreNotMadeNorPriced) {
   EXPECT_DOUBLE_EQ(at2, 50.0 + 35.0);
 }
 
-// The baseline's own gate: its split clips are the baseline's outputs, so it makes none twice.
+// The baseline's own gate: its split clips are the baseline's outputs, so it makes none twice; and it has no
+// technique flag to turn off, so no off run (it would be its first split clip again).
 TEST(GatePlan, TheBaselinesOwnGateMakesNoBaselineOutputTwice) {
   const auto plan = plan_gate_generations({"a", "b", "c"}, two_pairs(), {}, true);
-  EXPECT_EQ(roles(plan, false), std::vector<std::string>({"warmup_baseline", "warmup_candidate", "candidate",
-                                                          "baseline", "candidate", "baseline", "off", "candidate_split",
-                                                          "candidate_split", "candidate_split", "audit"}));
-  EXPECT_NE(plan[7].serves.find("cached"), std::string::npos) << plan[7].serves;
+  EXPECT_EQ(roles(plan, false),
+            std::vector<std::string>({"warmup_baseline", "warmup_candidate", "candidate", "baseline", "candidate",
+                                      "baseline", "candidate_split", "candidate_split", "candidate_split", "audit"}));
+  EXPECT_NE(plan[6].serves.find("cached"), std::string::npos) << plan[6].serves;
   // With the outputs cached (an earlier run) it still makes them: they are its split, checked against the cache.
-  EXPECT_EQ(generations_made(plan_gate_generations({"a", "b", "c"}, two_pairs(), {true, true, true}, true)), 11);
+  EXPECT_EQ(generations_made(plan_gate_generations({"a", "b", "c"}, two_pairs(), {true, true, true}, true)), 10);
+}
+
+// Issue 37: one pair where the machine's noise is measured otherwise. The baseline's own gate times its split
+// clips (the baseline's outputs, at one shape); a candidate's gate after it in the worker process holds its one
+// baseline run against the runs there. The second pair is made only where they do not vouch.
+TEST(GatePlan, OnePairWhereTheNoiseIsMeasuredOtherwise) {
+  GateSettings S;
+  S.timing_repeats = 3;
+  const auto cand = plan_gate_generations({"a", "b"}, S, {true, true});
+  EXPECT_EQ(roles(cand, false),
+            std::vector<std::string>({"warmup_baseline", "warmup_candidate", "candidate", "baseline", "off",
+                                      "candidate_split", "candidate_split", "audit"}));
+  EXPECT_EQ(cand[4].role, "candidate");
+  EXPECT_TRUE(cand[4].conditional);
+  EXPECT_NE(cand[4].serves.find("earlier gates did not measure the noise"), std::string::npos) << cand[4].serves;
+  EXPECT_NE(cand[6].serves.find("not quiet"), std::string::npos) << cand[6].serves;  // the third pair
+  const auto base = plan_gate_generations({"a", "b"}, S, {}, true);
+  EXPECT_EQ(generations_made(base), 7);  // 2 warm-ups, 1 pair, 2 split clips, the audit
+  // One prompt cannot measure the noise: the baseline's gate makes the quiet minimum of pairs.
+  EXPECT_EQ(generations_made(plan_gate_generations({"a"}, S, {}, true)), 8);
+  S.pairs_from_history = false;  // --full-gate
+  EXPECT_EQ(generations_made(plan_gate_generations({"a", "b"}, S, {true, true})), 10);
 }
 
 // Pairs beyond the quiet minimum are made only while the timings are not quiet; the warm-ups run a few

@@ -14,6 +14,11 @@ using base::format_fixed;
 
 GateCheck check_off_identity(const GateEvidence& ev, const GateSettings& S) {
   GateCheck g{"off_identity", true, "", nlohmann::json::object()};
+  if (!ev.off_not_run.empty()) {
+    g.reason = ev.off_not_run;
+    g.details = {{"run", false}};
+    return g;
+  }
   const RunOutput& off_run = ev.off_run;
   const auto off8 = runtime::frames_from_tensor(off_run.video);
   const auto& ref8 = ev.clips.at(0).base8;  // the fresh baseline run at the first prompt's official seed
