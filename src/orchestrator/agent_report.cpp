@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "gates/agent_names.h"
 #include "orchestrator/run_state.h"
 
 namespace fs = std::filesystem;
@@ -74,7 +75,7 @@ json agents_section(const RunState& s) {
     const std::string name = e.value("family", "");
     json proposals = json::array();
     for (const auto& c : s.cands)
-      if (c.m.id.find("/" + name + "-") != std::string::npos && c.m.family != "composite")
+      if (gates::is_proposal_of_agent(c.m.id, gates::agent_family_of(name)) && c.m.family != "composite")
         proposals.push_back(proposal_entry(s, c));
     a["proposal_verdicts"] = proposals;
     agents.push_back(a);

@@ -16,6 +16,7 @@
 #include "base/spawn.h"
 #include "base/stop_signals.h"
 #include "base/utc_time.h"
+#include "gates/agent_names.h"
 #include "orchestrator/agent_report.h"
 #include "orchestrator/executor_records.h"
 #include "orchestrator/phases/phases.h"
@@ -136,7 +137,7 @@ class Exploration {
     std::vector<std::string> args = {"autooptim", "executor"};
     const RunRequest::Agent* agent = nullptr;
     for (const auto& a : req.agents)
-      if ("agent-" + a.family == name) agent = &a;
+      if (gates::agent_executor_name(a.family) == name) agent = &a;
     if (agent)
       append_agent_args(args, *agent);
     else
@@ -154,10 +155,11 @@ class Exploration {
     const RunRequest& req = s_.req;
     const double left_s =
         req.budget_minutes * 60.0 * 0.5 - std::chrono::duration<double>(Clock::now() - s_.start).count();
-    args.insert(args.end(), {"--agent-family", a.family, "--agent-command", a.command, "--agent-brief",
-                             (fs::path(req.agent_briefs_dir) / (a.family + ".md")).string(), "--agent-dir",
-                             fs::absolute(s_.out / "agents" / ("agent-" + a.family)).string(), "--agent-deadline-s",
-                             std::to_string(std::max(1.0, left_s)), "--min-ssim", std::to_string(req.gate.min_ssim)});
+    args.insert(args.end(),
+                {"--agent-family", a.family, "--agent-command", a.command, "--agent-brief",
+                 (fs::path(req.agent_briefs_dir) / (a.family + ".md")).string(), "--agent-dir",
+                 fs::absolute(s_.out / "agents" / gates::agent_executor_name(a.family)).string(), "--agent-deadline-s",
+                 std::to_string(std::max(1.0, left_s)), "--min-ssim", std::to_string(req.gate.min_ssim)});
     if (!req.agent_network.empty()) args.insert(args.end(), {"--agent-network", req.agent_network});
     for (const auto& e : req.agent_env) args.insert(args.end(), {"--agent-env", e});
     for (const auto& b : req.agent_binds) args.insert(args.end(), {"--agent-bind", b});
@@ -267,7 +269,7 @@ std::vector<std::string> executor_names(const RunRequest& req) {
     for (const auto& a : req.agents) agent = agent || a.family == fam;
     if (!(agent && req.agent_only)) names.push_back(fam);
   }
-  for (const auto& a : req.agents) names.push_back("agent-" + a.family);
+  for (const auto& a : req.agents) names.push_back(gates::agent_executor_name(a.family));
   return names;
 }
 
@@ -282,7 +284,7 @@ void explore_phase(RunState& s) {
   for (auto& e : s.executors) {
     const std::string name = e.value("family", "");
     e["explored"] = explored(s.out / "outbox" / name);
-    if (name.rfind("agent-", 0) == 0) e["agent"] = agent_records(s.out, name);
+    if (gates::is_agent_executor(name)) e["agent"] = agent_records(s.out, name);
   }
 }
 
