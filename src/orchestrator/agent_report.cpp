@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "base/json_lines.h"
 #include "gates/agent_names.h"
 #include "orchestrator/run_state.h"
 
@@ -10,20 +11,6 @@ using nlohmann::json;
 
 namespace autooptim::orchestrator {
 namespace {
-
-// The rows of a JSON-lines file (a torn last line of a killed process skipped), at most `max`.
-json read_lines(const fs::path& p, size_t max) {
-  json rows = json::array();
-  std::ifstream in(p);
-  std::string line;
-  while (std::getline(in, line) && rows.size() < max) {
-    try {
-      rows.push_back(json::parse(line));
-    } catch (const std::exception&) {
-    }
-  }
-  return rows;
-}
 
 json read_object(const fs::path& p) {
   std::ifstream in(p);
@@ -60,8 +47,8 @@ json agent_records(const fs::path& out, const std::string& name) {
   json a = read_object(box / "agent.json");
   a["brief"] = "agents/" + name + "/workspace/BRIEF.md";
   a["transcript"] = "agents/" + name + "/transcript.log";
-  a["tool_calls"] = read_lines(box / "tools.jsonl", 500);
-  a["blocked_events"] = read_lines(box / "blocked.jsonl", 500);
+  a["tool_calls"] = base::read_json_lines(box / "tools.jsonl", 500);
+  a["blocked_events"] = base::read_json_lines(box / "blocked.jsonl", 500);
   return a;
 }
 

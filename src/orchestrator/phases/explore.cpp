@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <thread>
 
+#include "base/json_lines.h"
 #include "base/log.h"
 #include "base/spawn.h"
 #include "base/stop_signals.h"
@@ -48,18 +48,15 @@ pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log_p
 // What a family's executor measured (outbox/<family>/trials.jsonl) and proposed.
 json explored(const fs::path& box) {
   json trials = json::array();
-  std::ifstream in(box / "trials.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
+  for (const json& t : base::read_json_lines(box / "trials.jsonl")) {  // a killed executor's torn line skipped
     try {
-      const json t = json::parse(line);
       trials.push_back({{"label", t.value("label", "")},
                         {"speedup", t.value("speedup", 0.0)},
                         {"psnr", t.value("psnr_min", 0.0)},
                         {"prompts", t.value("prompts", 0)},
                         {"engaged", t.value("not_engaged", json::array()).empty()}});
     } catch (const std::exception&) {
-      // a torn last line of a killed executor
+      // a row that is not a trial (not an object, or a field of another type)
     }
   }
   json proposed = json::array();
