@@ -209,7 +209,7 @@ int run_agent_executor(const ExecutorRequest& req) {
                 "); --agent-unsandboxed runs agents without one");
   const gates::Manifest base = load_baseline(req.base_manifest);
   const std::vector<gates::Prompt> prompts = load_visible_prompts(req.prompts_file);
-  Outbox box(req.outbox, base, req.family, a.name() + "-");
+  Outbox box(req.outbox, base, req.family, a.proposal_prefix());
   AgentRecord record(req.outbox);
   TrialRunner run(req, base, prompts);
   const BriefFacts facts =

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "gates/agent_names.h"
+
 namespace autooptim::executors {
 
 // The families an agent may take: the executors' four, and "vae" (kernel switches of the VAE only).
@@ -24,10 +26,12 @@ struct AgentSpec {
   int64_t max_proposals = 10;
 
   bool empty() const { return command.empty(); }
-  // The executor's name in the run, its outbox and its client id: "agent-<family>".
-  std::string name() const { return "agent-" + family; }
+  // The executor's name in the run, its outbox and its client id: "agent-<family>" (gates/agent_names.h).
+  std::string name() const { return gates::agent_executor_name(family); }
+  // What the names of the manifests it proposes start with: "agent-<family>-".
+  std::string proposal_prefix() const { return gates::agent_proposal_prefix(family); }
   // The family of the manifests it proposes ("kernel" for vae).
-  std::string manifest_family() const { return family == "vae" ? "kernel" : family; }
+  std::string manifest_family() const { return gates::agent_manifest_family(family); }
 };
 
 // "FAMILY=COMMAND" (a --agent value) -> {family, command}; Error naming the problem otherwise.

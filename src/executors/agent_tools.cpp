@@ -202,7 +202,7 @@ json AgentTools::propose(const AgentToolRequest& r) {
                          : "";
   if (slug.empty()) slug = "p" + std::to_string(box_.proposed() + 1);
   const std::string stem = slug;
-  const std::string prefix = req_.agent.name() + "-";
+  const std::string prefix = req_.agent.proposal_prefix();
   for (int k = 2; fs::exists(fs::path(box_.dir()) / (prefix + slug + ".json")); ++k)
     slug = stem + "-" + std::to_string(k);
   const std::string path = box_.propose(slug, flags, lossless, "agent " + req_.agent.name() + ": " + r.why);

@@ -18,8 +18,8 @@ gates::Manifest patch_of(const gates::Manifest& base, const std::string& family,
 
 class Outbox {
  public:
-  // `family`: the manifests' family; `prefix`: put before every slug (an agent's "agent-"), so that two
-  // executors of one family never write the same file.
+  // `family`: the manifests' family; `prefix`: put before every slug (an agent's "agent-<family>-",
+  // gates/agent_names.h), so that two executors of one family never write the same file.
   Outbox(const std::string& dir, const gates::Manifest& base, std::string family, std::string prefix = "");
 
   // Appends the trial to trials.jsonl and prints one line on stderr.

@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "base/json_lines.h"
+#include "gates/agent_names.h"
 #include "orchestrator/run_state.h"
 
 namespace fs = std::filesystem;
@@ -9,20 +11,6 @@ using nlohmann::json;
 
 namespace autooptim::orchestrator {
 namespace {
-
-// The rows of a JSON-lines file (a torn last line of a killed process skipped), at most `max`.
-json read_lines(const fs::path& p, size_t max) {
-  json rows = json::array();
-  std::ifstream in(p);
-  std::string line;
-  while (std::getline(in, line) && rows.size() < max) {
-    try {
-      rows.push_back(json::parse(line));
-    } catch (const std::exception&) {
-    }
-  }
-  return rows;
-}
 
 json read_object(const fs::path& p) {
   std::ifstream in(p);
@@ -59,8 +47,8 @@ json agent_records(const fs::path& out, const std::string& name) {
   json a = read_object(box / "agent.json");
   a["brief"] = "agents/" + name + "/workspace/BRIEF.md";
   a["transcript"] = "agents/" + name + "/transcript.log";
-  a["tool_calls"] = read_lines(box / "tools.jsonl", 500);
-  a["blocked_events"] = read_lines(box / "blocked.jsonl", 500);
+  a["tool_calls"] = base::read_json_lines(box / "tools.jsonl", 500);
+  a["blocked_events"] = base::read_json_lines(box / "blocked.jsonl", 500);
   return a;
 }
 
@@ -74,7 +62,7 @@ json agents_section(const RunState& s) {
     const std::string name = e.value("family", "");
     json proposals = json::array();
     for (const auto& c : s.cands)
-      if (c.m.id.find("/" + name + "-") != std::string::npos && c.m.family != "composite")
+      if (gates::is_proposal_of_agent(c.m.id, gates::agent_family_of(name)) && c.m.family != "composite")
         proposals.push_back(proposal_entry(s, c));
     a["proposal_verdicts"] = proposals;
     agents.push_back(a);

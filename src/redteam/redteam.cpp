@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/json_lines.h"
 #include "runtime/safetensors.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/wan_pipeline.h"
@@ -65,12 +65,9 @@ std::optional<at::Tensor> cached_baseline(const GenerateParams& p) {
   const char* dir = std::getenv("AUTOOPTIM_REDTEAM_BASELINE_CACHE");
   const char* prompts = std::getenv("AUTOOPTIM_REDTEAM_PROMPTS");
   if (!dir || !prompts || !fs::is_directory(dir)) return std::nullopt;
-  std::ifstream in(prompts);
-  std::string line, id;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
+  std::string id;
+  for (const auto& j : base::read_json_lines(prompts))
     if (j.is_object() && j.value("prompt", "") == p.prompt) id = j.value("id", "");
-  }
   if (id.empty()) return std::nullopt;
   const std::string want = id + "-" + std::to_string(p.seed) + ".safetensors";
   std::error_code ec;

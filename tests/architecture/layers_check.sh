@@ -26,7 +26,7 @@ layer_of() {
     runtime/*) echo "5 pipeline" ;;
     redteam/redteam_options.h) echo "6 contract" ;;  # the switches a manifest carries: plain data, no torch
     redteam/*) echo "7 redteam" ;;
-    gates/manifest.*|gates/prompts.*|gates/ledger.*) echo "6 contract" ;;
+    gates/manifest.*|gates/prompts.*|gates/ledger.*|gates/agent_names.*) echo "6 contract" ;;
     gates/*) echo "8 gates" ;;
     workers/*) echo "9 workers" ;;
     executors/*) echo "10 executors" ;;

@@ -122,6 +122,7 @@ TEST(AgentChannel, AgentArgumentsNameTheirProblem) {
   EXPECT_EQ(s.command, "claude -p \"$(cat {brief})\"");
   EXPECT_EQ(s.name(), "agent-vae");
   EXPECT_EQ(s.manifest_family(), "kernel");
+  EXPECT_EQ(s.proposal_prefix(), "agent-vae-");
   EXPECT_THROW(parse_agent_arg("cache"), Error);
   EXPECT_THROW(parse_agent_arg("gates=sh x"), Error);
   EXPECT_THROW(parse_agent_arg("cache=  "), Error);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "gates/agent_names.h"
 #include "orchestrator/phases/phases.h"
 
 namespace fs = std::filesystem;
@@ -55,9 +56,7 @@ size_t order_round_robin(std::vector<Candidate>& cands, size_t workers) {
   std::map<std::string, int> rank;
   std::vector<std::pair<std::pair<int, std::string>, size_t>> order;
   // An agent's proposals take turns of their own beside the built-in searcher of their family.
-  auto source = [](const Candidate& c) {
-    return c.m.id.find("/agent-") != std::string::npos ? c.m.family + ":agent" : c.m.family;
-  };
+  auto source = [](const Candidate& c) { return gates::proposal_source(c.m.family, c.m.id); };
   for (size_t k = 0; k < cands.size(); ++k) order.push_back({{rank[source(cands[k])]++, source(cands[k])}, k});
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Candidate> sorted;

@@ -7,15 +7,16 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <thread>
 
+#include "base/json_lines.h"
 #include "base/log.h"
 #include "base/spawn.h"
 #include "base/stop_signals.h"
 #include "base/utc_time.h"
+#include "gates/agent_names.h"
 #include "orchestrator/agent_report.h"
 #include "orchestrator/executor_records.h"
 #include "orchestrator/phases/phases.h"
@@ -56,18 +57,15 @@ pid_t spawn_executor(const std::vector<std::string>& args, const fs::path& log_p
 // What a family's executor measured (outbox/<family>/trials.jsonl) and proposed.
 json explored(const fs::path& box) {
   json trials = json::array();
-  std::ifstream in(box / "trials.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
+  for (const json& t : base::read_json_lines(box / "trials.jsonl")) {  // a killed executor's torn line skipped
     try {
-      const json t = json::parse(line);
       trials.push_back({{"label", t.value("label", "")},
                         {"speedup", t.value("speedup", 0.0)},
                         {"psnr", t.value("psnr_min", 0.0)},
                         {"prompts", t.value("prompts", 0)},
                         {"engaged", t.value("not_engaged", json::array()).empty()}});
     } catch (const std::exception&) {
-      // a torn last line of a killed executor
+      // a row that is not a trial (not an object, or a field of another type)
     }
   }
   json proposed = json::array();
@@ -148,7 +146,7 @@ class Exploration {
     std::vector<std::string> args = {"autooptim", "executor"};
     const RunRequest::Agent* agent = nullptr;
     for (const auto& a : req.agents)
-      if ("agent-" + a.family == name) agent = &a;
+      if (gates::agent_executor_name(a.family) == name) agent = &a;
     if (agent)
       append_agent_args(args, *agent);
     else
@@ -165,10 +163,11 @@ class Exploration {
   void append_agent_args(std::vector<std::string>& args, const RunRequest::Agent& a) {
     const RunRequest& req = s_.req;
     const double left_s = deadline_s_ - seconds_since(s_.start);
-    args.insert(args.end(), {"--agent-family", a.family, "--agent-command", a.command, "--agent-brief",
-                             (fs::path(req.agent_briefs_dir) / (a.family + ".md")).string(), "--agent-dir",
-                             fs::absolute(s_.out / "agents" / ("agent-" + a.family)).string(), "--agent-deadline-s",
-                             std::to_string(std::max(1.0, left_s)), "--min-ssim", std::to_string(req.gate.min_ssim)});
+    args.insert(args.end(),
+                {"--agent-family", a.family, "--agent-command", a.command, "--agent-brief",
+                 (fs::path(req.agent_briefs_dir) / (a.family + ".md")).string(), "--agent-dir",
+                 fs::absolute(s_.out / "agents" / gates::agent_executor_name(a.family)).string(), "--agent-deadline-s",
+                 std::to_string(std::max(1.0, left_s)), "--min-ssim", std::to_string(req.gate.min_ssim)});
     if (!req.agent_network.empty()) args.insert(args.end(), {"--agent-network", req.agent_network});
     for (const auto& e : req.agent_env) args.insert(args.end(), {"--agent-env", e});
     for (const auto& b : req.agent_binds) args.insert(args.end(), {"--agent-bind", b});
@@ -278,7 +277,7 @@ std::vector<std::string> executor_names(const RunRequest& req) {
     for (const auto& a : req.agents) agent = agent || a.family == fam;
     if (!(agent && req.agent_only)) names.push_back(fam);
   }
-  for (const auto& a : req.agents) names.push_back("agent-" + a.family);
+  for (const auto& a : req.agents) names.push_back(gates::agent_executor_name(a.family));
   return names;
 }
 
@@ -293,7 +292,7 @@ void explore_phase(RunState& s) {
   for (auto& e : s.executors) {
     const std::string name = e.value("family", "");
     e["explored"] = explored(s.out / "outbox" / name);
-    if (name.rfind("agent-", 0) == 0) e["agent"] = agent_records(s.out, name);
+    if (gates::is_agent_executor(name)) e["agent"] = agent_records(s.out, name);
   }
 }
 

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
+#include "base/json_lines.h"
 #include "base/stop_signals.h"
 #include "base/strings.h"
 #include "orchestrator/phases/phases.h"
@@ -296,11 +296,8 @@ json gate_one(RunState& s, const gates::Manifest& m, const std::string& split, c
 json skip_ratio_of(const RunState& s, const gates::Manifest& m) {
   const json want = gates::to_json(m)["flags"];
   for (const auto& e : s.executors) {
-    std::ifstream in(s.out / "outbox" / e.value("family", "") / "trials.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
+    for (const json& t : base::read_json_lines(s.out / "outbox" / e.value("family", "") / "trials.jsonl")) {
       try {
-        const json t = json::parse(line);
         if (!t.value("skip_ratio", json()).is_number()) continue;
         gates::Manifest tm = s.base;
         tm.id = s.base.model + "/trial";
