@@ -656,7 +656,7 @@ TEST(Gate, OnePairWhereTheWorkersEarlierGatesMeasuredTheNoise) {
   Worker w{runtime::LoadRequest{}};
   Fixture f;
   f.settings.pairs_from_history = true;
-  f.settings.quiet_noise = 0.9;  // what is judged is the rule, not this loaded CPU's noise
+  f.settings.quiet_noise = 0.9;   // what is judged is the rule, not this loaded CPU's noise
   f.settings.timing_repeats = 3;  // so that two pairs end by being quiet, not by the most asked for
   auto gate = [&](const std::string& slug) {
     const Manifest m = patch(slug, {{"cross_kv_cache", true}}, true);
