@@ -220,9 +220,10 @@ std::string gate_prompts_text(const json& r) {
   const int64_t all = r.value("split_prompts", int64_t{0});
   const std::string of = all > 0 ? std::to_string(max > 0 ? std::min(max, all) : all) + " of " + std::to_string(all)
                                  : (max > 0 ? "the first " + std::to_string(max) : "all");
-  return "Each gate run judged " + of + " " + split + " prompts (--max-prompts), " +
+  return "Each gate run judged " + of + " " + split + " prompts (--max-prompts), with at most " +
          std::to_string(th.value("timing_repeats", 0)) +
-         " timed pairs each; a tier's winner is then confirmed on its held-out split.";
+         " timed pairs (one where the worker's earlier baseline runs vouched for the noise; each verdict says how "
+         "many); a tier's winner is then confirmed on its held-out split.";
 }
 
 std::string prompts_text(const json& t, const char* used, const char* of, const std::string& split) {
