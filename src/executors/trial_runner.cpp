@@ -102,7 +102,7 @@ std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, con
   auto tick = [this] { while_waiting(); };
   const auto r = client_->call(request("traces", flags, label, first(n)), tick);
   std::vector<runtime::Trace> out;
-  for (const auto& tj : workers::MessageReader(r["result"], "traces result").array("traces")) {
+  for (const auto& tj : workers::MessageReader(r.result, "traces result").array("traces")) {
     runtime::Trace t;
     // Counters and ratio values come back as numbers: read back as counters, get() sees the same values.
     for (const auto& [k, v] : tj.items())
@@ -121,7 +121,7 @@ Trial TrialRunner::measure_on(const nlohmann::json& flags, const std::string& la
   ++trials_;
   auto tick = [this] { while_waiting(); };
   const auto r = client_->call(request("trial", flags, label, prompts), tick);
-  Trial t = Trial::from_json(r["result"]);
+  Trial t = Trial::from_json(r.result);
   t.flags = flags;
   t.label = label;
   return t;

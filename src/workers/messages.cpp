@@ -254,6 +254,43 @@ ScreenResult ScreenResult::from_json(const json& j) {
   return s;
 }
 
+json Response::to_json() const {
+  json j = {{"id", id}, {"kind", kind},           {"worker", worker},    {"attempt", attempt},
+            {"ok", ok}, {"cancelled", cancelled}, {"finished", finished}};
+  if (ok)
+    j["result"] = result;
+  else
+    j["error"] = error;
+  if (counters) {
+    j["busy_s"] = counters->busy_s;
+    j["generating_s"] = counters->generating_s;
+    j["generations"] = counters->generations;
+    j["peak_rss_kb"] = counters->peak_rss_kb;
+  }
+  return j;
+}
+
+Response Response::from_json(const json& j, const std::string& message) {
+  const MessageReader r(j, message);
+  Response out;
+  out.id = r.string("id");
+  out.kind = r.string("kind");
+  out.worker = r.string("worker");
+  out.attempt = r.integer("attempt");
+  out.ok = r.boolean("ok");
+  out.cancelled = r.boolean("cancelled");
+  out.finished = r.string("finished");
+  if (out.ok)
+    out.result = r.object("result");
+  else
+    out.error = r.string("error");
+  // A worker's answer carries its counters; a janitor's carries none.
+  if (j.contains("busy_s"))
+    out.counters =
+        Counters{r.number("busy_s"), r.number("generating_s"), r.integer("generations"), r.integer("peak_rss_kb")};
+  return out;
+}
+
 json GateVerdictResult::to_json() const {
   json checks = json::object();
   for (const auto& [name, c] : gates) checks[name] = {{"pass", c.pass}, {"reason", c.reason}, {"details", c.details}};

@@ -154,6 +154,39 @@ struct GateVerdictResult {
   static GateVerdictResult from_json(const nlohmann::json& j);
 };
 
+// The answer to any request, as responses/<request id>.json holds it (protocol.h). Two writers: the worker
+// that ran the request (Server::serve_one), and a janitor that gave the request up after it killed
+// max_attempts workers (Client::requeue_dead), which has no counters to give. On the wire: {"id", "kind",
+// "worker", "attempt", "ok", "cancelled", "finished", "result" (only when ok), "error" (only when not ok),
+// and the worker's counters "busy_s", "generating_s", "generations", "peak_rss_kb" (only from a worker)}.
+struct Response {
+  // What the worker spent on the request.
+  struct Counters {
+    double busy_s = 0;        // wall time on the worker
+    double generating_s = 0;  // of it, inside the pipeline's generate / forward / decode
+    int64_t generations = 0;
+    int64_t peak_rss_kb = 0;  // the worker's, so far
+  };
+
+  std::string id;  // the request's
+  std::string kind;
+  std::string worker;  // the worker that ran it (or the last one that died running it)
+  int64_t attempt = 0;
+  bool ok = false;
+  bool cancelled = false;                            // abandoned at its client's request (not ok)
+  nlohmann::json result = nlohmann::json::object();  // the kind's result (when ok)
+  std::string error;                                 // why not (when not ok)
+  std::string finished;                              // UTC
+  std::optional<Counters> counters;                  // unset when a janitor answered
+
+  // Wall time on the worker, 0 when a janitor answered.
+  double busy_s() const { return counters ? counters->busy_s : 0.0; }
+
+  nlohmann::json to_json() const;
+  // `message` names the response in errors ("response to <id>").
+  static Response from_json(const nlohmann::json& j, const std::string& message = "worker response");
+};
+
 // A prompt as a trial request carries it.
 nlohmann::json prompt_to_json(const gates::Prompt& p);
 gates::Prompt prompt_from_json(const nlohmann::json& j, const std::string& message);

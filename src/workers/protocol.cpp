@@ -163,16 +163,17 @@ int Client::requeue_dead() {
       }
       const int attempt = req->value("attempt", 0) + 1;
       if (attempt >= opt_.max_attempts) {
-        json resp = {{"id", id},
-                     {"kind", req->value("kind", "")},
-                     {"worker", w.id},
-                     {"ok", false},
-                     {"cancelled", false},
-                     {"attempt", attempt},
-                     {"finished", base::utc_timestamp()},
-                     {"error", "the request was in progress on " + std::to_string(attempt) +
-                                   " workers that died (last: " + w.id + "); not queued again"}};
-        gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.dump() + "\n");
+        // Answered for the workers that died: no worker's counters.
+        Response resp;
+        resp.id = id;
+        resp.kind = req->value("kind", "");
+        resp.worker = w.id;
+        resp.attempt = attempt;
+        resp.finished = base::utc_timestamp();
+        resp.error = "the request was in progress on " + std::to_string(attempt) + " workers that died (last: " + w.id +
+                     "); not queued again";
+        gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(),
+                                 resp.to_json().dump() + "\n");
       } else {
         (*req)["attempt"] = attempt;
         (*req)["requeued_from"] = w.id;
@@ -245,12 +246,11 @@ json Client::wait(const std::string& id, const std::function<void()>& tick) {
   }
 }
 
-json Client::call(json request, const std::function<void()>& tick) {
+Response Client::call(json request, const std::function<void()>& tick) {
   const std::string kind = request.value("kind", "");
-  const json r = wait(submit(std::move(request)), tick);
-  if (!r.value("ok", false))
-    throw Error("worker " + r.value("worker", std::string("?")) + ": " + kind +
-                " request failed: " + r.value("error", std::string("?")));
+  const std::string id = submit(std::move(request));
+  const Response r = Response::from_json(wait(id, tick), "response to " + id);
+  if (!r.ok) throw Error("worker " + r.worker + ": " + kind + " request failed: " + r.error);
   return r;
 }
 

@@ -41,6 +41,8 @@
 #include <string>
 #include <vector>
 
+#include "workers/messages.h"
+
 namespace autooptim::workers {
 
 constexpr int kProtocolVersion = 1;
@@ -61,8 +63,10 @@ constexpr int kProtocolVersion = 1;
 //  "gate"      a whole gate run (gates::run_gate, baseline and candidate on this one worker): {"manifest",
 //              "split", "out_dir", "settings": GateSettings as JSON, "ledger": path|null} -> verdict JSON
 // Every response: {"id", "kind", "worker", "ok": bool, "error": s (when not ok), "cancelled": bool,
-// "result": {...}, "busy_s" (wall time on the worker), "generating_s" (of it, inside the pipeline's
-// generate / forward / decode), "generations", "attempt", "finished" (UTC)}.
+// "result": {...} (when ok), "busy_s" (wall time on the worker), "generating_s" (of it, inside the pipeline's
+// generate / forward / decode), "generations", "peak_rss_kb", "attempt", "finished" (UTC)}; one a janitor
+// wrote for a request that killed max_attempts workers has no counters (busy_s ... peak_rss_kb). Read and
+// written only by workers::Response (messages.h).
 
 struct Layout {
   std::string run;  // the run folder
@@ -106,8 +110,9 @@ class Client {
   // every poll; an exception it throws cancels the request and propagates. Throws Error when no worker
   // is registered for options.no_worker_s, or every registered one failed or stopped.
   nlohmann::json wait(const std::string& id, const std::function<void()>& tick = {});
-  // submit + wait; throws Error(response["error"]) when the response is not ok.
-  nlohmann::json call(nlohmann::json request, const std::function<void()>& tick = {});
+  // submit + wait, the response read as a Response (messages.h: a missing or mistyped key is an Error naming
+  // it); throws Error(response.error) when the response is not ok.
+  Response call(nlohmann::json request, const std::function<void()>& tick = {});
   void cancel(const std::string& id);
   // Registered workers (any state), by id.
   std::vector<WorkerInfo> workers() const;

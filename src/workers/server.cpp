@@ -366,27 +366,26 @@ void Server::serve_one(const fs::path& claimed, const std::string& name) {
   const auto t0 = Clock::now();
   const double gen0 = worker_->generating_seconds() + extra_generating_s_;
   const int64_t gens0 = worker_->generations() + extra_generations_;
-  json resp = {{"id", id},
-               {"kind", req->value("kind", "")},
-               {"worker", o_.worker_id},
-               {"attempt", req->value("attempt", 0)},
-               {"ok", false},
-               {"cancelled", false}};
+  Response resp;
+  resp.id = id;
+  resp.kind = req->value("kind", "");
+  resp.worker = o_.worker_id;
+  resp.attempt = req->value("attempt", 0);
   bool requeue = false;
   try {
-    resp["result"] = handle(*req);
-    resp["ok"] = true;
+    resp.result = handle(*req);
+    resp.ok = true;
   } catch (const Abandon& a) {
     if (a.requeue)
       requeue = true;
     else {
-      resp["cancelled"] = true;
-      resp["error"] = "cancelled by its client";
+      resp.cancelled = true;
+      resp.error = "cancelled by its client";
     }
   } catch (const c10::Error& e) {
-    resp["error"] = std::string("libtorch: ") + e.what_without_backtrace();
+    resp.error = std::string("libtorch: ") + e.what_without_backtrace();
   } catch (const std::exception& e) {
-    resp["error"] = e.what();
+    resp.error = e.what();
   }
   const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
   {
@@ -409,12 +408,10 @@ void Server::serve_one(const fs::path& claimed, const std::string& name) {
     fs::remove(claimed, ec);
     return;
   }
-  resp["busy_s"] = busy;
-  resp["generating_s"] = worker_->generating_seconds() + extra_generating_s_ - gen0;
-  resp["generations"] = worker_->generations() + extra_generations_ - gens0;
-  resp["finished"] = base::utc_timestamp();
-  resp["peak_rss_kb"] = max_rss_kb();
-  gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.dump() + "\n");
+  resp.counters = Response::Counters{busy, worker_->generating_seconds() + extra_generating_s_ - gen0,
+                                     worker_->generations() + extra_generations_ - gens0, max_rss_kb()};
+  resp.finished = base::utc_timestamp();
+  gates::write_file_atomic((fs::path(layout_.responses()) / (id + ".json")).string(), resp.to_json().dump() + "\n");
   fs::remove(claimed, ec);
   fs::remove(fs::path(layout_.cancel()) / id, ec);
 }

@@ -28,6 +28,18 @@ json split_verdict(const std::string& hash, double speedup, double psnr) {
   return v;
 }
 
+// A worker's answer to a screen request: ok with `result`, or failed with `error`.
+workers::Response answer(bool ok, const json& result, const std::string& error = "") {
+  workers::Response r;
+  r.id = "orchestrator-1-1-abcdef";
+  r.kind = "screen";
+  r.worker = "cpu0";
+  r.ok = ok;
+  r.result = result;
+  r.error = error;
+  return r;
+}
+
 }  // namespace
 
 TEST_F(RunStateTest, AGateStartsOnlyWithinTheGateRunBudget) {
@@ -92,21 +104,91 @@ TEST_F(RunStateTest, AScreenDropsWhatCannotReachTheSmallestTierEvenWithTheSlack)
     r.base_estimate_s = 10.0;
     r.cand_estimate_s = 10.0 / estimate;
     r.estimated_speedup = estimate;
-    return json{{"ok", true}, {"result", r.to_json()}};
+    return answer(true, r.to_json());
   };
   const json low = judge_screen(s, screen(1.3));
   EXPECT_TRUE(low["dropped"].get<bool>());  // 1.3 x 1.1 < 1.5
   EXPECT_DOUBLE_EQ(low["min_speedup"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(low["slack"].get<double>(), 0.1);
   EXPECT_FALSE(judge_screen(s, screen(1.4))["dropped"].get<bool>());
-  const json failed = judge_screen(s, {{"ok", false}, {"error", "out of memory"}});
+  const json failed = judge_screen(s, answer(false, json::object(), "out of memory"));
   EXPECT_FALSE(failed["dropped"].get<bool>());  // a failed screen decides nothing
   EXPECT_EQ(failed["error"], "out of memory");
   // A result that is not the typed message decides nothing either, and says which key is wrong.
-  const json partial = judge_screen(s, {{"ok", true}, {"result", {{"estimated_speedup", 1.3}}}});
+  const json partial = judge_screen(s, answer(true, {{"estimated_speedup", 1.3}}));
   EXPECT_FALSE(partial["dropped"].get<bool>());
   EXPECT_NE(partial["error"].get<std::string>().find("missing key"), std::string::npos) << partial.dump();
-  EXPECT_FALSE(judge_screen(s, {{"ok", true}, {"result", json::object()}})["dropped"].get<bool>());
+  EXPECT_FALSE(judge_screen(s, answer(true, json::object()))["dropped"].get<bool>());
+}
+
+// The answer to a gate request is read once, as the typed verdict: a worker's verdict is kept as it came; a
+// failed request, or a verdict that does not fit the message, rejects the candidate as one that could not run,
+// with the reason (the missing key named), in the could-not-run layout the ledger and the report keep.
+TEST_F(RunStateTest, AGateAnswerIsReadOnceAsTheTypedVerdict) {
+  auto& s = state();
+  Job j = job("gate");
+  j.m = s.base;
+  j.hash = "h1";
+  j.split = req_.split;
+  workers::GateVerdictResult v;
+  v.manifest = s.base.id;
+  v.manifest_hash = "h1";
+  v.split = req_.split;
+  v.accepted = true;
+  v.speedup = 1.8;
+  v.psnr = 42.0;
+  v.gates["performance"] = {true, "", json::object()};
+  const GateAnswer ran = gate_answer(j, answer(true, v.to_json()));
+  EXPECT_TRUE(ran.ran);
+  EXPECT_TRUE(ran.verdict.accepted);
+  EXPECT_DOUBLE_EQ(ran.verdict.speedup, 1.8);
+  EXPECT_EQ(ran.row.dump(), v.to_json().dump());
+
+  const GateAnswer failed = gate_answer(j, answer(false, json::object(), "out of memory"));
+  EXPECT_FALSE(failed.ran);
+  EXPECT_FALSE(failed.verdict.accepted);
+  EXPECT_EQ(failed.row.dump(), json({{"manifest", s.base.id},
+                                     {"manifest_hash", "h1"},
+                                     {"split", req_.split},
+                                     {"accepted", false},
+                                     {"speedup", 0.0},
+                                     {"psnr", 0.0},
+                                     {"ssim", 0.0},
+                                     {"failure_signature", "could-not-run"},
+                                     {"gates", {{"artifacts", {{"pass", false}, {"reason", "out of memory"}}}}}})
+                                   .dump());
+
+  json no_speedup = v.to_json();
+  no_speedup.erase("speedup");
+  const GateAnswer malformed = gate_answer(j, answer(true, no_speedup));
+  EXPECT_FALSE(malformed.ran);
+  EXPECT_FALSE(malformed.verdict.accepted);  // never the worker's "accepted": true
+  EXPECT_EQ(malformed.row["gates"]["artifacts"]["reason"],
+            "the worker's verdict is malformed: gate verdict: missing key 'speedup'");
+}
+
+// A response file that does not fit the typed message fails its job with the key named, rather than reading
+// as a silent 0 s, not cancelled; a well-formed one reads as written.
+TEST_F(RunStateTest, AResponseIsReadAsTheTypedMessage) {
+  workers::Response cancelled = answer(false, json::object(), "cancelled by its client");
+  cancelled.cancelled = true;
+  cancelled.counters = workers::Response::Counters{2.5, 2.0, 1, 1000};
+  const workers::Response read = response_of(cancelled.to_json(), "req-1");
+  EXPECT_TRUE(read.cancelled);
+  EXPECT_FALSE(read.ok);
+  EXPECT_DOUBLE_EQ(read.busy_s(), 2.5);
+  EXPECT_EQ(read.worker, "cpu0");
+
+  json wire = cancelled.to_json();
+  wire.erase("cancelled");
+  const workers::Response missing = response_of(wire, "req-1");
+  EXPECT_FALSE(missing.ok);
+  EXPECT_FALSE(missing.cancelled);
+  EXPECT_EQ(missing.error, "the worker's response is malformed: response to req-1: missing key 'cancelled'");
+  wire["cancelled"] = "yes";
+  EXPECT_EQ(response_of(wire, "req-1").error,
+            "the worker's response is malformed: response to req-1: key 'cancelled': expected true or false, got "
+            "\"yes\"");
 }
 
 // Each family's first proposal, then each one's second, ...; the first round holds at least one per worker.

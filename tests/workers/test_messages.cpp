@@ -270,5 +270,86 @@ TEST(Messages, GateVerdictRoundTripsInGateVerdictsOwnLayout) {
             "gate verdict: gates.performance: missing key 'pass'");
 }
 
+// A worker's answer, as Server::serve_one writes it: the result when ok, and the worker's counters.
+TEST(Messages, AWorkersResponseRoundTripsWithItsCounters) {
+  const json wire = {{"id", "orchestrator-7-3-a1b2c3"},
+                     {"kind", "gate"},
+                     {"worker", "cpu0"},
+                     {"attempt", 1},
+                     {"ok", true},
+                     {"cancelled", false},
+                     {"finished", "2026-12-06T22:00:00Z"},
+                     {"result", {{"accepted", true}}},
+                     {"busy_s", 12.5},
+                     {"generating_s", 10.25},
+                     {"generations", 7},
+                     {"peak_rss_kb", 123456}};
+  const Response r = Response::from_json(wire);
+  EXPECT_TRUE(r.ok);
+  EXPECT_FALSE(r.cancelled);
+  EXPECT_EQ(r.worker, "cpu0");
+  EXPECT_EQ(r.attempt, 1);
+  EXPECT_EQ(r.result, json({{"accepted", true}}));
+  ASSERT_TRUE(r.counters.has_value());
+  EXPECT_DOUBLE_EQ(r.busy_s(), 12.5);
+  EXPECT_EQ(r.counters->generations, 7);
+  EXPECT_EQ(r.counters->peak_rss_kb, 123456);
+  EXPECT_EQ(r.to_json().dump(), wire.dump());  // no "error" on an answer that is ok
+  // Each key is checked; "busy_s" left out means no counters (a janitor's answer, below).
+  expect_each_key_checked<Response>(wire, "worker response", {"busy_s"});
+  json mistyped = wire;
+  mistyped["busy_s"] = "12.5";
+  EXPECT_EQ(error_of([&] { Response::from_json(mistyped); }),
+            "worker response: key 'busy_s': expected a number, got \"12.5\"");
+}
+
+// A failed or cancelled answer carries the error and no result; one a janitor wrote for a request that killed
+// max_attempts workers (Client::requeue_dead) has no counters either: 0 s on a worker, not an error.
+TEST(Messages, AFailedCancelledOrGivenUpResponseReadsWithoutAResult) {
+  const json cancelled = {
+      {"id", "r1"},    {"kind", "gate"},      {"worker", "cpu0"}, {"attempt", 0},
+      {"ok", false},   {"cancelled", true},   {"finished", "t"},  {"error", "cancelled by its client"},
+      {"busy_s", 3.0}, {"generating_s", 2.0}, {"generations", 1}, {"peak_rss_kb", 1000}};
+  const Response c = Response::from_json(cancelled);
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(c.cancelled);
+  EXPECT_EQ(c.error, "cancelled by its client");
+  EXPECT_DOUBLE_EQ(c.busy_s(), 3.0);
+  EXPECT_EQ(c.to_json().dump(), cancelled.dump());  // no "result" on an answer that is not ok
+  expect_each_key_checked<Response>(cancelled, "worker response", {"busy_s"});
+
+  const json given_up = {
+      {"id", "r2"},
+      {"kind", "trial"},
+      {"worker", "cpu1"},
+      {"attempt", 3},
+      {"ok", false},
+      {"cancelled", false},
+      {"finished", "t"},
+      {"error", "the request was in progress on 3 workers that died (last: cpu1); not queued again"}};
+  const Response g = Response::from_json(given_up, "response to r2");
+  EXPECT_FALSE(g.ok);
+  EXPECT_FALSE(g.cancelled);
+  EXPECT_FALSE(g.counters.has_value());
+  EXPECT_DOUBLE_EQ(g.busy_s(), 0.0);
+  EXPECT_EQ(g.to_json().dump(), given_up.dump());
+  expect_each_key_checked<Response>(given_up, "worker response");
+
+  // The counters come together: one of them without the others is an error naming the missing one.
+  json partial = given_up;
+  partial["busy_s"] = 1.0;
+  EXPECT_EQ(error_of([&] { Response::from_json(partial, "response to r2"); }),
+            "response to r2: missing key 'generating_s'");
+  // An answer that says ok must carry its result; one that says not ok, its error.
+  json ok_without_result = given_up;
+  ok_without_result["ok"] = true;
+  EXPECT_EQ(error_of([&] { Response::from_json(ok_without_result, "response to r2"); }),
+            "response to r2: missing key 'result'");
+  json failed_without_error = given_up;
+  failed_without_error.erase("error");
+  EXPECT_EQ(error_of([&] { Response::from_json(failed_without_error, "response to r2"); }),
+            "response to r2: missing key 'error'");
+}
+
 }  // namespace
 }  // namespace autooptim::workers

@@ -129,12 +129,14 @@ TEST(Workers, OneWorkerServesTwoExecutorProcessesWithOneModelLoaded) {
   std::set<std::string> clients_served;
   int trials = 0;
   for (const auto& e : fs::directory_iterator(fs::path(run) / "responses")) {
-    const json r = json::parse(slurp(e.path()));
-    EXPECT_TRUE(r.value("ok", false)) << r.dump();
-    EXPECT_EQ(r.value("worker", ""), "cpu0");
-    EXPECT_GT(r.value("generations", 0), 0);
-    if (r.value("kind", "") == "trial") ++trials;
-    clients_served.insert(r.value("id", "").substr(0, r.value("id", "").find('-', 9)));
+    // Each as the worker wrote it reads as the typed response: every key there, of its type.
+    const auto r = autooptim::workers::Response::from_json(json::parse(slurp(e.path())), e.path().string());
+    EXPECT_TRUE(r.ok) << r.to_json().dump();
+    EXPECT_EQ(r.worker, "cpu0");
+    ASSERT_TRUE(r.counters.has_value());
+    EXPECT_GT(r.counters->generations, 0);
+    if (r.kind == "trial") ++trials;
+    clients_served.insert(r.id.substr(0, r.id.find('-', 9)));
   }
   EXPECT_GE(trials, 2);
   EXPECT_EQ(clients_served, (std::set<std::string>{"executor-kernel", "executor-sparse"}));
@@ -160,7 +162,7 @@ TEST(Workers, TrialsReuseTheWorkersBaselineRunWhereAsked) {
     t.base = autooptim::gates::load_manifest(small_baseline(tmp));
     t.prompts = {prompts.at(0)};
     t.n = 1;
-    std::vector<json> answers;
+    std::vector<autooptim::workers::Response> answers;
     for (const char* flag : {"cross_kv_cache", "timestep_dedup"}) {
       t.flags = {{flag, true}};
       t.label = flag;
@@ -168,19 +170,19 @@ TEST(Workers, TrialsReuseTheWorkersBaselineRunWhereAsked) {
     }
     autooptim::workers::stop_all(run);
     EXPECT_EQ(wait_exit(w), 0) << slurp(tmp.file("w.log"));
-    for (const auto& a : answers) ASSERT_TRUE(a.value("ok", false)) << a.dump();
-    const auto first = autooptim::workers::TrialResult::from_json(answers[0]["result"]);
-    const auto second = autooptim::workers::TrialResult::from_json(answers[1]["result"]);
+    for (const auto& a : answers) ASSERT_TRUE(a.ok && a.counters) << a.to_json().dump();
+    const auto first = autooptim::workers::TrialResult::from_json(answers[0].result);
+    const auto second = autooptim::workers::TrialResult::from_json(answers[1].result);
     EXPECT_EQ(first.baselines_reused, 0) << mode;
-    EXPECT_EQ(answers[0]["generations"], 3) << mode;  // the warm-up, the baseline, the candidate
+    EXPECT_EQ(answers[0].counters->generations, 3) << mode;  // the warm-up, the baseline, the candidate
     if (mode == "reuse") {
       EXPECT_EQ(second.baselines_reused, 1);
-      EXPECT_EQ(answers[1]["generations"], 1);  // the candidate only
+      EXPECT_EQ(answers[1].counters->generations, 1);  // the candidate only
       EXPECT_DOUBLE_EQ(second.baseline_s, first.baseline_s);
       EXPECT_GT(second.psnr_min, 40.0);  // both lossless against the same kept clip
     } else {
       EXPECT_EQ(second.baselines_reused, 0);
-      EXPECT_EQ(answers[1]["generations"], 2);
+      EXPECT_EQ(answers[1].counters->generations, 2);
     }
   }
 }
@@ -223,13 +225,13 @@ TEST(Workers, AKilledWorkersRequestIsRequeuedAndFinishedByAnother) {
   ASSERT_EQ(kill(a, SIGKILL), 0);
   wait_exit(a);
   const pid_t b = spawn("", "worker --serve " + run + " --worker-id b --model wan22-tiny", tmp.file("b.log"));
-  const json r = client.wait(id);
+  const auto r = autooptim::workers::Response::from_json(client.wait(id), "response to " + id);
   autooptim::workers::stop_all(run);
   EXPECT_EQ(wait_exit(b), 0) << slurp(tmp.file("b.log"));
-  EXPECT_TRUE(r.value("ok", false)) << r.dump();
-  EXPECT_EQ(r.value("worker", ""), "b");
-  EXPECT_EQ(r.value("attempt", 0), 1);
-  EXPECT_EQ(r["result"].value("manifest", ""), "wan22-tiny/baseline");
+  EXPECT_TRUE(r.ok) << r.to_json().dump();
+  EXPECT_EQ(r.worker, "b");
+  EXPECT_EQ(r.attempt, 1);
+  EXPECT_EQ(r.result.value("manifest", ""), "wan22-tiny/baseline");
   EXPECT_TRUE(fs::exists(fs::path(run) / "workers" / "a" / "dead"));
   EXPECT_TRUE(fs::is_empty(fs::path(run) / "workers" / "a" / "claimed"));
   EXPECT_TRUE(fs::exists(fs::path(tmp.file("gate")) / "verdict.json"));

@@ -71,13 +71,13 @@ std::string why_not_gate(const RunState& s, const Job& j, int64_t capacity) {
   return "";
 }
 
-json judge_screen(const RunState& s, const json& r) {
+json judge_screen(const RunState& s, const workers::Response& r) {
   // A screen that failed decides nothing: the gate will say why the candidate cannot run. A result is read as
   // the typed message (a missing or mistyped key is an error naming it, never a silent 0).
-  json result = json{{"error", r.value("error", std::string("?"))}};
-  if (r.value("ok", false)) {
+  json result = json{{"error", r.error}};
+  if (r.ok) {
     try {
-      result = workers::ScreenResult::from_json(r["result"]).to_json();
+      result = workers::ScreenResult::from_json(r.result).to_json();
     } catch (const std::exception& e) {
       result = json{{"error", e.what()}};
     }
@@ -87,6 +87,59 @@ json judge_screen(const RunState& s, const json& r) {
   const json est = result.value("estimated_speedup", json());
   result["dropped"] = est.is_number() && est.get<double>() * (1.0 + s.req.screen_slack) < s.screen_min;
   return result;
+}
+
+namespace {
+
+// The verdict on a candidate that could not even run, as the ledger and the report keep it: fewer keys than
+// a gate's verdict (no timings, no integrity; the one failed check without details).
+json could_not_run_row(const workers::GateVerdictResult& v) {
+  const auto& artifacts = v.gates.at("artifacts");
+  return {{"manifest", v.manifest},
+          {"manifest_hash", v.manifest_hash},
+          {"split", v.split},
+          {"accepted", v.accepted},
+          {"speedup", v.speedup},
+          {"psnr", v.psnr},
+          {"ssim", v.ssim},
+          {"failure_signature", v.failure_signature},
+          {"gates", {{"artifacts", {{"pass", artifacts.pass}, {"reason", artifacts.reason}}}}}};
+}
+
+}  // namespace
+
+GateAnswer gate_answer(const Job& j, const workers::Response& r) {
+  GateAnswer a;
+  std::string error = r.error;
+  if (r.ok) {
+    try {
+      a.verdict = workers::GateVerdictResult::from_json(r.result);
+      a.row = a.verdict.to_json();
+      a.ran = true;
+      return a;
+    } catch (const std::exception& e) {
+      error = std::string("the worker's verdict is malformed: ") + e.what();
+    }
+  }
+  a.verdict.manifest = j.m.id;
+  a.verdict.manifest_hash = j.hash;
+  a.verdict.split = j.split;
+  a.verdict.failure_signature = "could-not-run";
+  a.verdict.gates["artifacts"] = {false, error, json::object()};
+  a.row = could_not_run_row(a.verdict);
+  return a;
+}
+
+workers::Response response_of(const json& r, const std::string& id) {
+  try {
+    return workers::Response::from_json(r, "response to " + id);
+  } catch (const std::exception& e) {
+    workers::Response failed;
+    failed.id = id;
+    failed.worker = "?";
+    failed.error = std::string("the worker's response is malformed: ") + e.what();
+    return failed;
+  }
 }
 
 namespace {
@@ -119,7 +172,7 @@ void submit(RunState& s, Job& j) {
   s.progress.line("gate " + j.m.id + " on " + j.split + ": queued (" + j.phase + ")");
 }
 
-void finish_screen(RunState& s, Job& j, const json& r) {
+void finish_screen(RunState& s, Job& j, const workers::Response& r) {
   const auto num = [](double v) { return base::format_fixed(v, 2); };
   j.screen_result = judge_screen(s, r);
   s.screen_of[j.hash] = j.screen_result;
@@ -140,61 +193,40 @@ void finish_screen(RunState& s, Job& j, const json& r) {
   }
 }
 
-void finish_gate(RunState& s, Job& j, const json& r) {
-  json v;
-  std::string error = r.value("error", std::string("?"));
-  bool ok = r.value("ok", false);
-  if (ok) {
-    // The verdict as the typed message: one that does not fit it is an error naming the key.
-    try {
-      v = workers::GateVerdictResult::from_json(r["result"]).to_json();
-    } catch (const std::exception& e) {
-      ok = false;
-      error = std::string("the worker's verdict is malformed: ") + e.what();
-    }
-  }
-  if (!ok) {
+void finish_gate(RunState& s, Job& j, const workers::Response& r) {
+  GateAnswer a = gate_answer(j, r);
+  if (!a.ran) {
     // A candidate that cannot even run is rejected with the reason; the run goes on.
-    v = {{"manifest", j.m.id},
-         {"manifest_hash", j.hash},
-         {"split", j.split},
-         {"accepted", false},
-         {"speedup", 0.0},
-         {"psnr", 0.0},
-         {"ssim", 0.0},
-         {"failure_signature", "could-not-run"},
-         {"gates", {{"artifacts", {{"pass", false}, {"reason", error}}}}}};
-    json row = v;
+    json row = a.row;
     row["build"] = gates::Worker::build_id();
     s.ledger->append(row);
   }
-  v["out_dir"] = (s.out / "gates" / slug(j.m.id) / j.split).string();
-  v["worker"] = r.value("worker", "");
-  j.verdict = v;
+  a.row["out_dir"] = (s.out / "gates" / slug(j.m.id) / j.split).string();
+  a.row["worker"] = r.worker;
+  j.verdict = a.row;
   j.done = true;
-  s.done[{j.hash, j.split}] = v;
-  if (v.value("accepted", false)) s.best = std::max(s.best, v.value("speedup", 0.0));
+  s.done[{j.hash, j.split}] = a.row;
+  const workers::GateVerdictResult& v = a.verdict;
+  if (v.accepted) s.best = std::max(s.best, v.speedup);
   std::string failed;
-  const json verdict_gates = v.value("gates", json::object());
-  for (const auto& [g, x] : verdict_gates.items())
-    if (!x.value("pass", false) && failed.empty()) failed = g + ": " + x.value("reason", "");
-  if (j.m.kind == "baseline" && ok) {
+  for (const auto& [g, x] : v.gates)
+    if (!x.pass && failed.empty()) failed = g + ": " + x.reason;
+  if (j.m.kind == "baseline" && a.ran) {
     // Its own gate measures the denominator; "not faster than itself" is no rejection.
-    s.progress.line("baseline measured on " + j.split + " (" + r.value("worker", "?") +
-                    "): " + base::format_fixed(v.value("baseline_seconds", 0.0), 2) + " s per clip");
+    s.progress.line("baseline measured on " + j.split + " (" + r.worker +
+                    "): " + base::format_fixed(v.baseline_seconds, 2) + " s per clip");
     return;
   }
-  s.progress.line("gate " + j.m.id + " on " + j.split + " (" + r.value("worker", "?") +
-                  "): " + (v.value("accepted", false) ? "ACCEPTED " : "rejected ") +
-                  base::format_fixed(v.value("speedup", 0.0), 2) + "x, worst PSNR " +
-                  quality_text(v.value("psnr", 0.0), true) + (failed.empty() ? "" : " (" + failed + ")"));
+  s.progress.line("gate " + j.m.id + " on " + j.split + " (" + r.worker +
+                  "): " + (v.accepted ? "ACCEPTED " : "rejected ") + base::format_fixed(v.speedup, 2) +
+                  "x, worst PSNR " + quality_text(v.psnr, true) + (failed.empty() ? "" : " (" + failed + ")"));
 }
 
 // The answer `r` to j's request in flight.
-void answered(RunState& s, Job& j, const json& r) {
+void answered(RunState& s, Job& j, const workers::Response& r) {
   j.request.clear();
-  const double busy = r.value("busy_s", 0.0);
-  if (r.value("cancelled", false)) {
+  const double busy = r.busy_s();  // 0 when a janitor answered for workers that died
+  if (r.cancelled) {
     s.not_gated[{j.hash, j.split}] = interrupted_by("during its gate run");
     j.done = true;
     return;
@@ -272,7 +304,7 @@ void run_jobs(RunState& s, std::vector<Job>& jobs) {
   while (dispatch(s, jobs)) {
     for (auto& j : jobs) {
       if (j.request.empty()) continue;
-      if (const auto r = s.client->poll(j.request)) answered(s, j, *r);
+      if (const auto r = s.client->poll(j.request)) answered(s, j, response_of(*r, j.request));
     }
     if (base::StopSignals::signal()) withdraw(s, jobs);
     if (std::chrono::duration<double>(Clock::now() - last_janitor).count() > 1.0) {

@@ -94,8 +94,21 @@ int64_t reserve_runs(const RunState& s);
 double reserve_s(const RunState& s, int64_t workers);
 // Why job j may not start now (a budget spent, an interruption), "" when it may; `capacity` workers.
 std::string why_not_gate(const RunState& s, const Job& j, int64_t capacity);
-// The screen result of a finished screen request `r` for j, with the drop decision against s.screen_min.
-nlohmann::json judge_screen(const RunState& s, const nlohmann::json& r);
+// The screen result of the response `r` to a screen request, with the drop decision against s.screen_min.
+nlohmann::json judge_screen(const RunState& s, const workers::Response& r);
+// The response file to request `id` (Client::poll) as the typed message; one that does not fit it reads as a
+// failed request whose error names the key (never a silent 0 or false).
+workers::Response response_of(const nlohmann::json& r, const std::string& id);
+// A gate run's verdict, read from the response to j's gate request once: typed for the decisions, and as the
+// JSON that s.done, the report and the ledger keep.
+struct GateAnswer {
+  workers::GateVerdictResult verdict;
+  nlohmann::json row;
+  bool ran = false;  // the worker's verdict; false: the candidate could not run (rejected with the reason)
+};
+// A failed request, or a verdict that does not fit the typed message (the error names the key), rejects the
+// candidate as one that could not run, with the reason.
+GateAnswer gate_answer(const Job& j, const workers::Response& r);
 // Runs jobs through the workers: at most one request in flight per worker, so the budget is checked as
 // each gate starts; screens first where asked. Verdicts already in s.done are reused.
 void run_jobs(RunState& s, std::vector<Job>& jobs);

@@ -162,8 +162,9 @@ json calibrate(RunState& s) {
   workers::Client client(tmpl, "plan", co);
   s.progress.line("--plan: calibrating " + s.req.load.model + " on one worker (one forward, one decode)");
   start_workers(launcher, client, s.progress);
-  const json cal = client.call({{"kind", "calibrate"}, {"model", s.base.model}, {"base", gates::to_json(s.base)}},
-                               [&] { launcher.check(); })["result"];
+  const workers::Response answer = client.call(
+      {{"kind", "calibrate"}, {"model", s.base.model}, {"base", gates::to_json(s.base)}}, [&] { launcher.check(); });
+  const json cal = answer.result;
   launcher.stop(10);
   s.progress.clear();
   return cal;
