@@ -34,7 +34,8 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
   // own gate by its timed split clips, a candidate's gate after it in the worker process by the baseline's runs
   // there, where its one baseline run agrees with them.
   const int64_t R = std::max<int64_t>(1, S.timing_repeats), least = std::max<int64_t>(1, S.min_timing_repeats);
-  const int64_t quiet = S.pairs_from_history && (!baseline_gate || ids.size() >= 2) ? 1 : least;
+  const bool one_pair = baseline_gate ? split_times_the_noise(S, ids.size()) : S.pairs_from_history;
+  const int64_t quiet = one_pair ? 1 : least;
   for (int64_t i = 1; i <= R; ++i) {
     const std::string when = i > least   ? " (only while the pairs so far are not quiet)"
                              : i > quiet ? " (only where the worker's earlier gates did not measure the noise)"
@@ -85,6 +86,8 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
       ->conditional = true;
   return plan;
 }
+
+bool split_times_the_noise(const GateSettings& S, size_t prompts) { return S.pairs_from_history && prompts >= 2; }
 
 int64_t generations_made(const std::vector<PlannedGeneration>& plan) {
   return std::count_if(plan.begin(), plan.end(),

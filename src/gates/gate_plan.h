@@ -30,6 +30,10 @@ std::vector<PlannedGeneration> plan_gate_generations(const std::vector<std::stri
                                                      const GateSettings& settings, const std::vector<bool>& cached = {},
                                                      bool baseline_gate = false);
 
+// The baseline's own gate makes one timed pair where its split clips, timed, measure the machine's noise: with
+// GateSettings::pairs_from_history and two prompts or more.
+bool split_times_the_noise(const GateSettings& settings, size_t prompts);
+
 // The generations the gate will make (conditional ones and cache hits left out).
 int64_t generations_made(const std::vector<PlannedGeneration>& plan);
 

@@ -88,7 +88,8 @@ class GateRunner {
         prompts_(prompts),
         S_(S),
         progress_(progress),
-        is_baseline_(manifest_hash(cand) == manifest_hash(base)) {}
+        base_hash_(manifest_hash(base)),
+        is_baseline_(manifest_hash(cand) == base_hash_) {}
 
   void warm_up();
   void timed_pairs();
@@ -135,8 +136,9 @@ class GateRunner {
   const std::vector<Prompt>& prompts_;
   const GateSettings& S_;
   GateProgressCounter& progress_;
-  const bool is_baseline_;  // the baseline's own gate: its split clips are the baseline's outputs
-  std::string idle_;        // a switch that left no trace in the first timed clip (certain_disengagement)
+  const std::string base_hash_;  // the baseline manifest's: the key of the worker's baseline runs
+  const bool is_baseline_;       // the baseline's own gate: its split clips are the baseline's outputs
+  std::string idle_;             // a switch that left no trace in the first timed clip (certain_disengagement)
   std::optional<std::vector<cv::Mat>> first_cached_;  // the first prompt's cached output, read before the off run
   std::string first_fingerprint_;                     // its file's fingerprint then
   ProcessMonitor mon_;
@@ -188,7 +190,7 @@ void GateRunner::warm_up() {
 }
 
 bool GateRunner::quiet_enough(int64_t made) {
-  if (made == 1 && is_baseline_ && S_.pairs_from_history && prompts_.size() >= 2) {
+  if (made == 1 && is_baseline_ && split_times_the_noise(S_, prompts_.size())) {
     seq_.pairs_decided_by = "baseline's split";  // its timed split clips measure the noise (split_measures_the_noise)
     return true;
   }
@@ -205,7 +207,7 @@ bool GateRunner::quiet_enough(int64_t made) {
 // baseline run is within quiet_noise of their median: the machine is in the state whose noise they measured.
 bool GateRunner::history_vouches() {
   if (!S_.pairs_from_history || seq_.pair_baseline.size() != 1) return false;
-  const std::vector<double>& runs = w_.baseline_run_seconds(manifest_hash(base_));
+  const std::vector<double>& runs = w_.baseline_run_seconds(base_hash_);
   if (runs.size() < 2) return false;
   const runtime::TimingStats hist = runtime::TimingStats::of(runs);
   const double now = seq_.windows[seq_.pair_baseline[0]].out.seconds;
@@ -251,7 +253,7 @@ void GateRunner::timed_pairs() {
     seq_.pair_baseline.push_back(seq_.windows.size() - 1);
   }
   if (seq_.pairs_decided_by.empty()) seq_.pairs_decided_by = idle_.empty() ? "most" : "stopped";
-  for (size_t i : seq_.pair_baseline) w_.record_baseline_run(manifest_hash(base_), seq_.windows[i].out.seconds);
+  for (size_t i : seq_.pair_baseline) w_.record_baseline_run(base_hash_, seq_.windows[i].out.seconds);
 }
 
 // The gate stops when a switch that is on left no trace in the first timed clip (authenticity must fail:
@@ -316,7 +318,7 @@ bool GateRunner::split(const BaselineClipCache& cache, GateEvidence& ev) {
 // The baseline's own gate times its split clips, the baseline's outputs at one shape: the machine's noise, in
 // its one pair's stead (GateSettings::pairs_from_history), and the history of its later gates.
 void GateRunner::split_measures_the_noise() {
-  for (size_t i : seq_.split_candidate) w_.record_baseline_run(manifest_hash(base_), seq_.windows[i].out.seconds);
+  for (size_t i : seq_.split_candidate) w_.record_baseline_run(base_hash_, seq_.windows[i].out.seconds);
   if (seq_.pairs_decided_by == "baseline's split" && seq_.split_candidate.size() >= 2)
     seq_.history_noise = spread_of(seq_, seq_.split_candidate);
 }
@@ -344,7 +346,7 @@ void GateRunner::off_run(const BaselineClipCache& cache) {
   if (!is_baseline_ && first_cached_ && !verified_here(first)) {
     seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
     const RunOutput& check = baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
-    w_.record_baseline_run(manifest_hash(base_), check.seconds);
+    w_.record_baseline_run(base_hash_, check.seconds);
     seq_.baseline_check = seq_.windows.size() - 1;
   }
   if (is_baseline_) return;  // no flag to turn off: its off run would be its first split clip again
@@ -400,7 +402,7 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
       continue;
     }
     const RunOutput& b = baseline_window("baseline_split", [&] { return w_.run(base_, prompts_[i]); });
-    w_.record_baseline_run(manifest_hash(base_), b.seconds);
+    w_.record_baseline_run(base_hash_, b.seconds);
     split_base8_[i] = runtime::frames_from_tensor(b.video);
     BaselineClipCache::write(f, split_base8_[i]);
     mark_verified(f);
