@@ -101,9 +101,9 @@ TEST(PlanPhase, TheOfficialConfigurationAtTheH100sCalibration) {
   req.load.precision.device = at::Device(at::kCUDA, 0);
   const PlanEstimate gpu = estimate_plan(req, cal, 8, autooptim::gates::official_config("wan22-ti2v-5b"));
   EXPECT_NEAR(gpu.exploration_s, 3 * 8 * 2 * clip, 1e-6);
-  // Eight hours on one GPU: the candidates it gates at the baseline's speed, and at 2x.
+  // Eight hours on one GPU: the candidates it gates at the baseline's speed, and at 2x (their trials at 2x too).
   EXPECT_EQ(gpu.gates_fit, 13);     // (28800 - 0.4 - 1433.0 - 6129.8) / (1560.7 + 11.9)
-  EXPECT_EQ(gpu.gates_fit_2x, 22);  // ... / (915.1 + 11.9)
+  EXPECT_EQ(gpu.gates_fit_2x, 26);  // (28800 - 0.4 - 1433.0 - 3064.9) / (915.1 + 11.9)
 }
 
 TEST(PlanPhase, ABudgetBelowOneCandidateSaysWhatItNeeds) {
@@ -132,7 +132,7 @@ TEST_F(RunStateTest, PlanJsonHoldsTheEstimateAndTheBudget) {
   EXPECT_EQ(plan["official_config"], true);
   EXPECT_EQ(plan["calibration"], kCalibration);
   EXPECT_EQ(plan["estimate"]["candidate_gates"], 13);
-  EXPECT_EQ(plan["estimate"]["candidate_gates_2x"], 19);  // 378 s / (14 + 5.1)
+  EXPECT_EQ(plan["estimate"]["candidate_gates_2x"], 22);  // (600 - 10 - 20 - 144) s / (14 + 5.1): trials at 2x
   EXPECT_DOUBLE_EQ(plan["estimate"]["gate_s"].get<double>(), 22.0);
   EXPECT_DOUBLE_EQ(plan["estimate"]["gate_2x_s"].get<double>(), 14.0);
   EXPECT_EQ(plan["estimate"]["gate_generations"], 11);

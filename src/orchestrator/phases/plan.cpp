@@ -67,18 +67,22 @@ PlanEstimate estimate_plan(const RunRequest& req, const json& cal, int64_t promp
   // Exploration: each family's trials on about two prompts, sharing the workers, until the deadline (half of
   // what the budget has left after the load and the baseline's gate); a trial's baseline run of a prompt is the
   // worker's kept one on a GPU (workers/trial_baselines.h), so a trial there makes the candidate's clips only.
-  const double clips_per_prompt = req.load.precision.device.is_cuda() ? 1.0 : 2.0;
+  // Priced at the candidates' speed: their trials run as fast as their gates.
+  const double baseline_clips = req.load.precision.device.is_cuda() ? 0.0 : 1.0;
   const double began_s = e.load_s + e.baseline_gate_s;
-  e.exploration_s = std::min(families * req.executor_trials * 2.0 * clips_per_prompt * e.clip_s,
-                             (exploration_deadline_s(budget_s, began_s) - began_s) * e.workers);
-  const double left = std::max(0.0, budget_s * e.workers - e.load_s * e.workers - e.baseline_gate_s - e.exploration_s);
+  auto exploration = [&](double speedup) {
+    return std::min(families * req.executor_trials * 2.0 * (baseline_clips + 1.0 / speedup) * e.clip_s,
+                    (exploration_deadline_s(budget_s, began_s) - began_s) * e.workers);
+  };
+  e.exploration_s = exploration(1.0);
   const int64_t candidates = std::max<int64_t>(0, req.budget_trials - 1);
-  auto fit = [&](double gate_s) {
+  auto fit = [&](double gate_s, double exploration_s) {
+    const double left = std::max(0.0, budget_s * e.workers - e.load_s * e.workers - e.baseline_gate_s - exploration_s);
     return gate_s + e.screen_s > 0 ? std::min<int64_t>(candidates, static_cast<int64_t>(left / (gate_s + e.screen_s)))
                                    : candidates;
   };
-  e.gates_fit = fit(e.gate_s);
-  e.gates_fit_2x = fit(e.gate_2x_s);
+  e.gates_fit = fit(e.gate_s, e.exploration_s);
+  e.gates_fit_2x = fit(e.gate_2x_s, exploration(2.0));
   e.gating_s = e.gates_fit * (e.gate_s + e.screen_s);
   e.total_device_s = e.load_s * e.workers + e.baseline_gate_s + e.exploration_s + e.gating_s;
   e.wall_s = e.total_device_s / e.workers;
