@@ -23,8 +23,8 @@ json read_object(const fs::path& p) {
 
 // One proposal's verdict on the gating split: accepted or not, its figures, the gates it failed.
 json proposal_entry(const RunState& s, const Candidate& c) {
-  json e = {{"id", c.m.id}, {"why", c.m.description}, {"gated", !c.val.is_null()}};
-  if (c.val.is_null()) {
+  json e = {{"id", c.m.id}, {"why", c.m.description}, {"gated", c.val.has_value()}};
+  if (!c.val) {
     const auto it = s.not_gated.find({c.hash, s.req.split});
     e["reason"] = it != s.not_gated.end() ? it->second : "not gated";
     return e;
@@ -33,9 +33,8 @@ json proposal_entry(const RunState& s, const Candidate& c) {
   e["speedup"] = c.speedup();
   e["psnr"] = c.psnr();
   json failed = json::array();
-  if (c.val.contains("gates"))
-    for (const auto& [g, x] : c.val["gates"].items())
-      if (!x.value("pass", false)) failed.push_back(g + ": " + x.value("reason", ""));
+  for (const auto& [g, x] : c.val->gates)
+    if (!x.pass) failed.push_back(g + ": " + x.reason);
   e["failed"] = failed;
   return e;
 }

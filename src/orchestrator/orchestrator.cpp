@@ -51,20 +51,19 @@ void validate(const RunRequest& req) {
       fail(std::string(name) + " " + std::to_string(v) + " is not a multiple of 32 in [32, 16384]");
 }
 
-int64_t heldout_pending(const std::vector<json>& verdicts, const std::set<std::string>& confirmed) {
+int64_t heldout_pending(const std::vector<GateRecord>& verdicts, const std::set<std::string>& confirmed) {
   std::set<std::string> winners;
   for (const auto& [bucket, need] : tier_buckets()) {
-    const json* win = nullptr;
+    const GateRecord* win = nullptr;
     for (const auto& v : verdicts)
-      if (v.value("accepted", false) && v.value("speedup", 0.0) >= need && (!win || ranks_above(v, *win))) win = &v;
-    if (win && !confirmed.count(win->value("manifest_hash", std::string())))
-      winners.insert(win->value("manifest_hash", std::string()));
+      if (v.accepted && v.speedup >= need && (!win || ranks_above(v, *win))) win = &v;
+    if (win && !confirmed.count(win->manifest_hash)) winners.insert(win->manifest_hash);
   }
   return static_cast<int64_t>(winners.size());
 }
 
-double heldout_reserve_s(const std::vector<json>& verdicts, const std::set<std::string>& confirmed, double per_gate_s,
-                         int64_t workers) {
+double heldout_reserve_s(const std::vector<GateRecord>& verdicts, const std::set<std::string>& confirmed,
+                         double per_gate_s, int64_t workers) {
   if (per_gate_s <= 0 || workers < 1) return 0.0;
   return 1.25 * per_gate_s *
          std::ceil(static_cast<double>(heldout_pending(verdicts, confirmed)) / static_cast<double>(workers));

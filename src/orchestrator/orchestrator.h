@@ -10,6 +10,7 @@
 
 #include "gates/gate.h"
 #include "gates/gate_plan.h"
+#include "orchestrator/gate_record.h"
 #include "runtime/models.h"
 
 namespace autooptim::orchestrator {
@@ -124,13 +125,13 @@ RunOutcome judge_run(const nlohmann::json& report, const std::string& fail_if_no
 // The tier winners still to be checked on the held-out split: per bucket the accepted verdict at or above
 // its speedup with the best PSNR, counted once each, whose manifest hash is not in `confirmed`. While
 // candidates are gated, each keeps one gate run of --budget-trials back.
-int64_t heldout_pending(const std::vector<nlohmann::json>& verdicts, const std::set<std::string>& confirmed);
+int64_t heldout_pending(const std::vector<GateRecord>& verdicts, const std::set<std::string>& confirmed);
 
 // Seconds of the budget kept back for the held-out checks while candidates are still being gated: each
 // tier's current winner (per bucket, the accepted verdict at or above its speedup with the best PSNR)
 // whose manifest hash is not in `confirmed` (held-out verdict known) costs one gate run, `per_gate_s`
 // (the mean so far) with a quarter for noise, spread over `workers`.
-double heldout_reserve_s(const std::vector<nlohmann::json>& verdicts, const std::set<std::string>& confirmed,
+double heldout_reserve_s(const std::vector<GateRecord>& verdicts, const std::set<std::string>& confirmed,
                          double per_gate_s, int64_t workers);
 
 // The flags of a composition: each part's flags that differ from the baseline's (resolved) flags,

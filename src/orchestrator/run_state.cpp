@@ -14,10 +14,8 @@ const std::vector<std::pair<std::string, double>>& tier_buckets() {
   return b;
 }
 
-bool ranks_above(const json& a, const json& b) {
-  const auto num = [](const json& v, const char* k) { return v.is_object() ? v.value(k, 0.0) : 0.0; };
-  const double pa = num(a, "psnr"), pb = num(b, "psnr");
-  return pa != pb ? pa > pb : num(a, "speedup") > num(b, "speedup");
+bool ranks_above(const Candidate& a, const Candidate& b) {
+  return a.psnr() != b.psnr() ? a.psnr() > b.psnr() : a.speedup() > b.speedup();
 }
 
 std::string slug(const std::string& id) {
@@ -42,14 +40,6 @@ bool same_gate_environment(const json& row, const workers::WorkerInfo& w) {
   const json env = gate_environment_of(w);  // a named value: items() of a temporary would dangle
   for (const auto& [k, v] : env.items())
     if (!row.contains(k) || row[k] != v) return false;
-  return true;
-}
-
-bool Candidate::survived_reduced() const {
-  if (accepted()) return true;
-  if (!val.contains("gates")) return false;
-  for (const auto& [g, x] : val["gates"].items())
-    if (g != "official_config" && !x.value("pass", false)) return false;
   return true;
 }
 

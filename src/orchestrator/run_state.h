@@ -18,6 +18,7 @@
 #include "gates/gate.h"
 #include "gates/ledger.h"
 #include "gates/prompts.h"
+#include "orchestrator/gate_record.h"
 #include "orchestrator/launcher.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/progress.h"
@@ -30,10 +31,6 @@ using SplitKey = std::pair<std::string, std::string>;
 
 // The tier buckets, smallest first: name and the speedup it needs.
 const std::vector<std::pair<std::string, double>>& tier_buckets();
-
-// The tier rule: better quality first, then more speed. Verdicts are ranked by their "psnr" and "speedup"
-// (an ungated candidate's null verdict counts as 0 for both).
-bool ranks_above(const nlohmann::json& a, const nlohmann::json& b);
 
 // A manifest id as a folder name ('/' -> '_').
 std::string slug(const std::string& id);
@@ -51,20 +48,18 @@ bool same_gate_environment(const nlohmann::json& row, const workers::WorkerInfo&
 struct Candidate {
   gates::Manifest m;
   std::string hash;
-  nlohmann::json val;      // verdict on the gating split
-  nlohmann::json heldout;  // verdict on the held-out split (tier candidates only)
-  // A candidate the budget left ungated has a null verdict.
-  template <typename T>
-  T get(const char* k, T d) const {
-    return val.is_object() ? val.value(k, d) : d;
-  }
-  bool accepted() const { return get("accepted", false); }
+  std::optional<GateRecord> val;      // verdict on the gating split; none: the budget left it ungated
+  std::optional<GateRecord> heldout;  // verdict on the held-out split (tier candidates only)
+  bool accepted() const { return val && val->accepted; }
   // Passed every gate but the official-config one: what a reduced-configuration run can show.
-  bool survived_reduced() const;
-  double speedup() const { return get("speedup", 0.0); }
-  double psnr() const { return get("psnr", 0.0); }
-  double ssim() const { return get("ssim", 0.0); }
+  bool survived_reduced() const { return val && val->survived_reduced(); }
+  double speedup() const { return val ? val->speedup : 0.0; }
+  double psnr() const { return val ? val->psnr : 0.0; }
+  double ssim() const { return val ? val->ssim : 0.0; }
 };
+
+// The tier rule between candidates: better quality first, then more speed (an ungated one ranks as 0 for both).
+bool ranks_above(const Candidate& a, const Candidate& b);
 
 // The staged evaluation of one manifest on one split: a screen (stage timing) first where asked, then
 // the gate run; both are requests to the workers.
@@ -76,7 +71,7 @@ struct Job {
   std::string request;        // id of the request in flight ("" none)
   bool screening = false;     // the request in flight is the screen
   bool done = false;
-  nlohmann::json verdict;  // null: not gated (reason in RunState::not_gated)
+  std::optional<GateRecord> verdict;  // none: not gated (reason in RunState::not_gated)
   nlohmann::json screen_result;
   double screen_s = 0, gate_s = 0;
 };
@@ -122,7 +117,7 @@ struct RunState {
   nlohmann::json prompt_texts = nlohmann::json::object();  // the visible prompts' words
 
   // Verdicts: from the ledger (resume) and the gate runs of this run, and why a manifest got none.
-  std::map<SplitKey, nlohmann::json> done;
+  std::map<SplitKey, GateRecord> done;
   std::map<SplitKey, std::string> not_gated;
   std::map<std::string, nlohmann::json> screen_of;               // manifest hash -> screen result
   std::map<std::string, std::pair<double, double>> device_s_of;  // manifest hash -> (screen_s, gate_s)
@@ -132,7 +127,7 @@ struct RunState {
 
   // The baseline (phases/baseline.cpp).
   std::string baseline_key;
-  nlohmann::json base_verdict;
+  std::optional<GateRecord> base_verdict;
   double base_seconds = 0;
 
   // The exploration (phases/explore.cpp).

@@ -22,14 +22,26 @@ inline Candidate candidate(const gates::Manifest& base, const std::string& famil
   m.base = base.id;
   m.flags = flags;
   m = gates::parse_manifest(gates::to_json(m), "test candidate");
-  return {m, gates::manifest_hash(m), verdict, nlohmann::json()};
+  const std::string hash = gates::manifest_hash(m);
+  if (verdict.is_null()) return {m, hash, std::nullopt, std::nullopt};
+  nlohmann::json v = verdict;
+  v["manifest_hash"] = hash;
+  return {m, hash, GateRecord::read(v, "test verdict"), std::nullopt};
 }
 
 // A gate verdict as the workers return it: accepted or not, speed, worst PSNR, the gates that failed.
-inline nlohmann::json verdict(bool accepted, double speedup, double psnr, const std::string& failed = "") {
+inline nlohmann::json verdict(bool accepted, double speedup, double psnr, const std::string& failed = "",
+                              const std::string& hash = "h", const std::string& split = "val") {
   nlohmann::json gates = {{"artifacts", {{"pass", true}}}, {"official_config", {{"pass", true}}}};
   if (!failed.empty()) gates[failed] = {{"pass", false}, {"reason", failed + " failed"}};
-  return {{"accepted", accepted}, {"speedup", speedup}, {"psnr", psnr}, {"ssim", 0.9}, {"gates", gates}};
+  return {
+      {"manifest_hash", hash}, {"split", split}, {"accepted", accepted}, {"speedup", speedup},
+      {"psnr", psnr},          {"ssim", 0.9},    {"gates", gates},       {"failure_signature", accepted ? "" : failed}};
+}
+// The same, read as the run keeps it.
+inline GateRecord record(bool accepted, double speedup, double psnr, const std::string& failed = "",
+                         const std::string& hash = "h", const std::string& split = "val") {
+  return GateRecord::read(verdict(accepted, speedup, psnr, failed, hash, split), "test verdict");
 }
 
 class RunStateTest : public ::testing::Test {

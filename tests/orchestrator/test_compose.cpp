@@ -306,13 +306,18 @@ TEST(Executors, TheKernelStartingSetIsAValidManifestWithTheRestAsAlternatives) {
 // the accepted one unconfirmed (no tier in the report).
 TEST(Orchestrator, HeldOutChecksOfTierWinnersKeepTheirShareOfTheBudget) {
   auto v = [](const std::string& hash, bool accepted, double speedup, double psnr) {
-    return json{{"manifest_hash", hash}, {"accepted", accepted}, {"speedup", speedup}, {"psnr", psnr}};
+    orchestrator::GateRecord r;
+    r.manifest_hash = hash;
+    r.accepted = accepted;
+    r.speedup = speedup;
+    r.psnr = psnr;
+    return r;
   };
   // Nothing accepted: nothing kept.
   EXPECT_EQ(orchestrator::heldout_reserve_s({v("a", false, 2.5, 40)}, {}, 20.0, 1), 0.0);
   // 1.5x winner "b" (best PSNR at >= 1.5x), 2x winner "c" (the only one at >= 2x); "d" is below every tier.
-  const std::vector<json> verdicts = {v("b", true, 1.6, 38), v("c", true, 2.1, 31), v("d", true, 1.2, 45),
-                                      v("e", false, 3.0, 20)};
+  const std::vector<orchestrator::GateRecord> verdicts = {v("b", true, 1.6, 38), v("c", true, 2.1, 31),
+                                                          v("d", true, 1.2, 45), v("e", false, 3.0, 20)};
   EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {}, 20.0, 1), 1.25 * 20.0 * 2);
   EXPECT_DOUBLE_EQ(orchestrator::heldout_reserve_s(verdicts, {"b"}, 20.0, 1), 1.25 * 20.0);
   EXPECT_EQ(orchestrator::heldout_reserve_s(verdicts, {"b", "c"}, 20.0, 1), 0.0);

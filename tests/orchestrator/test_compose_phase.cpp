@@ -42,7 +42,7 @@ TEST_F(RunStateTest, ARoundComposesEachFamilysFastestAcceptedCandidate) {
   ASSERT_EQ(ids(fresh), (std::vector<std::string>{"wan22-tiny/composite/easy-plus-fast"}));
   EXPECT_EQ(fresh[0].m.parents, (std::vector<std::string>{"wan22-tiny/cache/easy", "wan22-tiny/kernel/fast"}));
   EXPECT_EQ(fresh[0].hash, gates::manifest_hash(fresh[0].m));
-  EXPECT_TRUE(fresh[0].val.is_null());
+  EXPECT_FALSE(fresh[0].val.has_value());
   EXPECT_TRUE(s.seen.count(fresh[0].hash));
   EXPECT_TRUE(next_compositions(s).empty());
 }

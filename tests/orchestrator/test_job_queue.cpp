@@ -10,6 +10,7 @@ using namespace autooptim;
 using namespace autooptim::orchestrator;
 using nlohmann::json;
 using orchestrator::testing::candidate;
+using orchestrator::testing::record;
 using orchestrator::testing::RunStateTest;
 using orchestrator::testing::verdict;
 
@@ -22,10 +23,8 @@ Job job(const std::string& phase) {
 }
 
 // An accepted verdict on the split, as the ledger holds it.
-json split_verdict(const std::string& hash, double speedup, double psnr) {
-  json v = verdict(true, speedup, psnr);
-  v["manifest_hash"] = hash;
-  return v;
+GateRecord split_verdict(const std::string& hash, double speedup, double psnr) {
+  return record(true, speedup, psnr, "", hash);
 }
 
 // A worker's answer to a screen request: ok with `result`, or failed with `error`.
@@ -57,7 +56,7 @@ TEST_F(RunStateTest, TheHeldOutChecksOfTierWinnersKeepTheirGateRuns) {
   req_.budget_trials = 3;
   auto& s = state();
   s.done[{"h1", req_.split}] = split_verdict("h1", 2.0, 40);
-  s.done[{"h2", req_.split}] = verdict(false, 3.0, 50);  // rejected: wins nothing
+  s.done[{"h2", req_.split}] = record(false, 3.0, 50, "", "h2");  // rejected: wins nothing
   EXPECT_EQ(reserve_runs(s), 1);
   s.gate_runs = 2;
   EXPECT_EQ(why_not_gate(s, job("gate"), 1),
@@ -66,7 +65,7 @@ TEST_F(RunStateTest, TheHeldOutChecksOfTierWinnersKeepTheirGateRuns) {
   EXPECT_EQ(why_not_gate(s, job("compose"), 1), why_not_gate(s, job("gate"), 1));
   EXPECT_EQ(why_not_gate(s, job("heldout"), 1), "");
   EXPECT_EQ(why_not_gate(s, job("baseline"), 1), "");
-  s.done[{"h1", req_.heldout_split}] = verdict(true, 2.0, 40);
+  s.done[{"h1", req_.heldout_split}] = record(true, 2.0, 40, "", "h1", req_.heldout_split);
   EXPECT_EQ(reserve_runs(s), 0);
   EXPECT_EQ(why_not_gate(s, job("gate"), 1), "");
 }
@@ -85,7 +84,7 @@ TEST_F(RunStateTest, TheTimeReserveIsPricedByTheHeldOutGatesGenerations) {
   s.gating_s = 20;
   EXPECT_DOUBLE_EQ(reserve_s(s, 1), 1.25 * 3.8 * 10 * 2);
   EXPECT_DOUBLE_EQ(reserve_s(s, 2), 1.25 * 3.8 * 10);
-  s.done[{"b", req_.heldout_split}] = verdict(true, 3.0, 30);
+  s.done[{"b", req_.heldout_split}] = record(true, 3.0, 30, "", "b", req_.heldout_split);
   EXPECT_DOUBLE_EQ(reserve_s(s, 1), 1.25 * 3.8 * 10);
 }
 

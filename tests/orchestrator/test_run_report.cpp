@@ -11,6 +11,7 @@ using namespace autooptim;
 using namespace autooptim::orchestrator;
 using nlohmann::json;
 using orchestrator::testing::candidate;
+using orchestrator::testing::record;
 using orchestrator::testing::RunStateTest;
 using orchestrator::testing::verdict;
 namespace fs = std::filesystem;
@@ -73,7 +74,7 @@ TEST_F(RunStateTest, AnAcceptedCandidatesHeldOutCheckIsReported) {
   s.not_gated[{c.hash, req_.heldout_split}] = "gate-run budget spent (40 of --budget-trials)";
   EXPECT_EQ(candidate_entry(s, c)["heldout"],
             json({{"gated", false}, {"reason", "gate-run budget spent (40 of --budget-trials)"}}));
-  c.heldout = verdict(true, 1.55, 39);
+  c.heldout = record(true, 1.55, 39);
   const json h = candidate_entry(s, c)["heldout"];
   EXPECT_EQ(h["accepted"], true);
   EXPECT_DOUBLE_EQ(h["speedup"].get<double>(), 1.55);
@@ -87,7 +88,10 @@ TEST_F(RunStateTest, TheBaselineBlockSaysWhyItWasNotMeasuredOrWhereItCameFrom) {
                                      {"seconds", 0.0},
                                      {"gate_run", "gates/wan22-tiny_baseline/val"},
                                      {"reason", "interrupted by SIGINT before its gate run"}}));
-  s.base_verdict = {{"baseline_seconds", 3.5}, {"cached_from", "/cache/baselines/abc"}};
+  json v = verdict(true, 1.0, 99, "", gates::manifest_hash(s.base));
+  v["baseline_seconds"] = 3.5;
+  v["cached_from"] = "/cache/baselines/abc";
+  s.base_verdict = GateRecord::read(v, "test verdict");
   s.base_seconds = 3.5;
   s.baseline_key = "abc";
   const json b = baseline_entry(s);

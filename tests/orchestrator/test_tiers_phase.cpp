@@ -11,6 +11,7 @@ using namespace autooptim;
 using namespace autooptim::orchestrator;
 using nlohmann::json;
 using orchestrator::testing::candidate;
+using orchestrator::testing::record;
 using orchestrator::testing::RunStateTest;
 using orchestrator::testing::verdict;
 
@@ -31,10 +32,10 @@ TEST_F(RunStateTest, EachBucketTakesTheBestQualityCandidateThatHoldsHeldOut) {
              candidate(s.base, "sparse", "c", {{"sparse", {{"pattern", "frame_window"}}}},
                        verdict(false, 3.2, 45, "quality"))};
   // Held out, a holds 1.5x; b falls to 1.9x, below its 2x.
-  const std::map<std::string, json> heldout = {{"wan22-tiny/kernel/a", verdict(true, 1.55, 39)},
-                                               {"wan22-tiny/cache/b", verdict(true, 1.9, 34)}};
+  const std::map<std::string, GateRecord> heldout = {{"wan22-tiny/kernel/a", record(true, 1.55, 39)},
+                                                     {"wan22-tiny/cache/b", record(true, 1.9, 34)}};
   std::map<std::string, int> checks;
-  choose_tiers(s, [&](const Candidate& c) {
+  choose_tiers(s, [&](const Candidate& c) -> std::optional<GateRecord> {
     ++checks[c.m.id];
     return heldout.at(c.m.id);
   });
@@ -67,9 +68,9 @@ TEST_F(RunStateTest, AnUnrunHeldOutCheckAndUngatedCandidatesAreSaid) {
              candidate(s.base, "composite", "x", {{"fused_qkv", true}, {"cross_kv_cache", true}}, nullptr)};
   s.not_gated[{s.cands[0].hash, req_.heldout_split}] = "time budget spent (--budget-minutes 600.00)";
   int checks = 0;
-  choose_tiers(s, [&](const Candidate&) {
+  choose_tiers(s, [&](const Candidate&) -> std::optional<GateRecord> {
     ++checks;
-    return json();
+    return std::nullopt;
   });
   EXPECT_EQ(checks, 1);  // the first in line could not be checked: the bucket ends there
   EXPECT_TRUE(s.tiers["1.5x"].is_null());

@@ -47,15 +47,22 @@ void copy_tree(const fs::path& from, const fs::path& to) {
 bool reuse_cached(RunState& s, const fs::path& entry, const fs::path& gate_dir) {
   const auto cached = workers::read_json_file((entry / "verdict.json").string());
   if (!cached || !fs::is_directory(entry / "gate")) return false;
-  copy_tree(entry / "gate", gate_dir);
   json v = *cached;
   v["cached_from"] = entry.string();
   v["out_dir"] = gate_dir.string();
+  GateRecord record;
+  try {
+    record = GateRecord::read(v, "the cached baseline verdict " + (entry / "verdict.json").string());
+  } catch (const std::exception& e) {
+    s.progress.warn(std::string(e.what()) + ": the baseline is gated again");
+    return false;
+  }
+  copy_tree(entry / "gate", gate_dir);
   json row = v;
   const json env = gate_environment_of(s.first_worker);
   for (const auto& [k, val] : env.items()) row[k] = val;
   s.ledger->append(row);
-  s.done[{gates::manifest_hash(s.base), s.req.split}] = v;
+  s.done[{gates::manifest_hash(s.base), s.req.split}] = record;
   s.progress.line("baseline: verdict and clips reused from the cache (" + entry.string() + ")");
   return true;
 }
@@ -65,7 +72,7 @@ void store_in_cache(RunState& s, const fs::path& entry, const fs::path& gate_dir
   try {
     const fs::path tmp = entry.string() + ".tmp" + std::to_string(getpid());
     copy_tree(gate_dir, tmp / "gate");
-    json v = s.base_verdict;
+    json v = s.base_verdict->row;
     v.erase("out_dir");
     v["cached_at"] = base::utc_timestamp();
     v["cache_key"] = s.baseline_key;
@@ -89,8 +96,8 @@ void baseline_phase(RunState& s) {
   bool cached = false;
   if (!s.done.count({gates::manifest_hash(s.base), s.req.split})) cached = reuse_cached(s, entry, gate_dir);
   s.base_verdict = gate_one(s, s.base, s.req.split, "baseline");
-  s.base_seconds = s.base_verdict.is_object() ? s.base_verdict.value("baseline_seconds", 0.0) : 0.0;
-  if (!cached && s.base_verdict.is_object() && !s.base_verdict.contains("cached_from") && s.base_seconds > 0 &&
+  s.base_seconds = s.base_verdict ? s.base_verdict->baseline_seconds : 0.0;
+  if (!cached && s.base_verdict && !s.base_verdict->row.contains("cached_from") && s.base_seconds > 0 &&
       fs::is_directory(gate_dir))
     store_in_cache(s, entry, gate_dir);
 }

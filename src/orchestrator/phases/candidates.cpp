@@ -80,7 +80,7 @@ void collect_candidates(RunState& s) {
       gates::Manifest m = gates::load_manifest(f.string());
       const std::string h = gates::manifest_hash(m);
       if (!s.seen.insert(h).second) continue;
-      s.cands.push_back({m, h, json(), json()});
+      s.cands.push_back({m, h, std::nullopt, std::nullopt});
     } catch (const Error& e) {
       s.progress.warn(std::string("ignoring a malformed proposal: ") + e.what());
     }

@@ -80,7 +80,7 @@ std::vector<Candidate> next_compositions(RunState& s) {
     if (!composite) continue;  // the parts set one flag differently
     const std::string hash = gates::manifest_hash(*composite);
     if (!s.seen.insert(hash).second) continue;  // a composition already gated is not gated again
-    fresh.push_back({*composite, hash, json(), json()});
+    fresh.push_back({*composite, hash, std::nullopt, std::nullopt});
   }
   return fresh;
 }

@@ -19,8 +19,8 @@ using nlohmann::json;
 
 namespace autooptim::orchestrator {
 
-std::pair<std::vector<json>, std::set<std::string>> tier_verdicts(const RunState& s) {
-  std::pair<std::vector<json>, std::set<std::string>> vc;  // verdicts on the split, hashes confirmed held out
+std::pair<std::vector<GateRecord>, std::set<std::string>> tier_verdicts(const RunState& s) {
+  std::pair<std::vector<GateRecord>, std::set<std::string>> vc;  // verdicts on the split, hashes confirmed held out
   for (const auto& [key, v] : s.done) {
     if (key.first.empty()) continue;
     if (key.second == s.req.split) vc.first.push_back(v);
@@ -203,9 +203,9 @@ void finish_gate(RunState& s, Job& j, const workers::Response& r) {
   }
   a.row["out_dir"] = (s.out / "gates" / slug(j.m.id) / j.split).string();
   a.row["worker"] = r.worker;
-  j.verdict = a.row;
+  j.verdict = GateRecord::read(a.row, "the verdict of " + j.m.id + " on " + j.split);
   j.done = true;
-  s.done[{j.hash, j.split}] = a.row;
+  s.done[{j.hash, j.split}] = *j.verdict;
   const workers::GateVerdictResult& v = a.verdict;
   if (v.accepted) s.best = std::max(s.best, v.speedup);
   std::string failed;
@@ -316,7 +316,8 @@ void run_jobs(RunState& s, std::vector<Job>& jobs) {
   }
 }
 
-json gate_one(RunState& s, const gates::Manifest& m, const std::string& split, const std::string& phase) {
+std::optional<GateRecord> gate_one(RunState& s, const gates::Manifest& m, const std::string& split,
+                                   const std::string& phase) {
   std::vector<Job> jobs(1);
   jobs[0].m = m;
   jobs[0].split = split;

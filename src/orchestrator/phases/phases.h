@@ -87,7 +87,7 @@ std::vector<std::string> executor_names(const RunRequest& req);
 
 // --- job queue (job_queue.cpp)
 // The verdicts on the split and the hashes confirmed on the held-out split, from s.done.
-std::pair<std::vector<nlohmann::json>, std::set<std::string>> tier_verdicts(const RunState& s);
+std::pair<std::vector<GateRecord>, std::set<std::string>> tier_verdicts(const RunState& s);
 // Gate runs kept back for the held-out checks of the current tier winners.
 int64_t reserve_runs(const RunState& s);
 // Seconds kept back for them, the held-out gate priced by its generations against a split gate's.
@@ -112,8 +112,9 @@ GateAnswer gate_answer(const Job& j, const workers::Response& r);
 // Runs jobs through the workers: at most one request in flight per worker, so the budget is checked as
 // each gate starts; screens first where asked. Verdicts already in s.done are reused.
 void run_jobs(RunState& s, std::vector<Job>& jobs);
-// One manifest on one split (phase names it in the progress); its verdict, null when not gated.
-nlohmann::json gate_one(RunState& s, const gates::Manifest& m, const std::string& split, const std::string& phase);
+// One manifest on one split (phase names it in the progress); its verdict, none when not gated.
+std::optional<GateRecord> gate_one(RunState& s, const gates::Manifest& m, const std::string& split,
+                                   const std::string& phase);
 // The skip ratio an executor measured for m's flags (trials.jsonl), null when none did.
 nlohmann::json skip_ratio_of(const RunState& s, const gates::Manifest& m);
 // Screens and gates candidates on the split; each gets its verdict.
@@ -137,8 +138,8 @@ std::vector<Candidate> next_compositions(RunState& s);
 void compose_round(RunState& s);
 
 // --- tiers (tiers.cpp)
-// The held-out gate of a tier candidate: its verdict, null when it could not run.
-using HeldoutGate = std::function<nlohmann::json(const Candidate&)>;
+// The held-out gate of a tier candidate: its verdict, none when it could not run.
+using HeldoutGate = std::function<std::optional<GateRecord>(const Candidate&)>;
 // Fills s.tiers and s.tier_notes from s.cands (compositions included), checking each bucket's best on the
 // held-out split through `heldout` (once per candidate).
 void choose_tiers(RunState& s, const HeldoutGate& heldout);

@@ -52,17 +52,13 @@ json clip_links(const fs::path& out, const fs::path& dir) {
   return links;
 }
 
-// The timing details of a verdict's performance gate.
-json performance_details(const json& verdict) {
-  return verdict.value("gates", json::object()).value("performance", json::object()).value("details", json::object());
-}
-
 json heldout_entry(const RunState& s, const Candidate& c) {
-  json h = {{"accepted", c.heldout.value("accepted", false)},
-            {"speedup", c.heldout.value("speedup", 0.0)},
-            {"psnr", c.heldout.value("psnr", 0.0)},
-            {"ssim", c.heldout.value("ssim", 0.0)},
-            {"failure_signature", c.heldout.value("failure_signature", "")}};
+  const GateRecord& v = *c.heldout;
+  json h = {{"accepted", v.accepted},
+            {"speedup", v.speedup},
+            {"psnr", v.psnr},
+            {"ssim", v.ssim},
+            {"failure_signature", v.failure_signature}};
   const fs::path dir = s.out / "gates" / slug(c.m.id) / s.req.heldout_split;
   h["quality_by_prompt"] = read_quality(dir);
   h["clips"] = clip_links(s.out, dir);
@@ -71,11 +67,11 @@ json heldout_entry(const RunState& s, const Candidate& c) {
 
 // What the candidate's gate run on the split measured and wrote.
 void add_gate_run(const RunState& s, const Candidate& c, json& entry) {
-  const json perf = performance_details(c.val);
+  const json& perf = c.val->performance_details();
   if (perf.contains("baseline")) entry["baseline_timing"] = perf["baseline"];
   if (perf.contains("candidate")) entry["candidate_timing"] = perf["candidate"];
-  entry["baseline_seconds"] = c.get("baseline_seconds", 0.0);
-  entry["candidate_seconds"] = c.get("candidate_seconds", 0.0);
+  entry["baseline_seconds"] = c.val->baseline_seconds;
+  entry["candidate_seconds"] = c.val->candidate_seconds;
   const fs::path dir = s.out / "gates" / slug(c.m.id) / s.req.split;
   entry["gate_run"] = "gates/" + slug(c.m.id) + "/" + s.req.split;
   entry["quality_by_prompt"] = read_quality(dir);
@@ -148,13 +144,13 @@ WorkerTotals worker_totals(const RunState& s) {
 json baseline_entry(const RunState& s) {
   const std::string dir = "gates/" + slug(s.base.id) + "/" + s.req.split;
   json baseline = {{"manifest", s.base.id}, {"seconds", s.base_seconds}, {"gate_run", dir}};
-  const json& v = s.base_verdict;
-  if (!v.is_object()) {
+  if (!s.base_verdict) {
     const auto it = s.not_gated.find({gates::manifest_hash(s.base), s.req.split});
     baseline["reason"] = it != s.not_gated.end() ? it->second : "not gated";
     return baseline;
   }
-  const json perf = performance_details(v);
+  const json& v = s.base_verdict->row;
+  const json& perf = s.base_verdict->performance_details();
   if (perf.contains("baseline")) baseline["timing"] = perf["baseline"];
   baseline["clips"] = clip_links(s.out, s.out / dir);
   baseline["cached"] = v.contains("cached_from");
@@ -165,9 +161,8 @@ json baseline_entry(const RunState& s) {
 
 json candidate_entry(const RunState& s, const Candidate& c) {
   json verdicts = json::object();
-  if (c.val.contains("gates"))
-    for (const auto& [g, x] : c.val["gates"].items())
-      verdicts[g] = {{"pass", x.value("pass", false)}, {"reason", x.value("reason", "")}};
+  if (c.val)
+    for (const auto& [g, x] : c.val->gates) verdicts[g] = {{"pass", x.pass}, {"reason", x.reason}};
   json entry = {{"id", c.m.id},
                 {"family", c.m.family},
                 {"speedup", c.speedup()},
@@ -178,8 +173,8 @@ json candidate_entry(const RunState& s, const Candidate& c) {
                 {"verdicts", verdicts},
                 {"flags", c.m.flags},
                 {"lossless", c.m.lossless},
-                {"gated", !c.val.is_null()},
-                {"failure_signature", c.get("failure_signature", std::string())},
+                {"gated", c.val.has_value()},
+                {"failure_signature", c.val ? c.val->failure_signature : std::string()},
                 {"parents", c.m.parents}};
   const auto screen = s.screen_of.find(c.hash);
   if (screen != s.screen_of.end()) entry["screen"] = screen->second;
@@ -187,16 +182,16 @@ json candidate_entry(const RunState& s, const Candidate& c) {
     entry["device_seconds"] = {
         {"screen_s", d->second.first}, {"gate_s", d->second.second}, {"total_s", d->second.first + d->second.second}};
   entry["screened_out"] = screen != s.screen_of.end() && screen->second.value("dropped", false);
-  if (c.val.is_object() && c.val.contains("worker")) entry["worker"] = c.val["worker"];
-  if (c.val.is_null()) {
+  if (c.val && c.val->row.contains("worker")) entry["worker"] = c.val->row["worker"];
+  if (!c.val) {
     const auto it = s.not_gated.find({c.hash, s.req.split});
     entry["not_gated_reason"] = it != s.not_gated.end() ? it->second : "not gated";
   } else {
     add_gate_run(s, c, entry);
   }
-  if (c.heldout.is_object()) {
+  if (c.heldout) {
     entry["heldout"] = heldout_entry(s, c);
-  } else if (!c.val.is_null() && c.accepted()) {
+  } else if (c.accepted()) {
     const auto it = s.not_gated.find({c.hash, s.req.heldout_split});
     if (it != s.not_gated.end()) entry["heldout"] = {{"gated", false}, {"reason", it->second}};
   }

@@ -199,9 +199,18 @@ void prepare_gating(RunState& s) {
   }
   // Verdicts already in the ledger (resume): manifest hash + split -> row, when decided in this
   // environment (build, weights, device, dtype).
-  for (const auto& row : s.ledger->read_all())
-    if (row.contains("manifest_hash") && row.contains("split") && same_gate_environment(row, s.first_worker))
-      s.done[{row["manifest_hash"].get<std::string>(), row["split"].get<std::string>()}] = row;
+  // A row that does not read as a verdict is not resumed (its manifest is gated again), and says why.
+  int64_t n = 0;
+  for (const auto& row : s.ledger->read_all()) {
+    ++n;
+    if (!row.is_object() || !same_gate_environment(row, s.first_worker)) continue;
+    try {
+      const GateRecord v = GateRecord::read(row, "ledger row " + std::to_string(n));
+      s.done[{v.manifest_hash, v.split}] = v;
+    } catch (const std::exception& e) {
+      s.progress.warn(std::string(e.what()) + ": not resumed");
+    }
+  }
 
   s.gs = req.gate;
   s.gs.prompts_dir = fs::absolute(req.prompts_dir).string();

@@ -21,8 +21,8 @@ json tier_entry(const RunState& s, const Candidate& c) {
           {"family", c.m.family},
           {"flags", c.m.flags},
           {"heldout_accepted", true},
-          {"heldout_speedup", c.heldout.value("speedup", 0.0)},
-          {"heldout_psnr", c.heldout.value("psnr", 0.0)},
+          {"heldout_speedup", c.heldout ? c.heldout->speedup : 0.0},
+          {"heldout_psnr", c.heldout ? c.heldout->psnr : 0.0},
           {"resolved_manifest", gates::to_json(c.m)},
           {"switches", gates::technique_flags_set(c.m)},
           {"lossless", c.m.lossless},
@@ -41,13 +41,11 @@ void explain_empty_tier(const RunState& s, double need, bool pool_empty, json& n
   // not speed); a slower rejected one says nothing about the bucket.
   const Candidate* nearest = nullptr;
   for (const auto& c : s.cands)
-    if (!c.val.is_null() && !c.accepted() && c.speedup() >= need && (!nearest || ranks_above(c.val, nearest->val)))
-      nearest = &c;
+    if (c.val && !c.accepted() && c.speedup() >= need && (!nearest || ranks_above(c, *nearest))) nearest = &c;
   if (nearest) {
     std::string failed;
-    const json nearest_gates = nearest->val.value("gates", json::object());
-    for (const auto& [g, x] : nearest_gates.items())
-      if (!x.value("pass", false)) failed += (failed.empty() ? "" : ", ") + g;
+    for (const auto& [g, x] : nearest->val->gates)
+      if (!x.pass) failed += (failed.empty() ? "" : ", ") + g;
     notes.push_back("nearest miss: " + nearest->m.id + " at " + num_text(nearest->speedup()) + "x, worst PSNR " +
                     quality_text(nearest->psnr(), true) + ", failed " + failed);
   }
@@ -60,7 +58,7 @@ void explain_empty_tier(const RunState& s, double need, bool pool_empty, json& n
                         : std::string("no candidate was accepted"));
   int ungated = 0, ungated_comp = 0;
   for (const auto& c : s.cands)
-    if (c.val.is_null()) ++ungated, ungated_comp += c.m.family == "composite";
+    if (!c.val) ++ungated, ungated_comp += c.m.family == "composite";
   if (ungated)
     notes.push_back(std::to_string(ungated) + " candidate(s) never gated" +
                     (ungated_comp ? " (" + std::to_string(ungated_comp) + " compositions)" : "") + ": " +
@@ -73,19 +71,16 @@ json choose_winner(RunState& s, const std::vector<Candidate*>& pool, double need
                    json& notes) {
   const RunRequest& req = s.req;
   for (auto* c : pool) {
-    if (c->heldout.is_null()) c->heldout = heldout(*c);
-    if (!c->heldout.is_object()) {
+    if (!c->heldout) c->heldout = heldout(*c);
+    if (!c->heldout) {
       notes.push_back(c->m.id + " reached " + num_text(c->speedup()) + "x on " + req.split +
                       " but its held-out check was not run: " + s.not_gated[{c->hash, req.heldout_split}]);
       return nullptr;
     }
-    if (!c->heldout.value("accepted", false) || c->heldout.value("speedup", 0.0) < need) {
+    if (!c->heldout->accepted || c->heldout->speedup < need) {
       notes.push_back(c->m.id + " reached " + num_text(c->speedup()) + "x on " + req.split +
-                      " but not on the held-out prompts (" + num_text(c->heldout.value("speedup", 0.0)) + "x" +
-                      (c->heldout.value("accepted", false)
-                           ? ""
-                           : ", rejected: " + c->heldout.value("failure_signature", std::string("?"))) +
-                      ")");
+                      " but not on the held-out prompts (" + num_text(c->heldout->speedup) + "x" +
+                      (c->heldout->accepted ? "" : ", rejected: " + c->heldout->failure_signature) + ")");
       continue;
     }
     return tier_entry(s, *c);
@@ -102,8 +97,7 @@ void choose_tiers(RunState& s, const HeldoutGate& heldout) {
     std::vector<Candidate*> pool;
     for (auto& c : s.cands)
       if (c.accepted() && c.speedup() >= need) pool.push_back(&c);
-    std::sort(pool.begin(), pool.end(),
-              [](const Candidate* a, const Candidate* b) { return ranks_above(a->val, b->val); });
+    std::sort(pool.begin(), pool.end(), [](const Candidate* a, const Candidate* b) { return ranks_above(*a, *b); });
     json notes = json::array();
     s.tiers[bucket] = choose_winner(s, pool, need, heldout, notes);
     if (s.tiers[bucket].is_null()) explain_empty_tier(s, need, pool.empty(), notes);
