@@ -41,6 +41,10 @@ void open_run(RunState& s);
 // The ledger, the verdicts to resume (decided in the first worker's environment), the gate settings
 // and the prompt counts.
 void prepare_gating(RunState& s);
+// The verdicts already in s.ledger (resume): manifest hash + split -> record, where decided in the first
+// worker's environment (build, weights, device, dtype). A row that does not read as a verdict is not
+// resumed, with a warning naming it and the key.
+void resume_verdicts(RunState& s);
 
 // Where a run keeps baseline outputs and the baseline's verdict when --baseline-cache is not given: on a GPU,
 // one folder per machine that every run shares ($AUTOOPTIM_CACHE_DIR/baseline-cache, else

@@ -184,6 +184,21 @@ void open_run(RunState& s) {
   }
 }
 
+void resume_verdicts(RunState& s) {
+  // A row that does not read as a verdict is not resumed (its manifest is gated again), and says why.
+  int64_t n = 0;
+  for (const auto& row : s.ledger->read_all()) {
+    ++n;
+    if (!row.is_object() || !same_gate_environment(row, s.first_worker)) continue;
+    try {
+      const GateRecord v = GateRecord::read(row, "ledger row " + std::to_string(n));
+      s.done[{v.manifest_hash, v.split}] = v;
+    } catch (const std::exception& e) {
+      s.progress.warn(std::string(e.what()) + ": not resumed");
+    }
+  }
+}
+
 void prepare_gating(RunState& s) {
   const RunRequest& req = s.req;
   fs::create_directories(s.out / "outbox");
@@ -197,20 +212,7 @@ void prepare_gating(RunState& s) {
     if (!p.splits.empty() && std::find(visible.begin(), visible.end(), p.splits.front()) != visible.end())
       s.prompt_texts[p.id] = p.text;
   }
-  // Verdicts already in the ledger (resume): manifest hash + split -> row, when decided in this
-  // environment (build, weights, device, dtype).
-  // A row that does not read as a verdict is not resumed (its manifest is gated again), and says why.
-  int64_t n = 0;
-  for (const auto& row : s.ledger->read_all()) {
-    ++n;
-    if (!row.is_object() || !same_gate_environment(row, s.first_worker)) continue;
-    try {
-      const GateRecord v = GateRecord::read(row, "ledger row " + std::to_string(n));
-      s.done[{v.manifest_hash, v.split}] = v;
-    } catch (const std::exception& e) {
-      s.progress.warn(std::string(e.what()) + ": not resumed");
-    }
-  }
+  resume_verdicts(s);
 
   s.gs = req.gate;
   s.gs.prompts_dir = fs::absolute(req.prompts_dir).string();
