@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/atomic_file.h"
+#include "orchestrator/gate_record.h"
 #include "base/error.h"
 #include "base/spawn.h"
 #include "base/stats.h"
@@ -108,13 +109,13 @@ DeployExpectation expectation_from_gate_dir(const std::string& gate_dir, const s
     e.clip_sha256 = c.value("frames_sha256", "");
     e.baseline_sha256 = c.value("baseline_frames_sha256", "");
   }
-  const json v = read_json_or_null(fs::path(gate_dir) / "verdict.json");
-  if (v.is_object()) {
-    e.gated_speedup = v.value("speedup", 0.0);
-    const json perf =
-        v.value("gates", json::object()).value("performance", json::object()).value("details", json::object());
-    e.gate_noise = perf.value("margin", perf.value("noise", 0.0));
-  }
+  const fs::path file = fs::path(gate_dir) / "verdict.json";
+  const json v = read_json_or_null(file);
+  if (v.is_null()) return e;
+  const GateRecord r = GateRecord::read(v, file.string());
+  e.gated_speedup = r.speedup;
+  const json& perf = r.performance_details();
+  e.gate_noise = perf.value("margin", perf.value("noise", 0.0));
   return e;
 }
 

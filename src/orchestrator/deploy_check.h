@@ -48,6 +48,7 @@ struct DeployResult {
 };
 
 // The expectation of a tier from its gate run folder (clips.json, verdict.json): the clip of `prompt_id`.
+// Empty where the folder has no verdict; a verdict that does not read is an Error naming the file and key.
 DeployExpectation expectation_from_gate_dir(const std::string& gate_dir, const std::string& prompt_id);
 
 // Judges measured runs against the expectation: bit-exact clips (tier and baseline) and a speedup no lower

@@ -3,6 +3,11 @@
 // the larger of the gate's noise and the check's own spread. The processes themselves run in the CLI tests.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "orchestrator/deploy_check.h"
 
 namespace orch = autooptim::orchestrator;
@@ -88,4 +93,38 @@ TEST(DeployCheck, EachBucketIsJudgedOnTheDeployPathsFigure) {
   orch::judge_deploy(other, gated(3.0, 0.1));
   EXPECT_FALSE(orch::deliverable(other.to_json(), 1.5));
   EXPECT_TRUE(orch::deliverable(nlohmann::json{{"ran", false}, {"not_run", "--no-deploy-check"}}, 4.0));
+}
+
+// The expectation comes from the tier's gate folder: its clip's hashes from clips.json, the gated speedup and
+// the noise margin from verdict.json, read as a verdict (a key missing there is an error naming the file).
+TEST(DeployCheck, TheExpectationIsReadFromTheGateFolder) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("autooptim-deploy-expect-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  EXPECT_DOUBLE_EQ(orch::expectation_from_gate_dir(dir.string(), "mh-01").gated_speedup, 0.0);  // no verdict yet
+  nlohmann::json v = {{"manifest_hash", "h"},
+                      {"split", "val"},
+                      {"accepted", true},
+                      {"speedup", 2.5},
+                      {"psnr", 40.0},
+                      {"ssim", 0.99},
+                      {"failure_signature", ""},
+                      {"gates", {{"performance", {{"pass", true}, {"details", {{"margin", 0.04}}}}}}}};
+  std::ofstream(dir / "verdict.json") << v.dump();
+  std::ofstream(dir / "clips.json")
+      << nlohmann::json{{"clips", {{"mh-01", {{"frames_sha256", "aa"}, {"baseline_frames_sha256", "bb"}}}}}}.dump();
+  const orch::DeployExpectation e = orch::expectation_from_gate_dir(dir.string(), "mh-01");
+  EXPECT_DOUBLE_EQ(e.gated_speedup, 2.5);
+  EXPECT_DOUBLE_EQ(e.gate_noise, 0.04);
+  EXPECT_EQ(e.clip_sha256, "aa");
+  EXPECT_EQ(e.baseline_sha256, "bb");
+  v.erase("speedup");
+  std::ofstream(dir / "verdict.json") << v.dump();
+  try {
+    orch::expectation_from_gate_dir(dir.string(), "mh-01");
+    ADD_FAILURE() << "a verdict without its speedup was read";
+  } catch (const std::exception& err) {
+    EXPECT_EQ(std::string(err.what()), (dir / "verdict.json").string() + ": missing key 'speedup'");
+  }
+  fs::remove_all(dir);
 }

@@ -20,6 +20,7 @@
 #include "orchestrator/agent_report.h"
 #include "orchestrator/executor_records.h"
 #include "orchestrator/phases/phases.h"
+#include "workers/trial_result.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -59,13 +60,14 @@ json explored(const fs::path& box) {
   json trials = json::array();
   for (const json& t : base::read_json_lines(box / "trials.jsonl")) {  // a killed executor's torn line skipped
     try {
-      trials.push_back({{"label", t.value("label", "")},
-                        {"speedup", t.value("speedup", 0.0)},
-                        {"psnr", t.value("psnr_min", 0.0)},
-                        {"prompts", t.value("prompts", 0)},
-                        {"engaged", t.value("not_engaged", json::array()).empty()}});
-    } catch (const std::exception&) {
-      // a row that is not a trial (not an object, or a field of another type)
+      const workers::TrialResult r = workers::TrialResult::from_json(t);
+      trials.push_back({{"label", r.label},
+                        {"speedup", r.speedup},
+                        {"psnr", r.psnr_min},
+                        {"prompts", r.prompts},
+                        {"engaged", r.engaged()}});
+    } catch (const std::exception& e) {
+      log::warn(box.string() + "/trials.jsonl: " + e.what() + ": left out of the report");
     }
   }
   json proposed = json::array();

@@ -13,6 +13,7 @@
 #include "orchestrator/phases/phases.h"
 #include "orchestrator/report.h"
 #include "workers/messages.h"
+#include "workers/trial_result.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -331,15 +332,17 @@ json skip_ratio_of(const RunState& s, const gates::Manifest& m) {
   for (const auto& e : s.executors) {
     for (const json& t : base::read_json_lines(s.out / "outbox" / e.value("family", "") / "trials.jsonl")) {
       try {
-        if (!t.value("skip_ratio", json()).is_number()) continue;
+        const workers::TrialResult r = workers::TrialResult::from_json(t);
+        if (r.skip_ratio < 0) continue;
         gates::Manifest tm = s.base;
         tm.id = s.base.model + "/trial";
         tm.kind = "patch";
         tm.family = m.family;
         tm.base = s.base.id;
-        tm.flags = t.value("flags", json::object());
-        if (gates::to_json(gates::parse_manifest(gates::to_json(tm), "trial"))["flags"] == want) return t["skip_ratio"];
+        tm.flags = r.flags;
+        if (gates::to_json(gates::parse_manifest(gates::to_json(tm), "trial"))["flags"] == want) return r.skip_ratio;
       } catch (const std::exception&) {
+        // a row that is not a trial, or flags no longer valid: it measured nothing this candidate can use
       }
     }
   }
