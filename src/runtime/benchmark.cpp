@@ -10,11 +10,11 @@
 
 #include "base/error.h"
 #include "runtime/device.h"
+#include "runtime/extension_points.h"
 #include "runtime/flops.h"
 #include "runtime/forward_context.h"
 #include "runtime/profile.h"
 #include "runtime/techniques/kernel/attention_backend.h"
-#include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/techniques/sparse/video_sparse_attention.h"
 #include "runtime/techniques/kernel/timestep_dedup_options.h"
@@ -176,20 +176,20 @@ ForwardInputs forward_inputs(Bench& b) {
 }
 
 // One transformer forward. The manifest's techniques apply here too. A fresh per-generation context each
-// forward, so the cross-attention cache cannot carry over between timed forwards; except with cuda_graph,
-// whose point is the steady state of steps 3..50 (the two warm-up forwards capture the graph, and the
-// timed ones replay it, reading the cross-attention K/V cached by the first when that is on too).
+// forward, so the cross-attention cache cannot carry over between timed forwards; except with a replayed
+// forward (cuda_graph), whose point is the steady state of steps 3..50 (the two warm-up forwards capture the
+// graph, and the timed ones replay it, reading the cross-attention K/V cached by the first when that is on too).
 void bench_forward(Bench& b, const ForwardInputs& in) {
   const auto& o = b.req.options;
   reset_peak_memory(b.dev);
   Trace fwd_trace;
-  CrossKVCache graph_kv;
-  techniques::CudaGraphs graphs;
+  CrossKVCache replay_kv;  // a replayed forward reads the K/V its first run cached: it outlives the loop
+  const std::unique_ptr<ForwardReplay> replay = ext::make_forward_replay(o);
   auto fwd = time_region(b.dev, 2, b.set.repeat, [&] {
     CrossKVCache kv;
     ForwardContext fc = b.forward_context(&fwd_trace);
-    fc.cross_kv = o.of<CudaGraphOptions>().on ? &graph_kv : &kv;
-    if (o.of<CudaGraphOptions>().on) fc.cuda_graphs = &graphs;
+    fc.cross_kv = replay ? &replay_kv : &kv;
+    fc.replay = replay.get();
     b.pipe.transformer()->forward(in.x, in.t, in.ctx, nullptr, &fc);
   });
   const auto& tc = b.pipe.transformer()->config();

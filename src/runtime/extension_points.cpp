@@ -77,6 +77,11 @@ TextEncoding resolve_text_encoding(const RuntimeOptions& o) {
   return on.empty() ? TextEncoding{} : *on.front();
 }
 
+std::unique_ptr<ForwardReplay> make_forward_replay(const RuntimeOptions& o) {
+  const auto on = points().forward_replay.resolve(&o);
+  return on.empty() ? nullptr : (*on.front())();
+}
+
 }  // namespace ext
 
 at::Tensor run_blocks(const BlockStack& s, at::Tensor h, int64_t from, int64_t to) {

@@ -306,6 +306,28 @@ struct DecodePoints {
   static DecodePoints resolve(const RuntimeOptions& o);
 };
 
+}  // namespace ext
+
+// The transformer's body (patch embedding, blocks, head) as a function of its inputs, and a runner that
+// may replay it (ForwardContext::replay: the pipeline makes one per generation through the
+// pipeline.forward_replay point, e.g. CUDA graphs).
+using ForwardBody = std::function<at::Tensor(const std::vector<at::Tensor>& inputs, ForwardContext& fc)>;
+class ForwardReplay {
+ public:
+  virtual ~ForwardReplay() = default;
+  // body(inputs, fc) for `key` (shape, prompt and phase of the forward), run or replayed.
+  virtual at::Tensor run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
+                         const ForwardBody& body) = 0;
+};
+
+namespace ext {
+
+// A runner of the transformer's body for one generation (or one bench/screen loop), made where a technique at
+// pipeline.forward_replay is on; its caches must outlive it (the caller's cross-attention K/V among them).
+using ForwardReplayFactory = std::function<std::unique_ptr<ForwardReplay>()>;
+// The forward replay of the first override that is on, or none (the body runs eagerly).
+std::unique_ptr<ForwardReplay> make_forward_replay(const RuntimeOptions& o);
+
 // ---------------------------------------------------------------------------------------------------
 // The registry
 
@@ -340,6 +362,7 @@ struct Points {
   Point<at::ScalarType> decode_dtype{"pipeline.decode_dtype"};  // an override's value: the decoding dtype
   Point<TextEncoding> text_encoding{"pipeline.encode_text"};    // an override's value: how prompts are encoded
   Point<DecodeStageFn> decode_stage{"pipeline.decode"};
+  Point<ForwardReplayFactory> forward_replay{"pipeline.forward_replay"};
 };
 
 // Every point, with the built-in techniques' overrides registered on first use.
@@ -366,17 +389,6 @@ class StepCache {
   virtual at::Tensor blocks(const BlockStack& s, const at::Tensor& h, int64_t step, int branch) = 0;
   // True when blocks() decides between blocks on the host (the body cannot be replayed as a whole then).
   virtual bool hooks_blocks() const = 0;
-};
-
-// The transformer's body (patch embedding, blocks, head) as a function of its inputs, and a runner that
-// may replay it (ForwardContext::replay: the pipeline installs one for a generation, e.g. CUDA graphs).
-using ForwardBody = std::function<at::Tensor(const std::vector<at::Tensor>& inputs, ForwardContext& fc)>;
-class ForwardReplay {
- public:
-  virtual ~ForwardReplay() = default;
-  // body(inputs, fc) for `key` (shape, prompt and phase of the forward), run or replayed.
-  virtual at::Tensor run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
-                         const ForwardBody& body) = 0;
 };
 
 }  // namespace autooptim::runtime

@@ -36,8 +36,8 @@ struct ForwardContext {
   WorkCount* work = nullptr;  // the loop's counts of this step (null: not counted)
   Trace* trace = nullptr;
   CrossKVCache* cross_kv = nullptr;
-  ForwardReplay* cuda_graphs = nullptr;  // per-generation replay of the forward's body (cuda_graph switch)
-  StepCache* cache = nullptr;            // the generation's step-cache policy (cache family), if any
+  ForwardReplay* replay = nullptr;  // per-generation replay of the forward's body (ext::make_forward_replay)
+  StepCache* cache = nullptr;       // the generation's step-cache policy (cache family), if any
   // The overrides on for this forward, resolved once by the transformer's forward (null: resolved there).
   const ext::TransformerPoints* points = nullptr;
   int64_t step = 0;   // denoising step of this forward

@@ -11,7 +11,6 @@
 #include "runtime/forward_context.h"
 #include "runtime/pipeline_interceptor.h"
 #include "runtime/techniques/cache/cache_policy.h"
-#include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
 #include "runtime/extension_points.h"
 #include "runtime/techniques/sparse/video_sparse_attention_options.h"
@@ -112,7 +111,8 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   const at::Tensor token_mask = token_mask_of(mask, pc);
   // Per-generation technique state: nothing here survives into the next generation.
   CrossKVCache cross_kv;
-  techniques::CudaGraphs graphs;                 // declared after the K/V cache: destroyed first, as its graphs read it
+  // Declared after the K/V cache: destroyed first, as a replayed forward reads it.
+  const std::unique_ptr<ForwardReplay> replay = ext::make_forward_replay(options);
   std::optional<RuntimeOptions> sparse_options;  // the loop's options where an interceptor changes sparse's
   if (ic) {
     sparse_options = options;
@@ -122,7 +122,7 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   fc.options = sparse_options ? &*sparse_options : &options;
   fc.trace = trace;
   fc.cross_kv = &cross_kv;
-  if (options.of<CudaGraphOptions>().on) fc.cuda_graphs = &graphs;
+  fc.replay = replay.get();
   fc.steps = in.steps;
   // The cache family's policy sees every transformer call (and, through fc, the block stack).
   RuntimeOptions cache_options = options;

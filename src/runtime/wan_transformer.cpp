@@ -411,7 +411,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
   };
   std::vector<at::Tensor> inputs{x, cond.temb, cond.tproj, cond.text, cond.cos, cond.sin};
   // A step cache that decides between blocks needs the host there: no replay of the body then.
-  if (fc && fc->cuda_graphs && !inter && !(fc->cache && fc->cache->hooks_blocks())) {
+  if (fc && fc->replay && !inter && !(fc->cache && fc->cache->hooks_blocks())) {
     const bool sparse_step = pts.sparse_attention && pts.sparse_attention->step_sparse(*fc);
     // One replay per shape, prompt (the cached K/V it reads) and attention phase (sparse steps differ).
     std::string key = std::to_string(reinterpret_cast<uintptr_t>(ctx_key)) + (sparse_step ? "/sparse" : "/dense") +
@@ -422,7 +422,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     // own run of the body is not counted (its replays are).
     WorkCount* work = fc_local.work;
     fc_local.work = nullptr;
-    at::Tensor y = fc->cuda_graphs->run(key, inputs, fc_local, body);
+    at::Tensor y = fc->replay->run(key, inputs, fc_local, body);
     if (work) {
       work->blocks += static_cast<int64_t>(block_list.size());
       for (int64_t i = 0; i < static_cast<int64_t>(block_list.size()); ++i) {

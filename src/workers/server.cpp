@@ -30,6 +30,7 @@
 #include "gates/metrics.h"
 #include "base/sha256.h"
 #include "runtime/device.h"
+#include "runtime/extension_points.h"
 #include "runtime/video_io.h"
 #include "base/error.h"
 #include "base/process_identity.h"
@@ -37,7 +38,6 @@
 #include "runtime/forward_context.h"
 #include "base/stats.h"
 #include "runtime/techniques/engagement.h"
-#include "runtime/techniques/kernel/cuda_graph.h"
 #include "runtime/techniques/registry.h"
 #include "workers/messages.h"
 #include "workers/protocol.h"
@@ -599,22 +599,22 @@ double Server::time_forwards(const gates::Manifest& m, const Shape& s, int64_t k
   const auto dev = worker_->device();
   const at::Tensor x = s.x.to(dev, pipe.precision().compute), ctx = s.ctx.to(dev, pipe.precision().compute);
   runtime::Trace trace;
-  runtime::CrossKVCache graph_kv;
-  runtime::techniques::CudaGraphs graphs;
+  runtime::CrossKVCache replay_kv;  // a replayed forward reads the K/V its first run cached
+  const std::unique_ptr<runtime::ForwardReplay> replay = runtime::ext::make_forward_replay(opts);
   at::InferenceMode guard;
   auto one = [&] {
     runtime::CrossKVCache kv;
     runtime::ForwardContext fc;
     fc.options = &pipe.options();
     fc.trace = &trace;
-    fc.cross_kv = opts.of<runtime::CudaGraphOptions>().on ? &graph_kv : &kv;
+    fc.cross_kv = replay ? &replay_kv : &kv;
     fc.step = step;
     fc.steps = std::max<int64_t>(step + 1, m.config.steps);
-    if (opts.of<runtime::CudaGraphOptions>().on) fc.cuda_graphs = &graphs;
+    fc.replay = replay.get();
     pipe.transformer()->forward(x, s.t, ctx, nullptr, &fc);
   };
-  one();  // warm-up (captures the graph when cuda_graph is on)
-  if (opts.of<runtime::CudaGraphOptions>().on) one();
+  one();  // warm-up (captures the graph where the forward is replayed)
+  if (replay) one();
   double best = std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < k; ++i) {
     check_abandon(id);

@@ -181,6 +181,50 @@ TEST(ExtensionPoints, ResolutionFollowsPredicateAndPriority) {
   EXPECT_EQ(*on[0], 9);
 }
 
+// A runner of the forward's body made at pipeline.forward_replay (as cuda_graph's is): the model hands it the
+// body and its inputs under one key per shape and prompt, and keeps its result.
+TEST(ExtensionPoints, TestOnlyForwardReplayRunsTheBody) {
+  struct CountingReplay : ForwardReplay {
+    std::vector<std::string> keys;
+    at::Tensor run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
+                   const ForwardBody& body) override {
+      keys.push_back(key);
+      fc.count("test.probe_replay.runs");
+      ForwardContext local = fc;
+      return body(inputs, local);
+    }
+  };
+  CountingReplay* made = nullptr;
+  Scoped<ext::ForwardReplayFactory> probe(ext::points().forward_replay,
+                                          {"test_probe_replay", 1000, kProbeOn, [&made] {
+                                             auto r = std::make_unique<CountingReplay>();
+                                             made = r.get();
+                                             return std::unique_ptr<ForwardReplay>(std::move(r));
+                                           }});
+  EXPECT_EQ(ext::make_forward_replay(RuntimeOptions{}), nullptr);  // its predicate off: no replay
+  const RuntimeOptions on = probe_on();
+  const std::unique_ptr<ForwardReplay> replay = ext::make_forward_replay(on);
+  ASSERT_NE(replay, nullptr);
+  ASSERT_EQ(made, replay.get());
+
+  auto m = small_model(2);
+  at::InferenceMode guard;
+  const Inputs in;
+  const at::Tensor reference = m->forward(in.x, in.t, in.ctx);
+  Trace trace;
+  ForwardContext fc;
+  fc.options = &on;
+  fc.trace = &trace;
+  fc.replay = replay.get();
+  const at::Tensor first = m->forward(in.x, in.t, in.ctx, nullptr, &fc);
+  const at::Tensor second = m->forward(in.x, in.t, in.ctx, nullptr, &fc);
+  EXPECT_EQ(trace.get("test.probe_replay.runs"), 2);
+  ASSERT_EQ(made->keys.size(), 2u);
+  EXPECT_EQ(made->keys[0], made->keys[1]);  // one shape and prompt: one key
+  EXPECT_TRUE(at::equal(first, reference));
+  EXPECT_TRUE(at::equal(second, reference));
+}
+
 TEST(ExtensionPoints, BuiltInTechniquesRegisterFromTheirOwnFiles) {
   const auto& pts = ext::points();
   auto has = [](const std::vector<std::string>& v, const char* name) {
@@ -196,6 +240,7 @@ TEST(ExtensionPoints, BuiltInTechniquesRegisterFromTheirOwnFiles) {
   EXPECT_TRUE(has(registered(pts.sparse_attention), "sparse"));
   EXPECT_TRUE(has(registered(pts.time_embedding), "timestep_dedup"));
   EXPECT_TRUE(has(registered(pts.rope_tables), "rope_cache"));
+  EXPECT_TRUE(has(registered(pts.forward_replay), "cuda_graph"));
   // fused_qkv's merged GEMM runs before fp8's three at the q/k/v point.
   EXPECT_EQ(registered(pts.qkv).front(), "fused_qkv");
 }

@@ -116,5 +116,10 @@ at::Tensor CudaGraphs::run(const std::string& key, const std::vector<at::Tensor>
 #endif
 }
 
+AUTOOPTIM_EXTENSIONS(cuda_graph) {
+  points.forward_replay.add({"cuda_graph", 10, [](const RuntimeOptions& o) { return o.of<CudaGraphOptions>().on; },
+                             [] { return std::make_unique<CudaGraphs>(); }});
+}
+
 }  // namespace autooptim::runtime::techniques
 #endif  // AUTOOPTIM_TECHNIQUE_HOOKS

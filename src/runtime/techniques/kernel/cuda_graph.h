@@ -25,7 +25,7 @@
 
 namespace autooptim::runtime::techniques {
 
-// Installed as the transformer's forward replay (ForwardContext::cuda_graphs) for a generation.
+// Made at pipeline.forward_replay for a generation (ForwardContext::replay).
 class CudaGraphs : public ForwardReplay {
  public:
   using Body = ForwardBody;
