@@ -104,6 +104,7 @@ void add_agent(CLI::App& app) {
     r.why = a->why;
     send(r);
   });
+  add_agent_build(*cmd);
   auto* log = cmd->add_subcommand("log", "A note for the report");
   log->add_option("text", a->text, "The note")->required();
   log->callback([a] {

@@ -16,6 +16,7 @@
 #endif
 
 #include "commands.h"
+#include "runtime/plugin.h"
 #include "base/atomic_file.h"
 #include "gates/clip_digest.h"
 #include "gates/gate.h"
@@ -40,6 +41,7 @@ struct GenerateArgs {
   std::string frames_dir;
   std::string manifest;
   std::string json_out;
+  std::vector<std::string> plugins;  // technique plugins to load before the manifest is read
   int64_t threads = 0;
   int64_t repeat = 1;
 };
@@ -202,12 +204,13 @@ void print_times(const gates::RunOutput& r, double load_s, bool image, int64_t s
 
 nlohmann::json run_json(const gates::RunOutput& r, const std::string& digest) {
   const auto& t = r.times;
-  return {{"seconds", r.seconds},     {"text_s", t.text_encoding}, {"image_s", t.image_encoding},
-          {"denoise_s", t.denoising}, {"decode_s", t.decoding},    {"forwards", r.trace.get("transformer.forwards")},
-          {"frames_sha256", digest}};
+  return {{"seconds", r.seconds},     {"text_s", t.text_encoding},    {"image_s", t.image_encoding},
+          {"denoise_s", t.denoising}, {"decode_s", t.decoding},       {"forwards", r.trace.get("transformer.forwards")},
+          {"frames_sha256", digest},  {"counters", r.trace.to_json()}};
 }
 
 void run_generate(GenerateArgs& a, const CLI::App& cmd) {
+  for (const auto& p : a.plugins) runtime::load_plugin(p);
   const gates::Manifest m = manifest_to_generate(a, cmd);
   const runtime::RuntimeOptions opts = gates::to_runtime_options(m);
   if (!a.manifest.empty()) warn_idle_switches(a.manifest, opts);
@@ -311,6 +314,9 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--manifest", a->manifest,
                   "Reproduce this manifest (model, configuration, switches), e.g. a report's tiers/2x.json")
       ->check(CLI::ExistingFile);
+  cmd->add_option(
+      "--plugin", a->plugins,
+      "Load a technique plugin (autooptim agent build) whose techniques the manifest turns on (repeatable)");
   cmd->add_option("--json", a->json_out, "Also write the stage times and the frames' SHA-256 here (JSON)");
   cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default), as a run's worker --threads")
       ->check(int_in(0, 4096));

@@ -5,12 +5,14 @@
 #include <memory>
 
 #include "commands.h"
+#include "runtime/plugin.h"
 #include "runtime/techniques/registry.h"
 
 namespace autooptim::app {
 namespace {
 
 struct TechniquesArgs {
+  std::vector<std::string> plugins;
   bool json = false;
   int64_t steps = 50;
   bool gpu = false;
@@ -18,14 +20,15 @@ struct TechniquesArgs {
 
 void run_techniques(const TechniquesArgs& a) {
   namespace tech = runtime::techniques;
+  for (const auto& p : a.plugins) runtime::load_plugin(p);
   const tech::SearchContext ctx{a.steps, a.gpu};
   if (a.json) {
     std::cout << tech::registry_to_json(ctx).dump(2) << "\n";
     return;
   }
   for (const auto& t : tech::all()) {
-    std::printf("%-18s %-7s %-9s %s\n", t.name.c_str(), t.family.c_str(), t.lossless ? "lossless" : "lossy",
-                t.summary.c_str());
+    std::printf("%-18s %-7s %-9s %s%s\n", t.name.c_str(), t.family.c_str(), t.lossless ? "lossless" : "lossy",
+                t.summary.c_str(), t.plugin.empty() ? "" : (" [plugin " + t.plugin.substr(0, 12) + "]").c_str());
     for (const auto& f : t.flags) {
       std::printf("    %-34s %-12s default %s\n", t.path_of(f).c_str(), tech::to_string(f.type),
                   f.default_value().dump().c_str());
@@ -43,6 +46,7 @@ void add_techniques(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("techniques", "List the registered techniques: flags, family, engagement, search space");
   cmd->add_flag("--json", a->json, "Print the registry as JSON");
+  cmd->add_option("--plugin", a->plugins, "Load a technique plugin first (autooptim agent build; repeatable)");
   cmd->add_option("--steps", a->steps, "Steps of the run the listed search spaces are for")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

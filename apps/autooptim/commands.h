@@ -26,6 +26,8 @@ void add_eval_tiny(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_sandbox_init(CLI::App& app);
 void add_agent(CLI::App& app);
+// autooptim agent build: a technique plugin compiled as this binary was (cmd_agent_build.cpp).
+void add_agent_build(CLI::App& agent);
 
 }  // namespace autooptim::app
 namespace autooptim::gates {

@@ -22,8 +22,8 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kTopKeys = {"id",    "kind",     "family", "model",       "runtime", "base",
-                                           "flags", "lossless", "config", "description", "parents"};
-const std::vector<std::string> kOptionalTopKeys = {"description", "parents"};
+                                           "flags", "lossless", "config", "description", "parents", "plugin"};
+const std::vector<std::string> kOptionalTopKeys = {"description", "parents", "plugin"};
 const std::vector<std::string> kConfigKeys = {"height", "width",    "frames", "fps",
                                               "steps",  "guidance", "seed",   "flow_shift"};
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
@@ -311,6 +311,22 @@ void check_family(Checker& c, const Manifest& m) {
     c.fail("family", "'" + m.family + "', but no " + m.family + " technique is set (" + join(set_flags) + ")");
 }
 
+// The plugin a manifest pins is loaded in this process (its flags are unknown otherwise).
+void check_plugin_loaded(Checker& c, const std::string& plugin) {
+  const bool loaded =
+      std::any_of(tech::all().begin(), tech::all().end(), [&](const tech::Technique& t) { return t.plugin == plugin; });
+  if (!loaded) c.fail("plugin", plugin + " is not loaded in this process (autooptim ... --plugin FILE.so)");
+}
+
+// Every plugin technique a manifest turns on comes from the plugin it pins: a manifest names the code it runs.
+void check_plugin(Checker& c, const Manifest& m) {
+  const runtime::RuntimeOptions o = to_runtime_options(m);
+  for (const auto& t : tech::all())
+    if (!t.plugin.empty() && t.on(o) && t.plugin != m.plugin)
+      c.fail("plugin", "'" + t.name + "' comes from plugin " + t.plugin +
+                           ", which the manifest must pin (\"plugin\": \"" + t.plugin + "\")");
+}
+
 }  // namespace
 
 Manifest parse_manifest(const json& j, const std::string& source_label, const ParseOptions& options) {
@@ -334,6 +350,12 @@ Manifest parse_manifest(const json& j, const std::string& source_label, const Pa
     if (!valid_id(*m.base))
       c.fail("base", "'" + *m.base + "' must match [a-z0-9._/-]+ with no empty, '.' or '..' segment");
     if (*m.base == m.id) c.fail("base", "a manifest cannot be its own base");
+  }
+  if (j.contains("plugin")) {  // before the flags: a plugin's flags are unknown until it is loaded
+    m.plugin = c.get_string(j["plugin"], "plugin");
+    if (m.plugin.size() != 64 || m.plugin.find_first_not_of("0123456789abcdef") != std::string::npos)
+      c.fail("plugin", "'" + m.plugin + "' is not a sha256 (64 lowercase hex digits)");
+    check_plugin_loaded(c, m.plugin);
   }
   m.redteam = parse_redteam(c, j["flags"], options.allow_redteam);
   m.flags = j["flags"];
@@ -364,6 +386,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label, const Pa
     c.fail("base", "is null, but only a baseline may have no base (kind is '" + m.kind + "')");
   }
   if (m.kind == "patch" && m.family == "none") c.fail("family", "a patch must name its technique family");
+  check_plugin(c, m);
   check_family(c, m);
   return m;
 }
@@ -436,6 +459,7 @@ json to_json(const Manifest& m) {
          {"config", to_json(m.config)}};
   if (!m.description.empty()) j["description"] = m.description;
   if (!m.parents.empty()) j["parents"] = m.parents;
+  if (!m.plugin.empty()) j["plugin"] = m.plugin;
   return j;
 }
 

@@ -43,6 +43,9 @@ struct Manifest {
   RunConfig config;
   std::string description;
   std::vector<std::string> parents;  // the manifests a composition was built from
+  // The technique plugin its flags need (runtime/plugin.h): the sha256 of the shared object, "" for none. It
+  // must be loaded in the process that parses the manifest, and every plugin technique it turns on is that one's.
+  std::string plugin;
 };
 
 // What a parser accepts beyond the format itself.

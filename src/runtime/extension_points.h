@@ -365,6 +365,43 @@ struct Points {
   Point<ForwardReplayFactory> forward_replay{"pipeline.forward_replay"};
 };
 
+// Calls f(a.x, b.x) for each point x of two registries, in declaration order (a plugin's overrides are made in a
+// registry of their own, checked, then moved into points()).
+// Every point is the same size whatever its function: a point added to Points and not here fails to compile.
+static_assert(sizeof(Points) == 29 * sizeof(Point<LinearFn>), "for_each_point_pair must visit every point");
+template <typename F>
+void for_each_point_pair(Points& a, Points& b, F&& f) {
+  f(a.linear, b.linear);
+  f(a.qkv, b.qkv);
+  f(a.ffn, b.ffn);
+  f(a.linear_gelu, b.linear_gelu);
+  f(a.norm_modulate, b.norm_modulate);
+  f(a.gate_residual, b.gate_residual);
+  f(a.affine_norm, b.affine_norm);
+  f(a.residual_norm_modulate, b.residual_norm_modulate);
+  f(a.qk_norm_rope, b.qk_norm_rope);
+  f(a.attention, b.attention);
+  f(a.sparse_attention, b.sparse_attention);
+  f(a.timesteps, b.timesteps);
+  f(a.time_embedding, b.time_embedding);
+  f(a.text_projection, b.text_projection);
+  f(a.cross_kv, b.cross_kv);
+  f(a.rope_tables, b.rope_tables);
+  f(a.vae_conv, b.vae_conv);
+  f(a.vae_norm_silu, b.vae_norm_silu);
+  f(a.vae_cached_norm_silu_conv, b.vae_cached_norm_silu_conv);
+  f(a.vae_upsample, b.vae_upsample);
+  f(a.vae_shortcut, b.vae_shortcut);
+  f(a.vae_chunks, b.vae_chunks);
+  f(a.vae_keep_context, b.vae_keep_context);
+  f(a.vae_chunk_runner, b.vae_chunk_runner);
+  f(a.vae_layout, b.vae_layout);
+  f(a.decode_dtype, b.decode_dtype);
+  f(a.text_encoding, b.text_encoding);
+  f(a.decode_stage, b.decode_stage);
+  f(a.forward_replay, b.forward_replay);
+}
+
 // Every point, with the built-in techniques' overrides registered on first use.
 Points& points();
 

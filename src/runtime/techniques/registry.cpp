@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "base/edit_distance.h"
+#include "base/error.h"
 
 namespace autooptim::runtime::techniques {
 
@@ -59,9 +60,35 @@ std::optional<FlagProblem> check_number(const json& v, const FlagSpec& f, const 
   return std::nullopt;
 }
 
+// A technique's own declaration: a family, flags and its switch flag; its group and top-level flags not taken by
+// one in `taken` (the settings' and earlier techniques' names, to which they are added). Empty when sound.
+std::string declaration_problem(const Technique& t, std::set<std::string>& taken) {
+  const bool ok_family = !t.family.empty() && t.family != "none" && t.family != "composite";
+  const std::string prefix = t.group.empty() ? "" : t.group + ".";
+  const bool ok_switch = t.switch_flag.rfind(prefix, 0) == 0 && t.flag(t.switch_flag.substr(prefix.size()));
+  if (t.name.empty() || !ok_family || t.flags.empty() || !ok_switch)
+    return "'" + t.name + "' needs a name, a family, flags and its switch flag";
+  if (!t.group.empty() && !taken.insert(t.group).second) return "flag group '" + t.group + "' declared twice";
+  for (const auto& f : t.flags)
+    if (t.group.empty() && !taken.insert(f.key).second) return "flag '" + f.key + "' declared twice";
+  return "";
+}
+
+// The names the settings and every technique in `ts` take at the top level of a manifest's flags.
+std::set<std::string> top_level_names(const std::deque<Technique>& ts) {
+  std::set<std::string> top;
+  for (const auto& s : settings()) top.insert(s.key);
+  for (const auto& t : ts) {
+    if (!t.group.empty()) top.insert(t.group);
+    for (const auto& f : t.flags)
+      if (t.group.empty()) top.insert(f.key);
+  }
+  return top;
+}
+
 // The list of registered techniques, sorted by family then name; names and flag paths checked unique.
-std::vector<Technique> build() {
-  std::vector<Technique> out;
+std::deque<Technique> build() {
+  std::deque<Technique> out;
 #define AUTOOPTIM_REGISTERED(name) out.push_back(autooptim_technique_##name());
 #include "techniques_list.inc"
 #undef AUTOOPTIM_REGISTERED
@@ -70,24 +97,20 @@ std::vector<Technique> build() {
   });
   std::set<std::string> top;
   for (const auto& s : settings()) top.insert(s.key);
-  for (const auto& t : out) {
-    const bool ok_family = !t.family.empty() && t.family != "none" && t.family != "composite";
-    const std::string prefix = t.group.empty() ? "" : t.group + ".";
-    const bool ok_switch = t.switch_flag.rfind(prefix, 0) == 0 && t.flag(t.switch_flag.substr(prefix.size()));
-    if (!ok_family || t.flags.empty() || !ok_switch)
-      throw std::logic_error("technique registry: '" + t.name + "' needs a family, flags and its switch flag");
-    if (!t.group.empty() && !top.insert(t.group).second)
-      throw std::logic_error("technique registry: flag group '" + t.group + "' declared twice");
-    for (const auto& f : t.flags)
-      if (t.group.empty() && !top.insert(f.key).second)
-        throw std::logic_error("technique registry: flag '" + f.key + "' declared twice");
-  }
+  for (const auto& t : out)
+    if (const std::string problem = declaration_problem(t, top); !problem.empty())
+      throw std::logic_error("technique registry: " + problem);
   for (const auto& t : out)
     for (const auto& s : t.supersedes)
       if (s == t.name || std::none_of(out.begin(), out.end(), [&s](const Technique& u) { return u.name == s; }))
         throw std::logic_error("technique registry: '" + t.name + "' supersedes '" + s +
                                "', which is not another technique");
   return out;
+}
+
+std::deque<Technique>& registry() {
+  static std::deque<Technique> techniques = build();
+  return techniques;
 }
 
 }  // namespace
@@ -274,23 +297,33 @@ json Technique::to_json(const SearchContext& reference) const {
   json space = json::array();
   if (search)
     for (const auto& p : search(reference)) space.push_back({{"label", p.label}, {"flags", p.flags}});
-  return {{"name", name},
-          {"family", family},
-          {"lossless", lossless},
-          {"summary", summary},
-          {"flags", fl},
-          {"switch", switch_flag},
-          {"exclusive_group", exclusive_group},
-          {"hooks", hooks},
-          {"supersedes", supersedes},
-          {"engagement", eng},
-          {"search_space", space},
-          {"calibration", calibration ? calibration->flags : json(nullptr)}};
+  json j = {{"name", name},
+            {"family", family},
+            {"lossless", lossless},
+            {"summary", summary},
+            {"flags", fl},
+            {"switch", switch_flag},
+            {"exclusive_group", exclusive_group},
+            {"hooks", hooks},
+            {"supersedes", supersedes},
+            {"engagement", eng},
+            {"search_space", space},
+            {"calibration", calibration ? calibration->flags : json(nullptr)}};
+  if (!plugin.empty()) j["plugin"] = plugin;
+  return j;
 }
 
-const std::vector<Technique>& all() {
-  static const std::vector<Technique> techniques = build();
-  return techniques;
+const std::deque<Technique>& all() { return registry(); }
+
+void add_technique(Technique t) {
+  std::deque<Technique>& ts = registry();
+  std::set<std::string> top = top_level_names(ts);
+  if (find(t.name)) throw Error("technique '" + t.name + "' is registered already");
+  if (const std::string problem = declaration_problem(t, top); !problem.empty()) throw Error("technique " + problem);
+  for (const auto& s : t.supersedes)
+    if (s == t.name || !find(s))
+      throw Error("technique '" + t.name + "' supersedes '" + s + "', which is not another technique");
+  ts.push_back(std::move(t));
 }
 
 const Technique* find(const std::string& name) {

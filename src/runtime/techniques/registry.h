@@ -18,6 +18,7 @@
 // there from its torch-free <name>_options.h (its <name>.h, if any, is torch code and includes it too).
 // src/runtime/CMakeLists.txt finds the files by their AUTOOPTIM_TECHNIQUE line; nothing else lists them.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -151,6 +152,9 @@ struct Technique {
   // steps the loop ran, and the red team's skip_warmup cuts the warm-up of every policy that declares one.
   std::function<int64_t&(RuntimeOptions&)> warmup_steps;
   std::function<bool(const RuntimeOptions&)> dense_last_step;
+  // A plugin's technique (runtime/plugin.h): the sha256 of the shared object it came from; "" for a built-in.
+  // A manifest that turns it on must pin that plugin ("plugin": <sha256>).
+  std::string plugin;
 
   // The flag's path in a manifest: "fused_qkv", "easycache.threshold".
   std::string path_of(const FlagSpec& f) const { return group.empty() ? f.key : group + "." + f.key; }
@@ -159,8 +163,12 @@ struct Technique {
   nlohmann::json to_json(const SearchContext& reference) const;  // the listing's entry
 };
 
-// Every registered technique, by family then name.
-const std::vector<Technique>& all();
+// Every registered technique: the built-in ones by family then name, then the plugins' in the order added.
+// References stay valid when a plugin adds one.
+const std::deque<Technique>& all();
+// Adds a plugin's technique after the checks every built-in one passes (a family, flags, its switch flag; a
+// name, flag group and top-level flags no other technique has); throws an Error naming the problem.
+void add_technique(Technique t);
 // The technique called `name`, or null.
 const Technique* find(const std::string& name);
 // Whether a technique that is on under `o` works on the VAE decode (a hook "vae.*" or "pipeline.decode"):
