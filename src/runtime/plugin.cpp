@@ -38,7 +38,7 @@ size_t adopt_overrides(ext::Points& scratch, const std::set<std::string>& own, c
 
 }  // namespace
 
-const LoadedPlugin& load_plugin(const std::string& path) {
+LoadedPlugin load_plugin(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(path + ": no such plugin file");
@@ -79,7 +79,7 @@ const LoadedPlugin& load_plugin(const std::string& path) {
     }
   }
   plugins().push_back(loaded);  // the handle stays open: its code is registered for the process's life
-  return plugins().back();
+  return loaded;
 }
 
 const std::vector<LoadedPlugin>& loaded_plugins() { return plugins(); }

@@ -39,8 +39,8 @@ struct LoadedPlugin {
 // Loads the plugin at `path` once (a second call with the same file returns the first load): checks its ABI,
 // runs its entry point and registers its techniques. Throws an Error naming the file and the problem (no such
 // file, not a shared object, no entry point, another ABI, a technique that does not pass the registry's checks,
-// one that adds no override at any point).
-const LoadedPlugin& load_plugin(const std::string& path);
+// one that adds no override at any point). Returns a copy: later loads may move the list.
+LoadedPlugin load_plugin(const std::string& path);
 // Every plugin loaded in this process, in load order.
 const std::vector<LoadedPlugin>& loaded_plugins();
 
