@@ -18,7 +18,10 @@ for s in "${steps[@]}"; do
     verify)
       $bin verify --golden tests/data/golden --device cuda --dtype fp32 --json > "$OUT/verify-fp32.json"; echo "fp32 rc=$?"
       $bin verify --golden tests/data/golden --device cuda --dtype bf16 | tee "$OUT/verify-bf16.txt" | tail -3; echo "bf16 rc=${PIPESTATUS[0]}" ;;
-    tests) (cd build-gpu && ctest -R "Gpu|Cuda" --output-on-failure 2>&1 | tail -15) ;;
+    tests)  # every GPU test (43): the whole gate first, the longest (about 250 s on an H100)
+      (cd build-gpu && ctest -R "GateGpu" --output-on-failure 2>&1 | grep -E "tests passed|Failed|\*\*\*|Expected|Which is" | tail -15
+       ctest -R "Gpu|Cuda|TechniquePoints|ExtensionPoints" -E "GateGpu" --output-on-failure 2>&1 |
+         grep -E "tests passed|Failed|\*\*\*|Expected|Which is" | tail -30) ;;
     bench)
       $bin bench --model wan22-ti2v-5b --synthetic-weights --steps 2 --repeat 3 --json "$OUT/bench-bf16.json" 2>&1 | grep -v '^ ' | tail -12 ;;
     bench-fp32)
