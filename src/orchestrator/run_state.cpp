@@ -15,7 +15,8 @@ const std::vector<std::pair<std::string, double>>& tier_buckets() {
 }
 
 bool ranks_above(const Candidate& a, const Candidate& b) {
-  return a.psnr() != b.psnr() ? a.psnr() > b.psnr() : a.speedup() > b.speedup();
+  static const GateRecord ungated;  // 0 for both
+  return ranks_above(a.val ? *a.val : ungated, b.val ? *b.val : ungated);
 }
 
 std::string slug(const std::string& id) {

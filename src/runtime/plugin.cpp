@@ -2,9 +2,7 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <map>
 #include <set>
 
 #include "base/error.h"
@@ -81,7 +79,5 @@ LoadedPlugin load_plugin(const std::string& path) {
   plugins().push_back(loaded);  // the handle stays open: its code is registered for the process's life
   return loaded;
 }
-
-const std::vector<LoadedPlugin>& loaded_plugins() { return plugins(); }
 
 }  // namespace autooptim::runtime

@@ -41,8 +41,6 @@ struct LoadedPlugin {
 // file, not a shared object, no entry point, another ABI, a technique that does not pass the registry's checks,
 // one that adds no override at any point). Returns a copy: later loads may move the list.
 LoadedPlugin load_plugin(const std::string& path);
-// Every plugin loaded in this process, in load order.
-const std::vector<LoadedPlugin>& loaded_plugins();
 
 }  // namespace autooptim::runtime
 

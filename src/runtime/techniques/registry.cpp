@@ -74,18 +74,6 @@ std::string declaration_problem(const Technique& t, std::set<std::string>& taken
   return "";
 }
 
-// The names the settings and every technique in `ts` take at the top level of a manifest's flags.
-std::set<std::string> top_level_names(const std::deque<Technique>& ts) {
-  std::set<std::string> top;
-  for (const auto& s : settings()) top.insert(s.key);
-  for (const auto& t : ts) {
-    if (!t.group.empty()) top.insert(t.group);
-    for (const auto& f : t.flags)
-      if (t.group.empty()) top.insert(f.key);
-  }
-  return top;
-}
-
 // The list of registered techniques, sorted by family then name; names and flag paths checked unique.
 std::deque<Technique> build() {
   std::deque<Technique> out;
@@ -317,7 +305,9 @@ const std::deque<Technique>& all() { return registry(); }
 
 void add_technique(Technique t) {
   std::deque<Technique>& ts = registry();
-  std::set<std::string> top = top_level_names(ts);
+  std::set<std::string> top;  // the names the settings and the registered techniques take (all sound)
+  for (const auto& s : settings()) top.insert(s.key);
+  for (const auto& u : ts) declaration_problem(u, top);
   if (find(t.name)) throw Error("technique '" + t.name + "' is registered already");
   if (const std::string problem = declaration_problem(t, top); !problem.empty()) throw Error("technique " + problem);
   for (const auto& s : t.supersedes)
