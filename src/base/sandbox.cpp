@@ -97,6 +97,12 @@ void Sandbox::check_spec() const {
     if (!fs::exists(from, ec)) throw Error("sandbox bind source " + from + " (for " + to + ") does not exist");
     if (to.empty() || to[0] != '/') throw Error("sandbox bind target '" + to + "' is not an absolute path");
   }
+  for (const auto& d : spec_.devices) {
+    std::error_code ec;
+    if (!fs::is_character_file(d, ec)) throw Error("sandbox device " + d + " is not a device node");
+  }
+  if (!spec_.devices.empty() && !spec_.network.empty())
+    throw Error("a sandbox with a network endpoint cannot be given devices");
 }
 
 // bwrap runs as the sandbox's uid: a bind source under a folder it may not search (a 0700 home) would

@@ -36,6 +36,8 @@ struct SandboxSpec {
   std::vector<std::string> env;   // the whole environment inside ("K=V"); PATH, HOME etc. given by the caller
   std::vector<std::string> argv;  // the command inside
   std::string log_file;           // stdout+stderr of the command (its transcript), appended
+  // Device nodes the command may open (a GPU's /dev/nvidia*), bound as they are; only without a network.
+  std::vector<std::string> devices;
   // "" no network at all; "HOST:PORT": that one endpoint only. Inside, HOST resolves to 127.0.0.1, where
   // a relay (relay_binary's sandbox-init) carries each connection to the host, which connects to
   // HOST:PORT itself; TLS passes through untouched.

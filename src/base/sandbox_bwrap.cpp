@@ -59,10 +59,13 @@ void add_system_dirs(std::vector<std::string>* a) {
 // which then holds no capability over the network namespace: the relay could not bind a port below 1024.
 // With a network the few device nodes are bound one by one instead (no /dev/pts then). /dev itself is
 // read-only either way (--dev's is a writable tmpfs: memory the monitor would not see); /dev/shm is a
-// tmpfs of `tmpfs_size` ({"--size", N}, or {} where bwrap cannot bound it).
-void add_dev(std::vector<std::string>* a, bool network, const std::vector<std::string>& tmpfs_size) {
+// tmpfs of `tmpfs_size` ({"--size", N}, or {} where bwrap cannot bound it). `devices` (a GPU's nodes) are
+// bound into the --dev one before it is made read-only.
+void add_dev(std::vector<std::string>* a, bool network, const std::vector<std::string>& tmpfs_size,
+             const std::vector<std::string>& devices) {
   if (!network) {
     a->insert(a->end(), {"--dev", "/dev"});
+    for (const auto& d : devices) a->insert(a->end(), {"--dev-bind", d, d});
   } else {
     for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
       a->insert(a->end(), {"--dev-bind", d, d});
@@ -144,7 +147,7 @@ std::vector<std::string> bwrap_args(const std::string& bwrap, const SandboxSpec&
   std::vector<std::string> tmpfs_size;
   if (spec.limits.tmp_bytes > 0 && bwrap_knows(bwrap, "--size"))
     tmpfs_size = {"--size", std::to_string(spec.limits.tmp_bytes)};
-  add_dev(&a, network, tmpfs_size);
+  add_dev(&a, network, tmpfs_size, spec.devices);
   a.insert(a.end(), tmpfs_size.begin(), tmpfs_size.end());
   a.insert(a.end(), {"--tmpfs", "/tmp"});
   add_system_dirs(&a);
