@@ -318,6 +318,9 @@ class ForwardReplay {
   // body(inputs, fc) for `key` (shape, prompt and phase of the forward), run or replayed.
   virtual at::Tensor run(const std::string& key, const std::vector<at::Tensor>& inputs, const ForwardContext& fc,
                          const ForwardBody& body) = 0;
+  // Whether the last run() computed the body (ran it, or replayed a capture of it): the transformer then counts
+  // every block as run. A runner that answered without it (a step cache) says false, and no block is counted.
+  virtual bool computed_last() const { return true; }
 };
 
 namespace ext {

@@ -22,7 +22,7 @@
 namespace autooptim::runtime {
 
 // Bumped whenever a header a plugin sees changes incompatibly (a struct's layout, a point's signature).
-constexpr int kPluginAbi = 1;
+constexpr int kPluginAbi = 2;  // 2: ForwardReplay::computed_last
 
 // What a plugin's entry point fills: the techniques it declares, and the points to add its overrides at.
 struct PluginHost {

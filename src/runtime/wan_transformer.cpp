@@ -423,7 +423,7 @@ at::Tensor WanTransformer3DModelImpl::forward(const at::Tensor& x, const at::Ten
     WorkCount* work = fc_local.work;
     fc_local.work = nullptr;
     at::Tensor y = fc->replay->run(key, inputs, fc_local, body);
-    if (work) {
+    if (work && fc->replay->computed_last()) {
       work->blocks += static_cast<int64_t>(block_list.size());
       for (int64_t i = 0; i < static_cast<int64_t>(block_list.size()); ++i) {
         fc_local.layer = i;
