@@ -8,6 +8,7 @@
 #include "data_dirs.h"
 #include "gate_args.h"
 #include "gates/gate.h"
+#include "gates/sandboxed_worker.h"
 #include "gates/metrics.h"
 #include "model_args.h"
 #include "models/model_table.h"
@@ -29,6 +30,7 @@ struct GateArgs {
   bool allow_redteam = false;
   bool prompts_dir_given = false;
   int64_t frames = 0, steps = 0, height = 0, width = 0;  // a reduced configuration of the pinned baseline
+  std::vector<std::string> plugins;                      // technique plugins (never loaded here)
   gates::GateSettings settings;
 };
 
@@ -67,6 +69,9 @@ namespace {
 void run_gate_cmd(GateArgs& a) {
   gates::ParseOptions parse;
   parse.allow_redteam = a.allow_redteam;  // the harness's own tests: the worker below allows them too
+  // A plugin's techniques are known here by their description, asked of a sandboxed worker that loads it.
+  for (const auto& p : a.plugins)
+    a.settings.plugin_files[gates::describe_plugin(p, a.settings.plugin_without_sandbox)] = p;
   const auto m = gates::load_manifest(a.manifest, parse);
   warn_idle_switches(a.manifest, gates::to_runtime_options(m));
   if (m.model != a.model.model) a.model.model = m.model;  // the manifest names its model
@@ -138,6 +143,12 @@ void add_gate(CLI::App& app) {
       ->check(pixel_size());
   cmd->add_option("--width", a->width, "Reduced configuration: the baseline's width (official_config fails)")
       ->check(pixel_size());
+  cmd->add_option("--plugin", a->plugins,
+                  "A technique plugin the manifest may pin (autooptim agent build; repeatable): it runs in a sandboxed "
+                  "worker process, never in the gate")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--plugin-without-sandbox", a->settings.plugin_without_sandbox,
+                "Where this machine has no OS sandbox (bwrap), run the plugin's worker as a plain process");
   add_gate_judgement_options(cmd, a->settings);
   cmd->add_flag("--json", a->json, "Print the verdict as JSON");
   cmd->add_flag("--allow-redteam", a->allow_redteam, "Accept red-team flags in manifests (the harness's own tests)");

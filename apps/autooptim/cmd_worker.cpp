@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "model_args.h"
 #include "base/error.h"
+#include "workers/generation_server.h"
 #include "workers/server.h"
 
 namespace autooptim::app {
@@ -14,11 +15,18 @@ namespace autooptim::app {
 void add_worker(CLI::App& app) {
   auto model = std::make_shared<ModelArgs>();
   auto o = std::make_shared<workers::ServeOptions>();
+  auto g = std::make_shared<workers::GenerationServerOptions>();
   auto* cmd = app.add_subcommand(
       "worker", "Load the model once and serve a run folder's requests (started by run, or by a launcher)");
   model->add_to(cmd);
-  cmd->add_option("--serve", o->run_dir, "The run folder whose queue this worker serves")->required();
-  cmd->add_option("--worker-id", o->worker_id, "Unique name in the run (gpu0, cpu1, slurm-123-4)")->required();
+  cmd->add_option("--serve", o->run_dir, "The run folder whose queue this worker serves");
+  cmd->add_option("--worker-id", o->worker_id, "Unique name in the run (gpu0, cpu1, slurm-123-4)");
+  cmd->add_option("--generation-channel", g->channel,
+                  "Instead of a run folder: serve one gate's generations through the FIFOs of this folder (the "
+                  "sandboxed worker a gate starts for a technique plugin)")
+      ->excludes("--serve");
+  cmd->add_option("--plugin", g->plugins, "With --generation-channel: load this technique plugin first")
+      ->needs("--generation-channel");
   cmd->add_option("--threads", o->threads, "CPU threads (0: libtorch's default)")->check(int_in(0, 4096));
   cmd->add_option("--idle-exit", o->idle_exit_s, "Leave after this many seconds without a request (0: never)")
       ->check(number_in(0, 1e7));
@@ -32,7 +40,14 @@ void add_worker(CLI::App& app) {
   cmd->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats")
       ->capture_default_str()
       ->check(number_in(0.05, 60));
-  cmd->callback([model, o] {
+  cmd->callback([model, o, g] {
+    if (!g->channel.empty()) {
+      g->load = model->request();
+      exit_status() = workers::serve_generations(*g);
+      return;
+    }
+    if (o->run_dir.empty() || o->worker_id.empty())
+      throw Error("worker: --serve RUN and --worker-id ID are required (or --generation-channel DIR)");
     o->load = model->request();
     exit_status() = workers::serve(*o);
   });

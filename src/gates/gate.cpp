@@ -19,6 +19,7 @@
 #include "gates/gate_files.h"
 #include "models/model_table.h"
 #include "gates/gate_run.h"
+#include "gates/sandboxed_worker.h"
 #include "gates/gate_timed_clocks.h"
 #include "gates/gate_untimed_work.h"
 #include "gates/gate_verdict.h"
@@ -298,7 +299,16 @@ GateVerdict run_gate(Worker& w, const Manifest& cand, const std::string& split, 
   const json meta = gate_metadata(w, cand, base, split, prompts, env, v, S);
   write_json(out / "metadata.json", meta);
 
-  GateEvidence ev = run_gate_generations(w, cand, base, prompts, {env, v.baseline_hash, out.string()}, S, progress);
+  // A plugin's manifest runs in a sandboxed worker that loads it, the baseline in another (sandboxed_worker.h).
+  const PluginGateWorkers plugin =
+      cand.plugin.empty() ? PluginGateWorkers{} : start_plugin_workers(w.request(), cand.plugin, S);
+  GateEvidence ev = run_gate_generations(
+      w, cand, base, prompts, {env, v.baseline_hash, out.string(), plugin.candidate.get(), plugin.baseline.get()}, S,
+      progress);
+  if (plugin.candidate) {
+    v.integrity["generation_workers"] = plugin.report();
+    plugin.save_logs(out.string());
+  }
   if (!ev.stopped_early.empty()) {
     stopped_verdict(ev, cand, S, v);
     write_json(out / "verdict.json", v.to_json());

@@ -80,9 +80,12 @@ std::vector<size_t> baseline_timed_runs(const GateSequence& seq) {
 // The sequence of generations. Every one is a window with the process sampled around it.
 class GateRunner {
  public:
-  GateRunner(Worker& w, const Manifest& cand, const Manifest& base, const std::vector<Prompt>& prompts,
-             const GateSettings& S, GateProgressCounter& progress)
+  GateRunner(Worker& w, GenerationSide& cand_side, GenerationSide& base_side, const Manifest& cand,
+             const Manifest& base, const std::vector<Prompt>& prompts, const GateSettings& S,
+             GateProgressCounter& progress)
       : w_(w),
+        cand_side_(cand_side),
+        base_side_(base_side),
         cand_(cand),
         base_(base),
         prompts_(prompts),
@@ -131,6 +134,8 @@ class GateRunner {
   }
 
   Worker& w_;
+  GenerationSide& cand_side_;  // where the candidate's code runs (the worker, or the plugin's sandboxed worker)
+  GenerationSide& base_side_;  // where the baseline's runs
   const Manifest& cand_;
   const Manifest& base_;
   const std::vector<Prompt>& prompts_;
@@ -156,8 +161,10 @@ const RunOutput& GateRunner::window(const std::string& role, bool candidate_code
   win.harness_foreign_cpu_s = harness_foreign_pending_;
   harness_foreign_pending_ = 0;
   win.before = mon_.sample();
+  win.before.worker_cpu_s = cand_side_.worker_cpu_seconds();
   win.out = fn();
   win.after = mon_.sample();
+  win.after.worker_cpu_s = cand_side_.worker_cpu_seconds();
   seq_.windows.push_back(std::move(win));
   return seq_.windows.back().out;
 }
@@ -181,12 +188,12 @@ void GateRunner::warm_up() {
   else
     mon_.adopt(harness);
   seq_.cores = usable_cores();
-  window("warmup_baseline", false, [&] { return w_.run_drawn(warm_base, prompts_); });
+  window("warmup_baseline", false, [&] { return base_side_.run_drawn(warm_base, prompts_); });
   seq_.threads_reference = thread_count();
   seq_.baseline_threads = at::get_num_threads();
   seq_.candidate_threads_flag = to_runtime_options(cand_).cpu_threads;
   seq_.first_candidate = seq_.windows.size();
-  window("warmup_candidate", true, [&] { return w_.run_drawn(warm_cand, prompts_); });
+  window("warmup_candidate", true, [&] { return cand_side_.run_drawn(warm_cand, prompts_); });
 }
 
 bool GateRunner::quiet_enough(int64_t made) {
@@ -243,13 +250,13 @@ void GateRunner::timed_pairs() {
   const int64_t R = std::max<int64_t>(1, S_.timing_repeats);
   for (int64_t i = 0; i < R; ++i) {
     if (quiet_enough(i)) break;
-    const RunOutput& c = window("candidate", true, [&] { return w_.run_drawn(cand_, prompts_); });
+    const RunOutput& c = window("candidate", true, [&] { return cand_side_.run_drawn(cand_, prompts_); });
     const Prompt drawn = c.prompt;
     const int64_t seed = c.seed;
     seq_.pair_candidate.push_back(seq_.windows.size() - 1);
     if (i == 0 && !(idle_ = certain_disengagement()).empty()) return;  // its baseline would change nothing
     seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
-    baseline_window("baseline", [&] { return w_.run(base_, drawn, seed); });
+    baseline_window("baseline", [&] { return base_side_.run(base_, drawn, seed); });
     seq_.pair_baseline.push_back(seq_.windows.size() - 1);
   }
   if (seq_.pairs_decided_by.empty()) seq_.pairs_decided_by = idle_.empty() ? "most" : "stopped";
@@ -299,7 +306,7 @@ std::string GateRunner::certain_quality_failure_of(size_t k, const BaselineClipC
 // below what the claim needs ends the gate at once (its baseline output read after the clip was made).
 bool GateRunner::split(const BaselineClipCache& cache, GateEvidence& ev) {
   for (size_t k = 0; k < prompts_.size(); ++k) {
-    window("candidate_split", true, [&] { return w_.run(cand_, prompts_[k]); });
+    window("candidate_split", true, [&] { return cand_side_.run(cand_, prompts_[k]); });
     seq_.split_candidate.push_back(seq_.windows.size() - 1);
     // The check compares clips on OpenCV's worker threads, which the audit would count as another thread's
     // work between runs: what it costs them is measured here and excused.
@@ -327,7 +334,7 @@ void GateRunner::split_measures_the_noise() {
 void GateRunner::audit() {
   const Prompt audit_prompt = seq_.windows[seq_.pair_candidate[0]].out.prompt;
   const int64_t audit_seed = seq_.windows[seq_.pair_candidate[0]].out.seed;
-  window("audit", true, [&] { return w_.run(cand_, audit_prompt, audit_seed); });
+  window("audit", true, [&] { return cand_side_.run(cand_, audit_prompt, audit_seed); });
   seq_.audit = seq_.windows.size() - 1;
 }
 
@@ -345,13 +352,13 @@ void GateRunner::off_run(const BaselineClipCache& cache) {
   }
   if (!is_baseline_ && first_cached_ && !verified_here(first)) {
     seq_.baseline_calibrations.push_back(w_.calibrate(base_.config));
-    const RunOutput& check = baseline_window("baseline_check", [&] { return w_.run(base_, prompts_[0]); });
+    const RunOutput& check = baseline_window("baseline_check", [&] { return base_side_.run(base_, prompts_[0]); });
     w_.record_baseline_run(base_hash_, check.seconds);
     seq_.baseline_check = seq_.windows.size() - 1;
   }
   if (is_baseline_) return;  // no flag to turn off: its off run would be its first split clip again
   const Manifest off = with_flags_off(cand_);
-  window("off", true, [&] { return w_.run(off, prompts_[0]); });
+  window("off", true, [&] { return cand_side_.run(off, prompts_[0]); });
   seq_.off = seq_.windows.size() - 1;
 }
 
@@ -401,7 +408,7 @@ void GateRunner::baseline_split(const BaselineClipCache& cache, json& cache_chec
       split_base8_[i] = std::move(*cached);
       continue;
     }
-    const RunOutput& b = baseline_window("baseline_split", [&] { return w_.run(base_, prompts_[i]); });
+    const RunOutput& b = baseline_window("baseline_split", [&] { return base_side_.run(base_, prompts_[i]); });
     w_.record_baseline_run(base_hash_, b.seconds);
     split_base8_[i] = runtime::frames_from_tensor(b.video);
     BaselineClipCache::write(f, split_base8_[i]);
@@ -425,9 +432,9 @@ void GateRunner::recheck_if_disagreeing() {
   for (size_t i : seq_.split_candidate) seen_s.push_back(seq_.windows[i].out.seconds);
   const double fresh = median_of(fresh_s), seen = median_of(seen_s);
   if (!(fresh > 0 && seen < 0.5 * fresh)) return;
-  window("recheck_fresh", true, [&] { return w_.run_drawn(cand_, prompts_); });
+  window("recheck_fresh", true, [&] { return cand_side_.run_drawn(cand_, prompts_); });
   const size_t a = seq_.windows.size() - 1;
-  window("recheck_seen", true, [&] { return w_.run(cand_, prompts_[0]); });
+  window("recheck_seen", true, [&] { return cand_side_.run(cand_, prompts_[0]); });
   seq_.recheck = std::make_pair(a, seq_.windows.size() - 1);
 }
 
@@ -564,7 +571,9 @@ GateEvidence stopped_evidence(Worker& w, const Manifest& cand, const Manifest& b
 GateEvidence run_gate_generations(Worker& w, const Manifest& cand, const Manifest& base,
                                   const std::vector<Prompt>& prompts, const GateRunContext& ctx, const GateSettings& S,
                                   GateProgressCounter& progress) {
-  GateRunner runner(w, cand, base, prompts, S, progress);
+  LocalSide local(w);
+  GateRunner runner(w, ctx.candidate ? *ctx.candidate : local, ctx.baseline ? *ctx.baseline : local, cand, base,
+                    prompts, S, progress);
   runner.warm_up();
   runner.timed_pairs();
   GateEvidence ev;

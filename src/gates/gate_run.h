@@ -13,6 +13,7 @@
 #include "gates/checks/precision_floor.h"
 #include "gates/gate_evidence.h"
 #include "gates/gate_settings.h"
+#include "gates/generation_side.h"
 #include "gates/manifest.h"
 #include "gates/prompts.h"
 #include "gates/worker.h"
@@ -41,6 +42,10 @@ struct GateRunContext {
   nlohmann::json environment;  // gate_environment(): keys the baseline cache
   std::string baseline_hash;
   std::string out_dir;  // the gate's folder (the default cache is beside it)
+  // Where each side's generations run (gates/generation_side.h); null: the worker. A plugin's manifest runs
+  // in its sandboxed worker and the pinned baseline in another, so that both cross the same process boundary.
+  GenerationSide* candidate = nullptr;
+  GenerationSide* baseline = nullptr;
 };
 
 // A warm-up: the manifest at its shape with `steps` denoising steps (0: as it is). What a warm-up is for

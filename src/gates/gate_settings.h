@@ -2,6 +2,7 @@
 // The gate's judgement settings (thresholds, floors, folders) and its progress callback.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,13 @@ struct GateSettings {
   // Records of the baseline's stage times on this machine (a slowed baseline is an error of the run);
   // default <cache_dir>/../baseline-records.json.
   std::string records_path;
+  // Technique plugins the gate may be asked to judge, by sha256 -> file (gate --plugin). A manifest that pins
+  // one runs in a sandboxed worker that loads it, beside a worker of the pinned baseline (gates/sandboxed_worker.h);
+  // this process never loads it.
+  std::map<std::string, std::string> plugin_files;
+  // Without an OS sandbox on this machine, run the plugin's worker as a plain process (the verdict says so)
+  // instead of refusing to gate it.
+  bool plugin_without_sandbox = false;
   int64_t timing_repeats = 3;  // interleaved candidate/baseline timed pairs, at most
   // Pairs beyond min_timing_repeats are made only while the timings are not quiet: after each pair from the
   // min_timing_repeats-th on, the gate stops pairing when both sides' relative range is at most quiet_noise

@@ -48,8 +48,12 @@ TimedClocks reconcile_timed_clocks(const GateEvidence& ev) {
   json windows = json::array();
   for (size_t i = 0; i < seq.windows.size(); ++i) {
     const GateWindow& w = seq.windows[i];
-    const double wall = w.after.wall_s - w.before.wall_s, cpu = w.after.process_cpu_s - w.before.process_cpu_s;
-    json row = {{"role", w.role}, {"wall_s", wall}, {"cpu_s", cpu}};
+    const double wall = w.after.wall_s - w.before.wall_s;
+    // A plugin's candidate runs in its sandboxed worker: that process's CPU time, read from /proc by this one.
+    const bool in_worker = w.candidate_code && w.before.worker_cpu_s >= 0;
+    const double cpu =
+        in_worker ? w.after.worker_cpu_s - w.before.worker_cpu_s : w.after.process_cpu_s - w.before.process_cpu_s;
+    json row = {{"role", w.role}, {"wall_s", wall}, {"cpu_s", cpu}, {"cpu_of", in_worker ? "worker" : "gate"}};
     if (wall > 0 && cpu > cores * wall * (1 + kCoreSlack) + kCoreSlackS)
       t.problems.push_back("'" + w.role + "' used " + format_fixed(cpu, 3) + " s of CPU time in " +
                            format_fixed(wall, 3) + " s of wall time on " + format_fixed(cores, 0) +
@@ -62,8 +66,9 @@ TimedClocks reconcile_timed_clocks(const GateEvidence& ev) {
       if (cpu < need)
         t.problems.push_back("'" + w.role + "' claims " + format_fixed(blocks, 0) +
                              " transformer blocks, whose GEMMs need " + format_fixed(need, 3) +
-                             " s of CPU time at twice the calibrated rate, but the process spent " +
-                             format_fixed(cpu, 3) + " s in its window: the work was done outside it");
+                             " s of CPU time at twice the calibrated rate, but " +
+                             (in_worker ? "its worker" : "the process") + " spent " + format_fixed(cpu, 3) +
+                             " s in its window: the work was done outside it");
     }
     windows.push_back(row);
   }

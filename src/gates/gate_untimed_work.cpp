@@ -43,6 +43,35 @@ Census take_census(const GateSequence& seq) {
   return c;
 }
 
+// A plugin's sandboxed worker (gates/sandboxed_worker.h) is a process of its own: every CPU second it spends
+// outside the candidate's windows (during the baseline's runs, which it would slow, or between runs, preparing
+// the next answer) is untimed work. From its first window on: it loaded its model before.
+void audit_sandboxed_worker(const GateSequence& seq, const GateSettings& S, UntimedWork& u) {
+  const auto& w = seq.windows;
+  if (w.empty() || w.front().before.worker_cpu_s < 0) return;
+  double in_baseline = 0, between = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (!w[i].candidate_code) in_baseline += std::max(0.0, w[i].after.worker_cpu_s - w[i].before.worker_cpu_s);
+    if (i > 0) between += std::max(0.0, w[i].before.worker_cpu_s - w[i - 1].after.worker_cpu_s);
+  }
+  std::vector<double> timed;
+  for (size_t i : seq.pair_candidate) timed.push_back(w[i].after.worker_cpu_s - w[i].before.worker_cpu_s);
+  const double run_cpu = median_of(timed);
+  const double bound = std::max(0.2, S.untimed_work_fraction * run_cpu);
+  const double outside = in_baseline + between;
+  u.report["candidate_worker"] = {{"cpu_s_outside_its_runs", outside},
+                                  {"during_baseline_runs_cpu_s", in_baseline},
+                                  {"between_runs_cpu_s", between},
+                                  {"timed_run_cpu_s", run_cpu},
+                                  {"bound_s", bound}};
+  if (outside > bound)
+    u.problems.push_back("untimed work in the plugin's worker: " + format_fixed(outside, 3) +
+                         " s of its CPU time outside the candidate's timed runs (" + format_fixed(in_baseline, 3) +
+                         " s during the baseline's runs, " + format_fixed(between, 3) + " s between runs), bound " +
+                         format_fixed(bound, 3) + " s (" + format_fixed(S.untimed_work_fraction, 2) +
+                         " of a timed run's " + format_fixed(run_cpu, 3) + " s)");
+}
+
 }  // namespace
 
 UntimedWork audit_untimed_work(const GateSequence& seq, double candidate_median_s, const GateSettings& S) {
@@ -96,6 +125,7 @@ UntimedWork audit_untimed_work(const GateSequence& seq, double candidate_median_
     u.problems.push_back("untimed device work: " + format_fixed(c.queued_device_s, 3) +
                          " s of device work was still queued when timed windows began (bound " +
                          format_fixed(device_bound, 3) + " s)");
+  audit_sandboxed_worker(seq, S, u);
   return u;
 }
 

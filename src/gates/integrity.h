@@ -27,7 +27,10 @@ struct ProcessSample {
   double main_cpu_s = 0;     // the thread that runs the gate
   double own_cpu_s = 0;      // the harness's own threads (see ProcessMonitor::adopt_current_threads)
   int threads = 0;
-  double wall_s = 0;                                                  // the monotonic clock
+  double wall_s = 0;  // the monotonic clock
+  // The CPU seconds of the candidate's sandboxed generation worker (gates/sandboxed_worker.h) so far; negative
+  // when the candidate runs in this process.
+  double worker_cpu_s = -1;
   double foreign_cpu_s() const { return process_cpu_s - own_cpu_s; }  // every other thread's
 };
 

@@ -15,6 +15,7 @@
 
 #include "gates/generate_params.h"
 #include "gates/integrity.h"
+#include "gates/plugin_schema.h"
 #include "base/sha256.h"
 #include "redteam/redteam.h"
 #include "runtime/device.h"
@@ -152,6 +153,10 @@ RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices
     throw Error("manifest '" + m.id + "' is for model '" + m.model + "', this worker runs '" + request_.model + "'");
   RunOutput out;
   const runtime::RuntimeOptions opts = to_runtime_options(m);
+  if (const std::string t = schema_only_technique_on(opts); !t.empty())
+    throw Error("manifest '" + m.id + "' turns on '" + t +
+                "', a plugin's technique this process knows only by its "
+                "description: it runs in the plugin's generation worker (gate --plugin), never here");
   auto& pipe = pipeline_for(opts.dtype);
   pipe.set_options(opts);
   arm_redteam(pipe, m);
