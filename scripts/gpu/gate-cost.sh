@@ -18,11 +18,14 @@ echo "=== plan, $steps steps, $np prompts ($(date -u +%H:%M:%S))"
 $bin run --model wan22-ti2v-5b --synthetic-weights --plan --steps "$steps" --max-prompts "$np" \
   --out "$OUT/plan-reduced" > "$OUT/plan-reduced.txt" 2>&1
 tail -4 "$OUT/plan-reduced.txt"
-m=$(mktemp -d)/kernel-hopper-vae.json
-python3 - manifests/wan22-ti2v-5b/kernel-hopper-vae.json "$m" "$steps" <<'PY'
+src_manifest=${MANIFEST:-manifests/wan22-ti2v-5b/kernel-hopper-vae.json}
+m=$(mktemp -d)/candidate.json
+python3 - "$src_manifest" "$m" "$steps" "${DROP_FLAGS:-}" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
 m["config"]["steps"] = int(sys.argv[3])
+for f in sys.argv[4].split():  # DROP_FLAGS: flags left off (e.g. one whose engagement is in question)
+    m["flags"].pop(f, None)
 json.dump(m, open(sys.argv[2], "w"), indent=2)
 PY
 echo "=== gate of kernel-hopper-vae, $steps steps, $np prompts ($(date -u +%H:%M:%S))"
