@@ -89,6 +89,16 @@ std::vector<std::pair<std::string, std::string>> reachable_binds(std::vector<std
   return binds;
 }
 
+// The headers a plugin is compiled against (issue 42): the installed ones beside this binary, else the sources it
+// was built from; "" when neither is there. Bound read-only where the binary inside looks for installed ones.
+std::string plugin_headers() {
+  std::error_code ec;
+  const fs::path installed = fs::canonical("/proc/self/exe", ec).parent_path().parent_path() / "include" / "autooptim";
+  for (const fs::path& d : {installed, fs::path(AUTOOPTIM_SOURCE_HEADERS)})
+    if (fs::exists(d / "runtime" / "plugin.h", ec)) return d.string();
+  return "";
+}
+
 base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const InsidePaths& in, const Decoys& decoys) {
   base::SandboxSpec s;
   s.unsandboxed = a.unsandboxed && !base::sandbox_unavailable_reason().empty();
@@ -97,6 +107,8 @@ base::SandboxSpec sandbox_spec(const AgentSpec& a, const AgentFolders& f, const 
   if (!s.unsandboxed) {
     s.ro_binds = reachable_binds(base::self_binary_binds(in.bin_dir), f);
     s.ro_binds.push_back({f.replies, in.replies});
+    if (const std::string h = plugin_headers(); !h.empty())
+      s.ro_binds.push_back({h, (fs::path(in.bin_dir).parent_path() / "include" / "autooptim").string()});
     for (const auto& b : a.binds) s.ro_binds.push_back({b, b});
     // Last, so that a decoy covers its path even under a broad --agent-bind.
     for (const auto& d : decoys.binds()) s.ro_binds.push_back(d);

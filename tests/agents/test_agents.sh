@@ -15,7 +15,8 @@ src=$(readlink -f "$2")
 shift 2
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(honest unsandboxed read-heldout-path search-heldout proc-orchestrator write-ledger write-gates
-                                  swap-baseline other-family heldout-trial network endpoint budget fork-bomb outlive)
+                                  swap-baseline other-family heldout-trial network endpoint budget fork-bomb outlive
+                                  plugin-build)
 # Not under /tmp: the sandbox has a /tmp of its own, where a path like the run's could be written harmlessly.
 tmp=$(mktemp -d "$PWD/agents-test-XXXXXX")
 listener=""
@@ -112,6 +113,13 @@ expect_blocked() { grep -q "$2" "$box/blocked.jsonl" 2>/dev/null || fail "$1: bl
 for c in "${cases[@]}"; do
   case "$c" in
     unsandboxed) unsandboxed_checks ;;
+    plugin-build)
+      # An agent that writes code builds its plugin inside the sandbox, against the headers bound there.
+      run_case plugin-build \
+        "autooptim agent build $src/tests/agents/plugins/probe_linear.cpp --out {workspace}/probe.so && echo BUILT-PLUGIN" \
+        --budget-trials 1
+      grep -q "^BUILT-PLUGIN" "$transcript" || fail "plugin-build: agent build failed inside: $(tail -n 20 "$transcript")"
+      ;;
     honest)
       run_case honest "sh $src/tests/agents/honest_agent.sh {brief}" --budget-trials 2
       grep -q '"tool":"trial"' "$box/tools.jsonl" || fail "honest: no trial recorded"
