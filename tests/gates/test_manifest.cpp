@@ -10,6 +10,7 @@
 #include <set>
 
 #include "gates/manifest.h"
+#include "runtime/techniques/registry.h"
 #include "base/error.h"
 #include "test_util.h"
 #include "runtime/techniques/cache/easycache_options.h"
@@ -428,6 +429,9 @@ TEST(ShippedManifests, EveryFileValidates) {
     EXPECT_EQ(m.id, relative);
     EXPECT_EQ(m.model, entry.path().parent_path().filename().string());
     EXPECT_TRUE(by_id.emplace(m.id, m).second) << "duplicate id " << m.id;
+    // No switch another one on leaves idle: the gate would fail it for engagement (kernel-vae and
+    // kernel-hopper-vae had vae_frame_convs beside vae_pointwise_gemm, which takes every conv it would run).
+    EXPECT_TRUE(runtime::techniques::superseded(to_runtime_options(m)).empty());
   }
   for (const char* id :
        {"wan22-ti2v-5b/baseline", "wan22-ti2v-5b/control-fp32", "wan22-tiny/baseline", "wan22-tiny/control-fp64"}) {

@@ -20,6 +20,9 @@ AUTOOPTIM_TECHNIQUE(vae_pointwise_gemm) {
       bool_flag("vae_pointwise_gemm", field(&VaePointwiseGemmOptions::on), "1x1x1 VAE convs as GEMMs over the voxels")};
   t.switch_flag = "vae_pointwise_gemm";
   t.hooks = {"vae.conv"};
+  // The Wan VAE's only convs without temporal taps are its 1x1x1 ones, which this takes before vae_frame_convs
+  // (seen on the H100 and the CPU: 26 of 26 at the tiny model's decode, the frame convs then ran none).
+  t.supersedes = {"vae_frame_convs"};
   t.engagement = {{"kernel.vae_pointwise_gemm.convs",
                    "vae_pointwise_gemm is on but no 1x1x1 conv ran as a GEMM (it needs vae_channels_last)"}};
   // GPU only: libtorch's CPU convs return channels-first, so on the CPU the shortcuts' inputs are not
