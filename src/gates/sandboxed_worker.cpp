@@ -246,13 +246,21 @@ RunOutput SandboxedWorker::run_timed(const Manifest& m, const std::vector<Prompt
   }
   // Only the text: the prompt's id, category and splits stay in the gate.
   write_message(to_worker_, {{"kind", "run"}, {"manifest", manifest}, {"text", out.prompt.text}, {"seed", out.seed}});
-  WireMessage a = read_message(from_worker_, shape, [&]() -> std::string {
-    if (!box_->poll()) return why_dead();
-    if (seconds_since(t0) > spec_.run_timeout_s)
-      return "the " + spec_.label + " generation worker's run took over " +
-             std::to_string(static_cast<int64_t>(spec_.run_timeout_s)) + " s";
-    return "";
-  });
+  WireMessage a;
+  try {
+    a = read_message(from_worker_, shape, [&]() -> std::string {
+      if (!box_->poll()) return why_dead();
+      if (seconds_since(t0) > spec_.run_timeout_s)
+        return "the " + spec_.label + " generation worker's run took over " +
+               std::to_string(static_cast<int64_t>(spec_.run_timeout_s)) + " s";
+      return "";
+    });
+  } catch (const Error& e) {
+    // The worker died, hung or answered garbage: this run failed (a baseline's failure ends the gate, a
+    // candidate's is its rejection). A worker in an unknown state answers nothing more.
+    if (box_->running()) box_->kill(e.what());
+    a.header = {{"ok", false}, {"error", e.what()}};
+  }
   out.seconds = seconds_since(t0);
   ++runs_;
   if (!a.header.value("ok", false) || !a.video.defined()) {
@@ -262,9 +270,13 @@ RunOutput SandboxedWorker::run_timed(const Manifest& m, const std::vector<Prompt
   }
   out.video = a.video;
   out.unwritten_at_return = !at::isfinite(out.video).all().item<bool>();
-  out.trace = trace_from_json(a.header.at("trace"));
-  out.times = stage_times_from_json(a.header.at("times"));
-  out.pre_sync_s = std::max(0.0, a.header.value("pre_sync_s", 0.0));
+  try {
+    out.trace = trace_from_json(a.header.at("trace"));
+    out.times = stage_times_from_json(a.header.at("times"));
+    out.pre_sync_s = std::max(0.0, a.header.at("pre_sync_s").get<double>());
+  } catch (const std::exception& e) {
+    out.error = "the " + spec_.label + " worker's answer: " + e.what();
+  }
   return out;
 }
 

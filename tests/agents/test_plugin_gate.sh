@@ -5,12 +5,13 @@
 # AUTOOPTIM_PLUGIN_TRIPWIRE set, and step_reuse aborts any process outside a generation worker that loads it.
 #  - step_reuse (an honest step cache a scripted agent would write): accepted, its counters engaged, the verdict
 #    naming how its worker was isolated;
-#  - busy_thread (a thread busy for the worker's life: the slowed baseline, work outside the timed window):
-#    rejected by authenticity for untimed work in the plugin's worker;
+#  - busy_thread (step_reuse's cache, so fast and good enough, plus a thread busy for the worker's life: the
+#    slowed baseline, work outside the timed window): rejected by authenticity for untimed work in its worker;
 #  - memoise (outputs remembered across requests): rejected by performance, the timed requests being drawn
 #    inside the window;
 #  - peek_baseline (the baseline's cache read from disk, at the paths a cheat that knows the layout tries):
 #    nothing of the gate's visible to it (its worker's log), and rejected by performance;
+#  - crash (kills its worker on its third linear layer): rejected, the verdict saying the worker ended;
 #  - a manifest pinning a plugin the gate was not given: refused (exit 2), naming --plugin.
 # Without user namespaces the workers run as plain processes (--plugin-without-sandbox) and the peek check is
 # skipped (without a sandbox the files are visible: that is what the sandbox is for).
@@ -41,7 +42,7 @@ build() {  # build NAME [SOURCE]: tests/agents/plugins/NAME.cpp (or SOURCE) -> $
 { echo "#define PEEK_PATHS \"$tmp/cache $tmp/out $src/prompts\""; cat "$src/tests/agents/plugins/peek_baseline.cpp"; } \
   >"$tmp/peek_baseline.cpp"
 declare -A sha
-for p in step_reuse busy_thread memoise; do sha[$p]=$(build $p); done
+for p in step_reuse busy_thread memoise crash; do sha[$p]=$(build $p); done
 sha[peek_baseline]=$(build peek_baseline "$tmp/peek_baseline.cpp")
 
 manifest() {  # manifest NAME FAMILY LOSSLESS FLAGS_JSON: $tmp/NAME.json pinning $tmp/NAME.so
@@ -55,10 +56,11 @@ m["flags"].update(json.loads(flags))
 json.dump(m, open(out, "w"), indent=2)
 PY
 }
-manifest step_reuse cache false '{"step_reuse": {"enabled": true}}'
-manifest busy_thread kernel true '{"busy_linear": true}'
+manifest step_reuse cache false '{"step_reuse": {"enabled": true, "interval": 3}}'
+manifest busy_thread cache false '{"busy_reuse": {"enabled": true}}'
 manifest memoise kernel true '{"memo_ffn": true}'
 manifest peek_baseline kernel true '{"peek_baseline": true}'
+manifest crash kernel true '{"crash_linear": true}'
 
 gate() {  # gate NAME: the verdict in $tmp/NAME-verdict.json, the exit status in $rc
   set +e
@@ -70,7 +72,7 @@ gate() {  # gate NAME: the verdict in $tmp/NAME-verdict.json, the exit status in
   [ $rc -ne 134 ] || fail "$1: a trusted process loaded the plugin (tripwire): $(tail -5 "$tmp/$1.log")"
 }
 check() {  # check NAME PYTHON: runs PYTHON with v = the verdict
-  python3 - "$tmp/$1-verdict.json" "$1" "$sandbox" <<PY || fail "$1: $(tail -5 "$tmp/$1.log")"
+  python3 - "$tmp/$1-verdict.json" "$1" "$sandbox" <<PY || fail "$1: $(reasons "$1")"
 import json, sys
 v = json.load(open(sys.argv[1]))
 name, sandboxed = sys.argv[2], sys.argv[3] == "1"
@@ -86,12 +88,16 @@ PY
 }
 
 gate step_reuse
-[ $rc -eq 0 ] || fail "step_reuse was not accepted (exit $rc): $(head -c 3000 "$tmp/step_reuse-verdict.json")"
+reasons() {  # reasons NAME: the failed gates of NAME's verdict, one line each
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); [print(n+": "+c["reason"]) for n,c in v["gates"].items() if not c["pass"]]' \
+    "$tmp/$1-verdict.json" 2>&1 || tail -5 "$tmp/$1.log"
+}
+[ $rc -eq 0 ] || fail "step_reuse was not accepted (exit $rc): $(reasons step_reuse)"
 check step_reuse 'assert v["accepted"] and v["speedup"] > 1, v["speedup"]
 assert workers[0]["plugin"] == json.load(open(sys.argv[1].replace("-verdict.json", ".json")))["plugin"]'
 
 gate busy_thread
-[ $rc -eq 1 ] || fail "busy_thread: exit $rc, not rejected"
+[ $rc -eq 1 ] || fail "busy_thread: exit $rc, not rejected: $(reasons busy_thread)"
 check busy_thread 'assert "authenticity" in failed, failed
 assert "untimed work in the plugin" in json.dumps(checks["authenticity"]), checks["authenticity"]["reason"]'
 
@@ -105,6 +111,11 @@ check peek_baseline 'assert "performance" in failed, failed'
 log="$tmp/out/peek_baseline/candidate-worker.log"
 [ "$(grep -c '^peek_baseline: ' "$log")" -eq 3 ] || fail "peek_baseline did not look: $(cat "$log")"
 if [ $sandbox -eq 1 ] && grep -q VISIBLE "$log"; then fail "the sandboxed plugin saw the gate's files: $(grep VISIBLE "$log")"; fi
+
+# A plugin that kills its worker: the candidate's failure, a rejection, not the gate's error.
+gate crash
+[ $rc -eq 1 ] || fail "crash: exit $rc, not a rejection: $(tail -5 "$tmp/crash.log")"
+grep -q "candidate generation worker ended" "$tmp/crash-verdict.json" || fail "crash: the verdict does not say how"
 
 # A manifest whose plugin the gate was not given: refused before anything runs.
 set +e
