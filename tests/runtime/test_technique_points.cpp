@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/torch_compat.h"
 #include "runtime/device.h"
 #include "runtime/extension_points.h"
 #include "runtime/forward_context.h"
@@ -255,9 +256,10 @@ TEST(TechniquePoints, Attention) {
                          v = bf16_randn({s.B, s.H, s.Lk, s.d});
         auto got = fn(q, k, v, &fc);
         if (!got) return std::nullopt;
-        const at::Tensor scores =
-            at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)) / std::sqrt(static_cast<double>(s.d));
-        return Outcome{*got, at::matmul(at::softmax(scores, -1), v.to(at::kFloat))};
+        // The point's reference is the model's own attention in bf16 (libtorch's default kernel), not exact
+        // float32 math: on a CPU without AVX-512 BF16, libtorch 1.13's bf16 attention is 1 to 3% from float32
+        // whatever the backend (seen on an AVX2-only EPYC), and an override is judged against what it replaces.
+        return Outcome{*got, compat::sdpa(q, k, v)};
       },
       heads_label);
 }
