@@ -34,6 +34,9 @@ struct GateSettings {
   // Without an OS sandbox on this machine, run the plugin's worker as a plain process (the verdict says so)
   // instead of refusing to gate it.
   bool plugin_without_sandbox = false;
+  // A plugin's generation that has not answered after this many seconds fails, and its worker is killed: a
+  // plugin that hangs costs the gate this long at most (the worker answers nothing more, the rest fail at once).
+  double plugin_run_timeout_s = 3600;
   int64_t timing_repeats = 3;  // interleaved candidate/baseline timed pairs, at most
   // Pairs beyond min_timing_repeats are made only while the timings are not quiet: after each pair from the
   // min_timing_repeats-th on, the gate stops pairing when both sides' relative range is at most quiet_noise

@@ -317,7 +317,9 @@ PluginGateWorkers start_plugin_workers(const runtime::LoadRequest& load, const s
     throw Error("the manifest pins plugin " + sha256 + ", whose file the gate was not given (gate --plugin FILE)");
   const bool plain = without_os_sandbox(S.plugin_without_sandbox);
   PluginGateWorkers w;
-  w.candidate = std::make_unique<SandboxedWorker>(SandboxedWorkerSpec{load, it->second, "candidate", plain});
+  SandboxedWorkerSpec cand{load, it->second, "candidate", plain};
+  cand.run_timeout_s = S.plugin_run_timeout_s;
+  w.candidate = std::make_unique<SandboxedWorker>(cand);
   w.baseline = std::make_unique<SandboxedWorker>(SandboxedWorkerSpec{load, "", "baseline", plain});
   w.candidate->start();
   w.baseline->start();

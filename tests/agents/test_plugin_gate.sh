@@ -12,6 +12,7 @@
 #  - peek_baseline (the baseline's cache read from disk, at the paths a cheat that knows the layout tries):
 #    nothing of the gate's visible to it (its worker's log), and rejected by performance;
 #  - crash (kills its worker on its third linear layer): rejected, the verdict saying the worker ended;
+#  - hang (never returns from its third linear layer): rejected once --plugin-run-timeout passes, in bounded time;
 #  - a manifest pinning a plugin the gate was not given: refused (exit 2), naming --plugin.
 # Without user namespaces the workers run as plain processes (--plugin-without-sandbox) and the peek check is
 # skipped (without a sandbox the files are visible: that is what the sandbox is for).
@@ -42,7 +43,7 @@ build() {  # build NAME [SOURCE]: tests/agents/plugins/NAME.cpp (or SOURCE) -> $
 { echo "#define PEEK_PATHS \"$tmp/cache $tmp/out $src/prompts\""; cat "$src/tests/agents/plugins/peek_baseline.cpp"; } \
   >"$tmp/peek_baseline.cpp"
 declare -A sha
-for p in step_reuse busy_thread memoise crash; do sha[$p]=$(build $p); done
+for p in step_reuse busy_thread memoise crash hang; do sha[$p]=$(build $p); done
 sha[peek_baseline]=$(build peek_baseline "$tmp/peek_baseline.cpp")
 
 manifest() {  # manifest NAME FAMILY LOSSLESS FLAGS_JSON: $tmp/NAME.json pinning $tmp/NAME.so
@@ -56,20 +57,23 @@ m["flags"].update(json.loads(flags))
 json.dump(m, open(out, "w"), indent=2)
 PY
 }
-manifest step_reuse cache false '{"step_reuse": {"enabled": true, "interval": 3}}'
+manifest step_reuse cache false '{"step_reuse": {"enabled": true, "interval": 5}}'
 manifest busy_thread cache false '{"busy_reuse": {"enabled": true}}'
 manifest memoise kernel true '{"memo_ffn": true}'
 manifest peek_baseline kernel true '{"peek_baseline": true}'
 manifest crash kernel true '{"crash_linear": true}'
+manifest hang kernel true '{"hang_linear": true}'
 
-gate() {  # gate NAME: the verdict in $tmp/NAME-verdict.json, the exit status in $rc
+gate() {  # gate NAME [OPTION...]: the verdict in $tmp/NAME-verdict.json, the exit status in $rc
+  local name=$1
+  shift
   set +e
-  AUTOOPTIM_PLUGIN_TRIPWIRE=1 "$bin" gate --model wan22-tiny --manifest "$tmp/$1.json" --plugin "$tmp/$1.so" \
-    --split val --max-prompts 1 --out "$tmp/out/$1" --cache-dir "$tmp/cache" "${extra[@]}" --json \
-    >"$tmp/$1-verdict.json" 2>"$tmp/$1.log"
+  AUTOOPTIM_PLUGIN_TRIPWIRE=1 "$bin" gate --model wan22-tiny --manifest "$tmp/$name.json" --plugin "$tmp/$name.so" \
+    --split val --max-prompts 1 --out "$tmp/out/$name" --cache-dir "$tmp/cache" "${extra[@]}" "$@" --json \
+    >"$tmp/$name-verdict.json" 2>"$tmp/$name.log"
   rc=$?
   set -e
-  [ $rc -ne 134 ] || fail "$1: a trusted process loaded the plugin (tripwire): $(tail -5 "$tmp/$1.log")"
+  [ $rc -ne 134 ] || fail "$name: a trusted process loaded the plugin (tripwire): $(tail -5 "$tmp/$name.log")"
 }
 check() {  # check NAME PYTHON: runs PYTHON with v = the verdict
   python3 - "$tmp/$1-verdict.json" "$1" "$sandbox" <<PY || fail "$1: $(reasons "$1")"
@@ -116,6 +120,13 @@ if [ $sandbox -eq 1 ] && grep -q VISIBLE "$log"; then fail "the sandboxed plugin
 gate crash
 [ $rc -eq 1 ] || fail "crash: exit $rc, not a rejection: $(tail -5 "$tmp/crash.log")"
 grep -q "candidate generation worker ended" "$tmp/crash-verdict.json" || fail "crash: the verdict does not say how"
+
+# A plugin that never returns: its run fails at the timeout and its worker is killed; a rejection in bounded time.
+start=$(date +%s)
+gate hang --plugin-run-timeout 15
+[ $rc -eq 1 ] || fail "hang: exit $rc, not a rejection: $(tail -5 "$tmp/hang.log")"
+grep -q "took over 15 s" "$tmp/hang-verdict.json" || fail "hang: the verdict does not name the timeout"
+[ $(($(date +%s) - start)) -lt 120 ] || fail "hang: the gate took $(($(date +%s) - start)) s"
 
 # A manifest whose plugin the gate was not given: refused before anything runs.
 set +e
