@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <thread>
 
 #include "base/error.h"
 #include "base/remove_tree.h"
 #include "base/sha256.h"
+#include "gates/drawn_request.h"
 #include "gates/generation_wire.h"
 #include "gates/plugin_schema.h"
 
@@ -201,17 +201,21 @@ std::string SandboxedWorker::why_dead() const {
   return "the " + spec_.label + " generation worker ended (" + box_->ended_how() + ")" + log_tail();
 }
 
+WaitCheck SandboxedWorker::give_up_after(Clock::time_point t0, double timeout_s, const std::string& past) const {
+  return [this, t0, timeout_s, past]() -> std::string {
+    if (!box_->poll()) return why_dead();
+    if (seconds_since(t0) > timeout_s)
+      return "the " + spec_.label + " generation worker" + past + " " +
+             std::to_string(static_cast<int64_t>(timeout_s)) + " s";
+    return "";
+  };
+}
+
 json SandboxedWorker::request(const json& req, double timeout_s) {
   if (!box_) throw Error("the " + spec_.label + " generation worker was not started");
   const auto t0 = Clock::now();
   write_message(to_worker_, req);
-  WireMessage m = read_message(from_worker_, {}, [&]() -> std::string {
-    if (!box_->poll()) return why_dead();
-    if (seconds_since(t0) > timeout_s)
-      return "the " + spec_.label + " generation worker did not answer in " +
-             std::to_string(static_cast<int64_t>(timeout_s)) + " s";
-    return "";
-  });
+  WireMessage m = read_message(from_worker_, {}, give_up_after(t0, timeout_s, " did not answer in"));
   if (!m.header.value("ok", false))
     throw Error("the " + spec_.label +
                 " generation worker: " + m.header.value("error", std::string("no reason given")));
@@ -238,23 +242,15 @@ RunOutput SandboxedWorker::run_timed(const Manifest& m, const std::vector<Prompt
   // The timer starts before the request is decided and handed over, and stops at the clip's last byte.
   const auto t0 = Clock::now();
   if (drawn) {
-    std::random_device rd;
-    out.prompt = choices[rd() % choices.size()];
-    do {
-      out.seed = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) | rd()) & 0x7fffffffULL);
-    } while (out.seed == c.seed);
+    const DrawnRequest d = draw_request(choices, c.seed);
+    out.prompt = d.prompt;
+    out.seed = d.seed;
   }
   // Only the text: the prompt's id, category and splits stay in the gate.
   write_message(to_worker_, {{"kind", "run"}, {"manifest", manifest}, {"text", out.prompt.text}, {"seed", out.seed}});
   WireMessage a;
   try {
-    a = read_message(from_worker_, shape, [&]() -> std::string {
-      if (!box_->poll()) return why_dead();
-      if (seconds_since(t0) > spec_.run_timeout_s)
-        return "the " + spec_.label + " generation worker's run took over " +
-               std::to_string(static_cast<int64_t>(spec_.run_timeout_s)) + " s";
-      return "";
-    });
+    a = read_message(from_worker_, shape, give_up_after(t0, spec_.run_timeout_s, "'s run took over"));
   } catch (const Error& e) {
     // The worker died, hung or answered garbage: this run failed (a baseline's failure ends the gate, a
     // candidate's is its rejection). A worker in an unknown state answers nothing more.

@@ -10,6 +10,7 @@
 // the worker's CPU time outside its windows). The gate starts a fresh one for every gate run.
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "base/sandbox.h"
 #include "gates/gate_settings.h"
 #include "gates/generation_side.h"
+#include "gates/generation_wire.h"
 #include "runtime/models.h"
 
 namespace autooptim::gates {
@@ -60,6 +62,9 @@ class SandboxedWorker : public GenerationSide {
  private:
   RunOutput run_timed(const Manifest& m, const std::vector<Prompt>& choices, std::optional<int64_t> seed, bool drawn);
   nlohmann::json request(const nlohmann::json& req, double timeout_s);
+  // While an answer is awaited: why to give up (the worker ended, or `timeout_s` from t0 passed: "the ... worker
+  // <past> N s"), "" to go on.
+  WaitCheck give_up_after(std::chrono::steady_clock::time_point t0, double timeout_s, const std::string& past) const;
   std::string why_dead() const;
   std::string log_tail() const;
 

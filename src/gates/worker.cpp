@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "gates/generate_params.h"
+#include "gates/drawn_request.h"
 #include "gates/integrity.h"
 #include "gates/plugin_schema.h"
 #include "base/sha256.h"
@@ -173,11 +174,9 @@ RunOutput Worker::run_with(const Manifest& m, const std::vector<Prompt>& choices
     const auto t0 = std::chrono::steady_clock::now();
     if (drawn) {
       // Inside the timed window: what this run makes is decided only now.
-      std::random_device rd;
-      out.prompt = choices[rd() % choices.size()];
-      do {
-        out.seed = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) | rd()) & 0x7fffffffULL);
-      } while (out.seed == m.config.seed);
+      const DrawnRequest d = draw_request(choices, m.config.seed);
+      out.prompt = d.prompt;
+      out.seed = d.seed;
     }
     RunConfig c = m.config;
     c.seed = out.seed;
@@ -283,6 +282,16 @@ const std::string& Worker::weights_hash() {
   add("text_embedding", pipe.encode_text({"autooptim weights fingerprint: a red fox runs through fresh snow"}));
   weights_hash_ = sha256_hex(s.str()).substr(0, 16);
   return weights_hash_;
+}
+
+DrawnRequest draw_request(const std::vector<Prompt>& choices, int64_t official_seed) {
+  std::random_device rd;
+  DrawnRequest d;
+  d.prompt = choices[rd() % choices.size()];
+  do {
+    d.seed = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) | rd()) & 0x7fffffffULL);
+  } while (d.seed == official_seed);
+  return d;
 }
 
 }  // namespace autooptim::gates
