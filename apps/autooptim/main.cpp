@@ -8,6 +8,7 @@
 #include <new>
 
 #include "cli_help.h"
+#include "base/crash_report.h"
 #include "commands.h"
 #include "runtime/build_info.h"
 #include "base/error.h"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   autooptim::app::add_sandbox_init(app);
   autooptim::app::add_agent(app);
   autooptim::app::add_help(app);
+  autooptim::base::install_crash_report();  // a fault names where it happened (base/crash_report.h)
   // Bare `autooptim`: the help, not an error.
   if (argc == 1) {
     std::cout << app.help();
