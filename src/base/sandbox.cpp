@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/remove_tree.h"
 #include "base/error.h"
 #include "base/sandbox_bwrap.h"
 #include "base/sandbox_launch.h"
@@ -83,7 +84,7 @@ Sandbox::~Sandbox() {
   if (status_fd_ >= 0) close(status_fd_);
   if (init_pidfd_ >= 0) close(init_pidfd_);
   std::error_code ec;
-  if (!net_dir_.empty()) fs::remove_all(net_dir_, ec);
+  if (!net_dir_.empty()) runtime::remove_tree(net_dir_, ec);
 }
 
 void Sandbox::check_spec() const {

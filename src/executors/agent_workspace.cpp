@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "base/remove_tree.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/strings.h"
@@ -106,7 +107,7 @@ void finish_agent_folders(const AgentFolders& f) {
   const auto how = fs::copy_options::recursive | fs::copy_options::copy_symlinks | fs::copy_options::overwrite_existing;
   fs::copy(f.workspace, fs::path(f.root) / "workspace", how, ec);
   fs::copy(f.transcript, fs::path(f.root) / "transcript.log", fs::copy_options::overwrite_existing, ec);
-  fs::remove_all(f.live, ec);
+  runtime::remove_tree(f.live, ec);
 }
 
 AgentFolders prepare_agent_folders(const AgentSpec& a, const gates::Manifest& base,
@@ -136,7 +137,7 @@ AgentFolders prepare_agent_folders(const AgentSpec& a, const gates::Manifest& ba
     while (fs::exists(kept + "." + std::to_string(n))) ++n;
     fs::rename(kept, kept + "." + std::to_string(n));
   }
-  for (const auto& d : {f.requests, f.replies}) fs::remove_all(d);
+  for (const auto& d : {f.requests, f.replies}) runtime::remove_tree(d);
   for (const auto& d : {f.workspace, f.requests, f.replies}) fs::create_directories(d);
   const fs::path ws = f.workspace;
   write_text(ws / "BRIEF.md", brief);
