@@ -50,8 +50,20 @@ void send(const AgentToolRequest& r) {
   }
 }
 
+// The name of `path` in the top folder of the workspace (the agent's HOME), which is where the host reads it.
+std::string workspace_file_name(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path home = env_or_fail("HOME");
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  if (!fs::is_regular_file(p, ec)) throw Error(path + ": no such file");
+  if (!fs::equivalent(p.parent_path(), home, ec))
+    throw Error(path + ": the run takes a plugin from your workspace's top folder (" + home.string() + ") only");
+  return p.filename().string();
+}
+
 struct ToolArgs {
-  std::string manifest, why, text, technique;
+  std::string manifest, why, text, technique, file;
   int64_t prompts = 0;
   std::vector<std::string> prompt_ids;
 };
@@ -105,6 +117,15 @@ void add_agent(CLI::App& app) {
     send(r);
   });
   add_agent_build(*cmd);
+  auto* plugin =
+      cmd->add_subcommand("plugin", "Hand the run a plugin built with `agent build`: its flags become valid");
+  plugin->add_option("file", a->file, "The plugin (.so) in your workspace's top folder")->required();
+  plugin->callback([a] {
+    AgentToolRequest r;
+    r.tool = "plugin";
+    r.file = workspace_file_name(a->file);
+    send(r);
+  });
   auto* log = cmd->add_subcommand("log", "A note for the report");
   log->add_option("text", a->text, "The note")->required();
   log->callback([a] {

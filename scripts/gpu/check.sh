@@ -2,6 +2,7 @@
 # One device call's worth of GPU work: build, golden checks on the GPU (fp32 and bf16), the GPU tests,
 # then the benchmarks. Results land in $OUT (JSON + logs). Steps can be chosen:
 #   scripts/gpu/check.sh [build] [verify] [tests] [bench] [bench-fp32] [bench-kernel] [bench-graph] [bench-full] [run]
+#                        [plugin-run]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/autooptim-gpu}
@@ -46,6 +47,11 @@ for s in "${steps[@]}"; do
     run)
       $bin run --model wan22-ti2v-5b --synthetic-weights --out "$OUT/run" --frames 17 --steps 12 --height 256 --width 448 \
         --budget-minutes 7 --budget-trials 14 --max-prompts 2 --repeats 2 2>&1 | tail -20 ;;
+    plugin-run)  # run --agent with an agent that writes a plugin (no bwrap here: unsandboxed); the executor's log kept
+      rm -rf plugin-run-*
+      PLUGIN_RUN_UNSANDBOXED=1 KEEP=1 timeout 400 bash tests/agents/test_plugin_run.sh "$bin" . 2>&1 | tail -8
+      d=$(ls -d plugin-run-* 2>/dev/null | head -1)
+      [ -n "$d" ] && cp "$d/run.log" "$d/run/outbox/agent-cache.log" "$d/run/report.md" "$OUT/" 2>/dev/null ;;
     *) echo "unknown step $s" ;;
   esac
 done

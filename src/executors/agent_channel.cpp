@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/remove_tree.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/json_read.h"
@@ -24,7 +25,8 @@ using nlohmann::json;
 namespace autooptim::executors {
 namespace {
 
-const std::set<std::string> kRequestKeys = {"tool", "manifest", "prompts", "prompt_ids", "why", "text", "technique"};
+const std::set<std::string> kRequestKeys = {"tool", "manifest", "prompts",   "prompt_ids",
+                                            "why",  "text",     "technique", "file"};
 
 [[noreturn]] void refuse(const std::string& what) { throw Error("agent request: " + what); }
 
@@ -74,13 +76,13 @@ std::optional<std::string> read_small_regular(const fs::path& p, std::string& pr
 }  // namespace
 
 const std::vector<std::string>& agent_tools() {
-  static const std::vector<std::string> t = {"techniques", "trial", "calibrate", "budget", "propose", "log"};
+  static const std::vector<std::string> t = {"techniques", "trial", "calibrate", "budget", "propose", "plugin", "log"};
   return t;
 }
 
 json AgentToolRequest::to_json() const {
-  return {{"tool", tool}, {"manifest", manifest}, {"prompts", prompts},    {"prompt_ids", prompt_ids},
-          {"why", why},   {"text", text},         {"technique", technique}};
+  return {{"tool", tool}, {"manifest", manifest}, {"prompts", prompts},     {"prompt_ids", prompt_ids},
+          {"why", why},   {"text", text},         {"technique", technique}, {"file", file}};
 }
 
 AgentToolRequest AgentToolRequest::from_json(const json& j) {
@@ -107,6 +109,7 @@ AgentToolRequest AgentToolRequest::from_json(const json& j) {
   r.why = text_of(j, "why", 4000);
   r.text = text_of(j, "text", 4000);
   r.technique = text_of(j, "technique", 64);
+  r.file = text_of(j, "file", 255);
   return r;
 }
 
@@ -180,7 +183,7 @@ std::vector<AgentChannel::Incoming> AgentChannel::take(size_t max) {
         in.problem = e.what();
       }
     }
-    fs::remove_all(p, ec);
+    runtime::remove_tree(p, ec);
     out.push_back(std::move(in));
   }
   return out;

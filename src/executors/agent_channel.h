@@ -2,7 +2,7 @@
 // The one channel between an agent in its sandbox and the run (docs/agents.md): the agent tools write a
 // request file into the requests folder (the only folder of the host it may write besides its workspace)
 // and wait for the reply the host writes into the replies folder (read-only inside). The host reads
-// nothing else the agent wrote: a request is a small JSON object of known keys for one of five tools,
+// nothing else the agent wrote: a request is a small JSON object of known keys for one of seven tools,
 // parsed strictly; anything else is refused and recorded as blocked.
 #include <nlohmann/json.hpp>
 
@@ -13,7 +13,7 @@
 
 namespace autooptim::executors {
 
-// techniques, trial, calibrate, budget, propose, log.
+// techniques, trial, calibrate, budget, propose, plugin, log.
 const std::vector<std::string>& agent_tools();
 
 // Largest request file the host reads.
@@ -27,6 +27,7 @@ struct AgentToolRequest {
   std::string why;                      // propose
   std::string text;                     // log
   std::string technique;                // calibrate: a technique with a calibration (magcache, teacache)
+  std::string file;                     // plugin: a file's name in the top folder of the agent's workspace
 
   nlohmann::json to_json() const;
   // Strict: every key present with its type, no other key, a known tool. Error naming the key otherwise.

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/remove_tree.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/sandbox.h"
@@ -232,7 +233,8 @@ int run_agent_executor(const ExecutorRequest& req) {
   Decoys decoys(sandboxed ? a.decoys : std::vector<std::string>{}, folders.live + "/decoys");
   base::Sandbox sb(sandbox_spec(a, folders, inside_paths(folders, sandboxed), decoys));
   AgentChannel channel(folders.requests, folders.replies);
-  AgentTools tools(req, run, box, record);
+  AgentPlugins plugins(folders.workspace, req.outbox, a.unsandboxed);
+  AgentTools tools(req, run, box, record, plugins);
   std::fprintf(stderr, "agent %s: starting %s: %s\n", a.name().c_str(), sandboxed ? "in its sandbox" : "UNSANDBOXED",
                a.command.c_str());
   sb.start();
@@ -245,7 +247,7 @@ int run_agent_executor(const ExecutorRequest& req) {
     if (e.what != "exit") record.blocked(e.what, e.detail);
   finish_agent_folders(folders);
   std::error_code ec;
-  fs::remove_all(fs::path(folders.root) / "tools", ec);
+  runtime::remove_tree(fs::path(folders.root) / "tools", ec);
   write_summary(req, sb, record, box, std::chrono::duration<double>(Clock::now() - t0).count(), sandboxed);
   std::fprintf(stderr, "agent %s: ended (%s): %lld tool calls, %d proposals, %lld blocked\n", a.name().c_str(),
                sb.ended_how().c_str(), static_cast<long long>(record.calls()), box.proposed(),

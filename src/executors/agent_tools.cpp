@@ -58,8 +58,9 @@ void AgentRecord::blocked(const std::string& what, const std::string& detail) {
   gates::append_line_durable((fs::path(dir_) / "blocked.jsonl").string(), row.dump());
 }
 
-AgentTools::AgentTools(const ExecutorRequest& req, TrialRunner& run, Outbox& box, AgentRecord& record)
-    : req_(req), run_(run), box_(box), record_(record), base_(run.base()), start_(Clock::now()) {}
+AgentTools::AgentTools(const ExecutorRequest& req, TrialRunner& run, Outbox& box, AgentRecord& record,
+                       AgentPlugins& plugins)
+    : req_(req), run_(run), box_(box), record_(record), plugins_(plugins), base_(run.base()), start_(Clock::now()) {}
 
 double AgentTools::wall_left_s() const {
   return req_.agent.deadline_s > 0 ? std::max(0.0, req_.agent.deadline_s - since(start_)) : 1e9;
@@ -86,6 +87,8 @@ AgentToolReply AgentTools::handle(const AgentToolRequest& r) {
       reply.result = budget();
     else if (r.tool == "propose")
       reply.result = propose(r);
+    else if (r.tool == "plugin")
+      reply.result = plugin(r);
     else  // log: the note is the record
       reply.result = {{"logged", true}};
     reply.ok = true;
@@ -141,7 +144,8 @@ json AgentTools::trial(const AgentToolRequest& r) {
   // The prompts first: a held-out prompt is the breach to name, whatever else is wrong with the request.
   const std::vector<gates::Prompt> prompts = prompts_of(r);
   if (r.manifest.is_null()) throw Refusal{"trial: no manifest"};
-  const json flags = flags_of(r.manifest);
+  const gates::Manifest patch = patch_of_file(r.manifest);
+  const json& flags = patch.flags;
   if (!run_.can_measure(req_.budget_trials))
     throw Refusal{TrialRunner::stop_requested()
                       ? "the run is stopping: no more trials"
@@ -149,7 +153,8 @@ json AgentTools::trial(const AgentToolRequest& r) {
                   !TrialRunner::stop_requested()};
   if (wall_left_s() <= 0) throw Refusal{"budget: the agent's wall time is spent", true};
   const auto t0 = Clock::now();
-  workers::TrialResult t = run_.measure_on(flags, "agent trial " + std::to_string(++trials_), prompts);
+  workers::TrialResult t =
+      run_.measure_on(flags, "agent trial " + std::to_string(++trials_), prompts, plugins_.ref(patch.plugin));
   const double s = since(t0);
   record_.trial_s += s;
   box_.log(t);
@@ -185,7 +190,7 @@ json AgentTools::propose(const AgentToolRequest& r) {
   if (box_.proposed() >= req_.agent.max_proposals)
     throw Refusal{"proposal limit: " + std::to_string(req_.agent.max_proposals) + " proposals per agent", true};
   if (r.why.empty()) throw Refusal{"propose: --why is required (the report shows it)"};
-  const json flags = flags_of(r.manifest);
+  const json flags = patch_of_file(r.manifest).flags;
   // A lossless claim: the manifest's own, else the registry's (every technique it turns on is lossless).
   bool lossless = true;
   if (r.manifest.contains("lossless") && r.manifest["lossless"].is_boolean()) {
@@ -213,7 +218,17 @@ json AgentTools::propose(const AgentToolRequest& r) {
           {"note", "gated after the exploration; the run's report has the verdict"}};
 }
 
-json AgentTools::flags_of(const json& m) const {
+// The plugin is copied out of the workspace and described by a sandboxed worker; its flags are valid from then on.
+json AgentTools::plugin(const AgentToolRequest& r) {
+  if (r.file.empty()) throw Refusal{"plugin: no file (autooptim agent plugin FILE.so)"};
+  try {
+    return plugins_.take(r.file);
+  } catch (const PluginBreach& e) {
+    throw Refusal{e.what(), true};
+  }
+}
+
+gates::Manifest AgentTools::patch_of_file(const json& m) const {
   const std::string fam = req_.family;
   json flags;
   if (m.contains("kind")) {
@@ -240,7 +255,7 @@ json AgentTools::flags_of(const json& m) const {
     flags = parsed.flags;
   } else {
     for (const auto& [k, v] : m.items())
-      if (k != "flags" && k != "lossless" && k != "id" && k != "description")
+      if (k != "flags" && k != "lossless" && k != "id" && k != "description" && k != "plugin")
         throw Refusal{"the manifest file: unknown key '" + k + "' ({\"flags\": {...}} or a patch manifest)"};
     if (!m.contains("flags") || !m["flags"].is_object()) throw Refusal{"the manifest file has no \"flags\" object"};
     // A fragment: on top of the baseline's flags (its settings stay; what the agent names changes).
@@ -255,7 +270,12 @@ json AgentTools::flags_of(const json& m) const {
     for (const auto& t : tech::techniques_on(gates::to_runtime_options(checked)))
       if (t.rfind("vae_", 0) != 0)
         throw Refusal{"technique '" + t + "': the vae agent uses the VAE's techniques (vae_*) only", true};
-  return checked.flags;
+  // A pin the file names must be the one its flags need (patch_of pins the plugin whose techniques are on).
+  const json pin = m.value("plugin", json());
+  if (!pin.is_null() && pin != json(checked.plugin))
+    throw Refusal{"the manifest file pins plugin " + pin.dump() + ", but its flags turn on " +
+                  (checked.plugin.empty() ? std::string("no plugin's technique") : "plugin " + checked.plugin + "'s")};
+  return checked;
 }
 
 }  // namespace autooptim::executors

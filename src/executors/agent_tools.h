@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "executors/agent_channel.h"
+#include "executors/agent_plugins.h"
 #include "executors/agent_workspace.h"
 #include "executors/executor.h"
 #include "executors/outbox.h"
@@ -38,7 +39,7 @@ constexpr int64_t kMaxAgentToolCalls = 5000;
 
 class AgentTools {
  public:
-  AgentTools(const ExecutorRequest& req, TrialRunner& run, Outbox& box, AgentRecord& record);
+  AgentTools(const ExecutorRequest& req, TrialRunner& run, Outbox& box, AgentRecord& record, AgentPlugins& plugins);
   // Handles one request: the reply to send back (recorded, with what it blocked).
   AgentToolReply handle(const AgentToolRequest& r);
   // Seconds left before the agent's deadline (a large number when it has none).
@@ -54,15 +55,18 @@ class AgentTools {
   nlohmann::json calibrate(const AgentToolRequest& r);
   nlohmann::json budget() const;
   nlohmann::json propose(const AgentToolRequest& r);
-  // The flags of the agent's manifest file ({"flags": ...} or a patch manifest at the run's configuration),
-  // checked as a patch of the family would be; throws Refusal.
-  nlohmann::json flags_of(const nlohmann::json& manifest) const;
+  nlohmann::json plugin(const AgentToolRequest& r);
+  // The agent's manifest file ({"flags": ...} or a patch manifest at the run's configuration) as a patch of the
+  // family, checked as one would be (its flags; its plugin pin where they turn a plugin's technique on); throws
+  // Refusal.
+  gates::Manifest patch_of_file(const nlohmann::json& manifest) const;
   std::vector<gates::Prompt> prompts_of(const AgentToolRequest& r) const;
 
   const ExecutorRequest& req_;
   TrialRunner& run_;
   Outbox& box_;
   AgentRecord& record_;
+  AgentPlugins& plugins_;
   gates::Manifest base_;
   std::chrono::steady_clock::time_point start_;
   int64_t trials_ = 0;

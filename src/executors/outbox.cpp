@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/atomic_file.h"
+#include "gates/plugin_schema.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -33,6 +34,7 @@ gates::Manifest patch_of(const gates::Manifest& base, const std::string& family,
   m.lossless = lossless;
   m.description = why;
   m.parents.clear();
+  m.plugin = gates::plugin_turned_on(m);  // a plugin's techniques: the manifest pins the plugin's file
   return gates::parse_manifest(gates::to_json(m), label);
 }
 

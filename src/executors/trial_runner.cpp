@@ -87,7 +87,7 @@ std::vector<gates::Prompt> TrialRunner::first(int64_t n) const {
 }
 
 nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::json& flags, const std::string& label,
-                                    const std::vector<gates::Prompt>& prompts) const {
+                                    const std::vector<gates::Prompt>& prompts, const workers::PluginRef& plugin) const {
   workers::TrialRequest r;
   r.kind = kind;
   r.base = base_;
@@ -95,6 +95,7 @@ nlohmann::json TrialRunner::request(const std::string& kind, const nlohmann::jso
   r.label = label;
   r.n = static_cast<int64_t>(prompts.size());
   r.prompts = prompts;
+  r.plugin = plugin;
   return r.to_json();
 }
 
@@ -117,10 +118,10 @@ Trial TrialRunner::measure(const nlohmann::json& flags, const std::string& label
 }
 
 Trial TrialRunner::measure_on(const nlohmann::json& flags, const std::string& label,
-                              const std::vector<gates::Prompt>& prompts) {
+                              const std::vector<gates::Prompt>& prompts, const workers::PluginRef& plugin) {
   ++trials_;
   auto tick = [this] { while_waiting(); };
-  const auto r = client_->call(request("trial", flags, label, prompts), tick);
+  const auto r = client_->call(request("trial", flags, label, prompts, plugin), tick);
   Trial t = Trial::from_json(r.result);
   t.flags = flags;
   t.label = label;

@@ -10,6 +10,7 @@
 
 #include "executors/executor.h"
 #include "workers/launcher.h"
+#include "workers/messages.h"
 #include "workers/protocol.h"
 
 namespace autooptim::executors {
@@ -22,8 +23,11 @@ class TrialRunner {
   // Runs the flags on the first n prompts, interleaved with the baseline; PSNR against the
   // baseline's clip of the same prompt and seed (on a worker).
   Trial measure(const nlohmann::json& flags, const std::string& label, int64_t n);
-  // The same on these prompts (an agent's choice among the visible ones: the caller checks that they are).
-  Trial measure_on(const nlohmann::json& flags, const std::string& label, const std::vector<gates::Prompt>& prompts);
+  // The same on these prompts (an agent's choice among the visible ones: the caller checks that they are). With
+  // `plugin`, the flags turn on that plugin's techniques: the worker runs the candidate in the plugin's sandboxed
+  // worker (issue 42), never in its own process.
+  Trial measure_on(const nlohmann::json& flags, const std::string& label, const std::vector<gates::Prompt>& prompts,
+                   const workers::PluginRef& plugin = {});
   // Runs the flags alone on the first n prompts (a calibration: no baseline, no timing) and returns
   // each run's trace. Not a candidate trial: the budget does not count it.
   std::vector<runtime::Trace> traces(const nlohmann::json& flags, const std::string& label, int64_t n);
@@ -42,7 +46,7 @@ class TrialRunner {
 
  private:
   nlohmann::json request(const std::string& kind, const nlohmann::json& flags, const std::string& label,
-                         const std::vector<gates::Prompt>& prompts) const;
+                         const std::vector<gates::Prompt>& prompts, const workers::PluginRef& plugin = {}) const;
   std::vector<gates::Prompt> first(int64_t n) const;
   const ExecutorRequest& req_;
   gates::Manifest base_;

@@ -1,5 +1,6 @@
 #include "gates/plugin_schema.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -131,6 +132,24 @@ std::string schema_only_technique_on(const runtime::RuntimeOptions& o) {
   for (const auto& name : schema_names())
     if (const tech::Technique* t = tech::find(name); t && t->on(o)) return name;
   return "";
+}
+
+bool plugin_known(const std::string& sha256) {
+  const auto& all = tech::all();
+  return std::any_of(all.begin(), all.end(), [&](const tech::Technique& t) { return t.plugin == sha256; });
+}
+
+std::string plugin_turned_on(const Manifest& m) {
+  std::string pin;
+  for (const auto& name : tech::techniques_on(to_runtime_options(m))) {
+    const tech::Technique* t = tech::find(name);
+    if (!t || t->plugin.empty() || t->plugin == pin) continue;
+    if (!pin.empty())
+      throw Error("'" + name + "' comes from plugin " + t->plugin + " and another technique on from plugin " + pin +
+                  ": a manifest runs the code of one plugin");
+    pin = t->plugin;
+  }
+  return pin;
 }
 
 }  // namespace autooptim::gates

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "gates/manifest.h"
 #include "runtime/options.h"
 
 namespace autooptim::gates {
@@ -17,5 +18,10 @@ namespace autooptim::gates {
 void register_plugin_schema(const std::string& sha256, const nlohmann::json& techniques);
 // The first technique on in `o` that this process knows by its description only, or "".
 std::string schema_only_technique_on(const runtime::RuntimeOptions& o);
+// True when techniques of plugin `sha256` are registered in this process (by description, or loaded).
+bool plugin_known(const std::string& sha256);
+// The plugin whose techniques `m`'s flags turn on ("" for none): the pin `m` must carry. Error when they come
+// from two plugins: a manifest runs one plugin's code.
+std::string plugin_turned_on(const Manifest& m);
 
 }  // namespace autooptim::gates

@@ -175,6 +175,8 @@ void SandboxedWorker::start() {
                 plugin_sha256_);
 }
 
+bool SandboxedWorker::alive() const { return box_ && box_->running(); }
+
 void SandboxedWorker::load_model() {
   const auto t0 = Clock::now();
   request({{"kind", "load"}}, spec_.start_timeout_s);
@@ -306,6 +308,16 @@ bool without_os_sandbox(bool allowed) {
 
 }  // namespace
 
+std::unique_ptr<SandboxedWorker> start_plugin_candidate(const runtime::LoadRequest& load, const std::string& file,
+                                                        bool without_sandbox, double run_timeout_s) {
+  SandboxedWorkerSpec spec{load, file, "candidate", without_os_sandbox(without_sandbox)};
+  spec.run_timeout_s = run_timeout_s;
+  auto w = std::make_unique<SandboxedWorker>(spec);
+  w->start();
+  w->load_model();
+  return w;
+}
+
 PluginGateWorkers start_plugin_workers(const runtime::LoadRequest& load, const std::string& sha256,
                                        const GateSettings& S) {
   const auto it = S.plugin_files.find(sha256);
@@ -344,10 +356,17 @@ void PluginGateWorkers::save_logs(const std::string& dir) const {
 std::string describe_plugin(const std::string& path, bool without_sandbox) {
   runtime::LoadRequest none;  // describing loads no model
   none.synthetic_weights = true;
-  SandboxedWorker w(SandboxedWorkerSpec{none, path, "plugin's", without_os_sandbox(without_sandbox)});
+  SandboxedWorkerSpec spec{none, path, "plugin's", without_os_sandbox(without_sandbox)};
+  spec.start_timeout_s = 300;  // loading a plugin is quick: one whose entry point hangs fails in bounded time
+  SandboxedWorker w(spec);
   w.start();
   register_plugin_schema(w.plugin_sha256(), w.describe());
   return w.plugin_sha256();
+}
+
+std::string ensure_plugin_described(const std::string& path, bool without_sandbox) {
+  const std::string sha = plugin_file_sha256(path);
+  return plugin_known(sha) ? sha : describe_plugin(path, without_sandbox);
 }
 
 }  // namespace autooptim::gates

@@ -53,6 +53,10 @@ class SandboxedWorker : public GenerationSide {
   RunOutput run(const Manifest& m, const Prompt& prompt, std::optional<int64_t> seed) override;
   RunOutput run_drawn(const Manifest& m, const std::vector<Prompt>& choices) override;
   double worker_cpu_seconds() override;
+  // Its process is still running (a generation that failed by a timeout or a crash ends it).
+  bool alive() const;
+  // The limit of each later generation (a trial sets it from the baseline's time of the same prompt).
+  void set_run_timeout(double seconds) { spec_.run_timeout_s = seconds; }
 
   // What the verdict records of it: how it was isolated, its load time, what it ran.
   nlohmann::json report() const;
@@ -91,8 +95,15 @@ struct PluginGateWorkers {
 PluginGateWorkers start_plugin_workers(const runtime::LoadRequest& load, const std::string& sha256,
                                        const GateSettings& settings);
 
+// One candidate worker that loads the plugin at `file`, started and with the model loaded: an executor's trials of
+// the plugin, whose baseline runs in the caller's own worker. Throws as start_plugin_workers does.
+std::unique_ptr<SandboxedWorker> start_plugin_candidate(const runtime::LoadRequest& load, const std::string& file,
+                                                        bool without_sandbox, double run_timeout_s);
+
 // Registers the techniques of the plugin at `path` in this process by their description (gates/plugin_schema.h),
 // asked of a sandboxed worker that loads it; returns its sha256. What `gate --plugin` does before it reads a manifest.
 std::string describe_plugin(const std::string& path, bool without_sandbox);
+// The same, unless this process knows the plugin already (its sha256 registered): then only its sha256.
+std::string ensure_plugin_described(const std::string& path, bool without_sandbox);
 
 }  // namespace autooptim::gates

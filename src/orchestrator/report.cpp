@@ -398,6 +398,20 @@ std::function<std::string(const std::string&)> embedding_clips(const fs::path& d
   };
 }
 
+// A tier that runs an agent's plugin reproduces only with its file: the run's copy (outbox/<agent>/plugins/)
+// beside the tier's manifest, as tiers/<sha256>.so.
+void copy_tier_plugin(const fs::path& dir, const std::string& sha) {
+  std::error_code ec;
+  if (sha.empty() || fs::exists(dir / "tiers" / (sha + ".so"), ec)) return;
+  for (const auto& e : fs::directory_iterator(dir / "outbox", ec)) {
+    const fs::path kept = e.path() / "plugins" / (sha + ".so");
+    if (fs::is_regular_file(kept, ec)) {
+      fs::copy_file(kept, dir / "tiers" / (sha + ".so"), ec);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void write_reports(const std::string& dir_in, const json& report) {
@@ -409,10 +423,12 @@ void write_reports(const std::string& dir_in, const json& report) {
   write_file(dir / "junit.xml", render_junit(report));
   for (const char* k : kBuckets) {
     const auto& t = report["tiers"].value(k, json());
-    if (!t.is_null() && t.contains("resolved_manifest"))
+    if (!t.is_null() && t.contains("resolved_manifest")) {
       write_file(dir / "tiers" / (std::string(k) + ".json"), t["resolved_manifest"].dump(2) + "\n");
-    else
+      copy_tier_plugin(dir, t["resolved_manifest"].value("plugin", std::string()));
+    } else {
       fs::remove(dir / "tiers" / (std::string(k) + ".json"));
+    }
   }
 }
 

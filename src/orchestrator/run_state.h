@@ -107,12 +107,13 @@ struct RunState {
 
   // How candidates are gated (phases/start.cpp).
   gates::GateSettings gs;
-  std::string cache;                         // the cross-run cache's root (absolute)
-  nlohmann::json gate_settings;              // gs as the workers read it
-  int64_t split_all = 0, heldout_all = 0;    // prompts in the split and the held-out split
-  int64_t split_used = 0, heldout_used = 0;  // of which a gate judges
-  std::vector<gates::Prompt> split_prompts;  // the prompts a gate on the split judges
-  double screen_min = 0;                     // a screen's estimate below this drops the candidate (0: no screen)
+  std::string cache;                                // the cross-run cache's root (absolute)
+  nlohmann::json gate_settings;                     // gs as the workers read it
+  std::map<std::string, std::string> plugin_files;  // sha256 -> the run's copy of a plugin an agent handed over
+  int64_t split_all = 0, heldout_all = 0;           // prompts in the split and the held-out split
+  int64_t split_used = 0, heldout_used = 0;         // of which a gate judges
+  std::vector<gates::Prompt> split_prompts;         // the prompts a gate on the split judges
+  double screen_min = 0;                            // a screen's estimate below this drops the candidate (0: no screen)
   nlohmann::json categories = nlohmann::json::object();    // prompt id -> category
   nlohmann::json prompt_texts = nlohmann::json::object();  // the visible prompts' words
 

@@ -119,12 +119,38 @@ gates::Prompt prompt_from_json(const json& j, const std::string& message) {
 
 // --- requests
 
+namespace {
+
+json plugin_to_json(const PluginRef& p) {
+  return p.empty() ? json(nullptr) : json{{"file", p.file}, {"without_sandbox", p.without_sandbox}};
+}
+
+}  // namespace
+
+// Optional: a request without the key runs no plugin.
+PluginRef PluginRef::of_request(const json& msg, const std::string& message) {
+  const MessageReader r(msg, message);
+  if (!msg.contains("plugin")) return {};
+  const json& j = r.at("plugin");
+  if (j.is_null()) return {};
+  if (!j.is_object()) r.fail("plugin", "expected an object or null");
+  const MessageReader p(j, r.message() + ": plugin");
+  PluginRef out{p.string("file"), p.boolean("without_sandbox")};
+  if (out.file.empty()) r.fail("plugin", "an empty file name");
+  return out;
+}
+
 json TrialRequest::to_json() const {
   json prompt_list = json::array();
   for (const auto& p : prompts) prompt_list.push_back(prompt_to_json(p));
-  return {{"kind", kind},   {"model", base.model}, {"base", gates::to_json(base)},
-          {"flags", flags}, {"label", label},      {"prompts", prompt_list},
-          {"n", n}};
+  return {{"kind", kind},
+          {"model", base.model},
+          {"base", gates::to_json(base)},
+          {"flags", flags},
+          {"label", label},
+          {"prompts", prompt_list},
+          {"n", n},
+          {"plugin", plugin_to_json(plugin)}};
 }
 
 TrialRequest TrialRequest::from_json(const json& j) {
@@ -138,6 +164,7 @@ TrialRequest TrialRequest::from_json(const json& j) {
   for (size_t i = 0; i < list.size(); ++i)
     t.prompts.push_back(prompt_from_json(list[i], "trial request: prompts[" + std::to_string(i) + "]"));
   t.n = r.integer("n");
+  t.plugin = PluginRef::of_request(j, "trial request");
   return t;
 }
 
@@ -180,7 +207,8 @@ json GateRequest::to_json() const {
           {"split", split},
           {"out_dir", out_dir},
           {"settings", settings},
-          {"ledger", ledger ? json(*ledger) : json(nullptr)}};
+          {"ledger", ledger ? json(*ledger) : json(nullptr)},
+          {"plugin", plugin_to_json(plugin)}};
 }
 
 GateRequest GateRequest::from_json(const json& j) {
@@ -192,6 +220,7 @@ GateRequest GateRequest::from_json(const json& j) {
   g.out_dir = r.string("out_dir");
   g.settings = r.object("settings");
   g.ledger = r.string_or_null("ledger");
+  g.plugin = PluginRef::of_request(j, "gate request");
   return g;
 }
 

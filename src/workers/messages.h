@@ -50,9 +50,20 @@ class MessageReader {
   std::string message_;
 };
 
+// The technique plugin a request's candidate runs (issue 42): its file, in the run folder (the worker hashes what it
+// reads), and whether its sandboxed generation worker may be a plain process on a machine with no OS sandbox.
+// On the wire "plugin": {"file", "without_sandbox"}, or null for none.
+struct PluginRef {
+  std::string file;
+  bool without_sandbox = false;
+  bool empty() const { return file.empty(); }
+  // The "plugin" of a request's JSON (none where the key is absent or null); Error naming the key otherwise.
+  static PluginRef of_request(const nlohmann::json& request, const std::string& message);
+};
+
 // "trial" (an executor's measurement: the baseline and the candidate interleaved on the first n prompts)
 // and "traces" (a calibration run of the candidate alone): {"kind", "model", "base", "flags", "label",
-// "prompts": [{"id", "text", "category", "splits"}], "n"}.
+// "prompts": [{"id", "text", "category", "splits"}], "n", "plugin"}.
 struct TrialRequest {
   std::string kind = "trial";  // trial | traces
   gates::Manifest base;        // the run's baseline; "model" on the wire is its model
@@ -60,6 +71,7 @@ struct TrialRequest {
   std::string label;
   std::vector<gates::Prompt> prompts;  // visible prompts only
   int64_t n = 1;
+  PluginRef plugin;  // the flags turn on this plugin's techniques: the candidate runs in its sandboxed worker
 
   nlohmann::json to_json() const;
   static TrialRequest from_json(const nlohmann::json& j);
@@ -86,7 +98,7 @@ struct CalibrateRequest {
 };
 
 // "gate": a whole gate run on one worker: {"kind", "model", "manifest", "split", "out_dir", "settings",
-// "ledger": path|null}. settings is gates::settings_to_json's object (read by gates::settings_from_json,
+// "ledger": path|null, "plugin"}. settings is gates::settings_to_json's object (read by gates::settings_from_json,
 // with "baseline_manifest" when the run's baseline is not at the official configuration).
 struct GateRequest {
   gates::Manifest manifest;
@@ -94,6 +106,7 @@ struct GateRequest {
   std::string out_dir;
   nlohmann::json settings = nlohmann::json::object();
   std::optional<std::string> ledger;
+  PluginRef plugin;  // the file of the plugin the manifest pins
 
   nlohmann::json to_json() const;
   static GateRequest from_json(const nlohmann::json& j);

@@ -39,7 +39,9 @@
 #include "base/stats.h"
 #include "runtime/techniques/engagement.h"
 #include "runtime/techniques/registry.h"
+#include "gates/sandboxed_worker.h"
 #include "workers/messages.h"
+#include "workers/plugin_trial_worker.h"
 #include "workers/protocol.h"
 
 namespace fs = std::filesystem;
@@ -166,6 +168,7 @@ class Server {
   std::set<std::string> warmed_;
   std::map<std::string, CalibrateResult> calibrations_;  // base manifest hash -> calibrate result
   TrialBaselines trial_baselines_;
+  PluginTrialWorker plugin_trials_;  // the candidate's side of trials of a plugin's manifest
 };
 
 json Server::counters() {
@@ -423,7 +426,12 @@ json Server::handle(const json& req) {
   const std::string id = req.value("id", "");
   if (kind == "trial") return do_trial(TrialRequest::from_json(req), id);
   if (kind == "traces") return do_traces(TrialRequest::from_json(req), id);
-  if (kind == "gate") return do_gate(GateRequest::from_json(req), id);
+  if (kind == "gate") {
+    // The plugin the manifest pins is described here first (its flags are unknown otherwise), never loaded.
+    if (const PluginRef p = PluginRef::of_request(req, "gate request"); !p.empty())
+      gates::ensure_plugin_described(p.file, p.without_sandbox);
+    return do_gate(GateRequest::from_json(req), id);
+  }
   if (kind == "screen") return do_screen(ScreenRequest::from_json(req), id).to_json();
   if (kind == "calibrate") return do_calibrate(CalibrateRequest::from_json(req), id).to_json();
   if (kind == "ping") return {{"pong", true}};
@@ -440,6 +448,10 @@ const std::vector<gates::Prompt>& checked_prompts(const TrialRequest& req) {
   return req.prompts;
 }
 
+// How long a plugin's trial generation may take: ten times the baseline's of the same prompt, at least a minute
+// (a plugin that hangs costs the trial that much, and its worker is killed).
+double plugin_run_timeout_s(double baseline_s) { return std::max(60.0, 10.0 * baseline_s); }
+
 // The prompts a trial runs on: the first n, at least one.
 int64_t prompt_count(const TrialRequest& req) {
   return std::min<int64_t>(std::max<int64_t>(1, req.n), static_cast<int64_t>(req.prompts.size()));
@@ -454,9 +466,11 @@ double clip_psnr(const at::Tensor& a, const at::Tensor& b) {
   return std::min(100.0, 10.0 * std::log10(255.0 * 255.0 / mse));
 }
 
-// The trial's candidate: the base with these flags (as the executors' TrialRunner built it).
-gates::Manifest trial_manifest(const gates::Manifest& base, const json& flags, const std::string& label) {
+// The trial's candidate: the base with these flags (as the executors' TrialRunner built it), pinning `plugin`.
+gates::Manifest trial_manifest(const gates::Manifest& base, const json& flags, const std::string& label,
+                               const std::string& plugin = "") {
   gates::Manifest m = base;
+  m.plugin = plugin;
   m.id = base.model + "/trial";
   m.family = "composite";
   m.kind = "patch";
@@ -480,7 +494,10 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
   const auto& prompts = checked_prompts(req);
   const std::string& label = req.label;
   const json& flags = req.flags;
-  const gates::Manifest cand = trial_manifest(base, flags, label);
+  // A plugin's flags: described here, run in its sandboxed worker (the plugin never runs in this process).
+  const std::string pin =
+      req.plugin.empty() ? "" : gates::ensure_plugin_described(req.plugin.file, req.plugin.without_sandbox);
+  const gates::Manifest cand = trial_manifest(base, flags, label, pin);
   const auto opts = gates::to_runtime_options(cand);
   warm(base, prompts[0]);
   TrialResult t;
@@ -509,7 +526,10 @@ json Server::do_trial(const TrialRequest& req, const std::string& id) {
     bt.push_back(b.seconds);
     check_abandon(id);
     set_stage("trial " + label + ": candidate " + p.id);
-    const gates::RunOutput c = worker_->run(cand, p);
+    const gates::RunOutput c =
+        pin.empty() ? worker_->run(cand, p)
+                    : plugin_trials_.side(req.plugin, pin, worker_->request(), plugin_run_timeout_s(b.seconds), cand, p)
+                          .run(cand, p, std::nullopt);
     if (!c.error.empty()) throw Error("trial " + label + ": " + c.error);
     ct.push_back(c.seconds);
     for (const auto& problem : runtime::engagement_problems(opts, c.trace))
@@ -554,8 +574,13 @@ json Server::do_traces(const TrialRequest& req, const std::string& id) {
 json Server::do_gate(const GateRequest& req, const std::string& id) {
   const gates::Manifest& m = req.manifest;
   if (req.split.empty() || req.out_dir.empty()) throw Error("gate request without split or out_dir");
+  plugin_trials_.release();  // a gate starts its own workers, fresh: the device's memory is theirs
   const json& s = req.settings;
   gates::GateSettings g = gates::settings_from_json(s);
+  if (!req.plugin.empty()) {
+    g.plugin_files[gates::plugin_file_sha256(req.plugin.file)] = req.plugin.file;
+    g.plugin_without_sandbox = req.plugin.without_sandbox;
+  }
   // The baseline is the harness's pinned one; the orchestrator sends it at the run's configuration.
   if (s.contains("baseline_manifest"))
     g.baseline_config = gates::parse_manifest(s["baseline_manifest"], "the gate request's baseline").config;
@@ -692,6 +717,8 @@ bool changes_decoder(const gates::Manifest& m) {
 ScreenResult Server::do_screen(const ScreenRequest& req, const std::string& id) {
   const gates::Manifest& base = req.base;
   const gates::Manifest& cand = req.manifest;
+  if (!cand.plugin.empty())  // its code would not run here: a screen would time the baseline
+    throw Error("a plugin's manifest is not screened: its code runs only in its sandboxed worker");
   const int64_t k = std::clamp<int64_t>(req.forwards, 1, 100);
   const CalibrateResult cal = do_calibrate(CalibrateRequest{base}, id);
   set_stage("screen: forwards");

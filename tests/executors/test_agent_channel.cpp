@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "executors/agent_channel.h"
+#include "executors/agent_plugins.h"
 #include "executors/agent_spec.h"
 #include "executors/agent_workspace.h"
 
@@ -23,7 +24,7 @@ json valid_request() {
   return {{"tool", "trial"}, {"manifest", {{"flags", json::object()}}},
           {"prompts", 2},    {"prompt_ids", json::array()},
           {"why", ""},       {"text", ""},
-          {"technique", ""}};
+          {"technique", ""}, {"file", ""}};
 }
 
 std::string error_of(const json& j) {
@@ -73,6 +74,45 @@ TEST(AgentChannel, ARequestRoundTripsAndEveryKeyIsChecked) {
   j = valid_request();
   j["text"] = std::string(5000, 'x');
   EXPECT_NE(error_of(j).find("longer than"), std::string::npos) << error_of(j);
+  j = valid_request();
+  j["file"] = std::string(300, 'x');
+  EXPECT_NE(error_of(j).find("'file': longer than 255"), std::string::npos) << error_of(j);
+  j = valid_request();
+  j.erase("file");
+  EXPECT_NE(error_of(j).find("missing key 'file'"), std::string::npos) << error_of(j);
+}
+
+// A plugin is taken only as a plain regular file of the workspace's top folder: a path, a hidden name, a link
+// (to a file outside, to the run's ledger) and a folder are breaches (refused before anything is read or copied),
+// a missing file a mistake; none leaves a copy in the outbox.
+TEST(AgentPlugins, OnlyARegularFileOfTheWorkspaceIsTaken) {
+  TempDir d;
+  const fs::path ws = d.path / "workspace", outbox = d.path / "outbox";
+  fs::create_directories(ws);
+  std::ofstream(d.path / "ledger.jsonl") << "{}\n";
+  fs::create_symlink(d.path / "ledger.jsonl", ws / "link.so");
+  fs::create_directories(ws / "dir.so");
+  AgentPlugins plugins(ws.string(), outbox.string(), false);
+  auto breach = [&](const std::string& name) {
+    try {
+      plugins.take(name);
+    } catch (const PluginBreach& e) {
+      return std::string(e.what());
+    } catch (const Error& e) {
+      return "not a breach: " + std::string(e.what());
+    }
+    return std::string("taken");
+  };
+  EXPECT_NE(breach("../ledger.jsonl").find("not a file name of your workspace's top folder"), std::string::npos);
+  EXPECT_NE(breach("sub/x.so").find("not a file name"), std::string::npos);
+  EXPECT_NE(breach(".hidden.so").find("not a file name"), std::string::npos);
+  EXPECT_NE(breach("").find("not a file name"), std::string::npos);
+  EXPECT_EQ(breach("link.so"), "plugin: link.so: a link (the run takes no link as a plugin)");
+  EXPECT_EQ(breach("dir.so"), "plugin: dir.so: not a regular file");
+  EXPECT_EQ(breach("missing.so"), "not a breach: plugin: missing.so: no such regular file in your workspace");
+  EXPECT_TRUE(fs::is_empty(outbox_plugins_dir(outbox.string())));
+  EXPECT_EQ(std::string(plugins.ref("").file), "");
+  EXPECT_THROW(plugins.ref(std::string(64, 'a')), Error);  // never handed over
 }
 
 TEST(AgentChannel, TheHostReadsOnlySmallRegularRequestFiles) {

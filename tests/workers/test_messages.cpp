@@ -79,13 +79,9 @@ TEST(Messages, TrialRequestRoundTripsAndKeepsTheWireFormat) {
   json prompts = json::array();
   for (const auto& p : r.prompts)
     prompts.push_back({{"id", p.id}, {"text", p.text}, {"category", p.category}, {"splits", p.splits}});
-  const json before = {{"kind", "traces"},
-                       {"model", "wan22-tiny"},
-                       {"base", gates::to_json(r.base)},
-                       {"flags", r.flags},
-                       {"label", "qkv"},
-                       {"prompts", prompts},
-                       {"n", 2}};
+  const json before = {{"kind", "traces"}, {"model", "wan22-tiny"}, {"base", gates::to_json(r.base)},
+                       {"flags", r.flags}, {"label", "qkv"},        {"prompts", prompts},
+                       {"n", 2},           {"plugin", nullptr}};
   EXPECT_EQ(wire.dump(), before.dump());
   const TrialRequest back = TrialRequest::from_json(wire);
   EXPECT_EQ(back.to_json().dump(), wire.dump());
@@ -104,7 +100,7 @@ TEST(Messages, TrialRequestNamesEachMissingOrMistypedKey) {
   r.label = "x";
   r.prompts = {prompt("mh-01")};
   // "model" is the envelope's (the server checks it against its own model), not the trial's.
-  expect_each_key_checked<TrialRequest>(r.to_json(), "trial request", {"model"});
+  expect_each_key_checked<TrialRequest>(r.to_json(), "trial request", {"model", "plugin"});
   json bad_kind = r.to_json();
   bad_kind["kind"] = "gate";
   EXPECT_EQ(error_of([&] { TrialRequest::from_json(bad_kind); }),
@@ -164,7 +160,7 @@ TEST(Messages, GateRequestRoundTripsWithAndWithoutALedger) {
   g.ledger = "/tmp/run/ledger.jsonl";
   const json before = {
       {"kind", "gate"},       {"model", "wan22-tiny"},  {"manifest", gates::to_json(g.manifest)}, {"split", "val"},
-      {"out_dir", g.out_dir}, {"settings", g.settings}, {"ledger", "/tmp/run/ledger.jsonl"}};
+      {"out_dir", g.out_dir}, {"settings", g.settings}, {"ledger", "/tmp/run/ledger.jsonl"},      {"plugin", nullptr}};
   EXPECT_EQ(g.to_json().dump(), before.dump());
   const GateRequest back = GateRequest::from_json(g.to_json());
   EXPECT_EQ(back.to_json().dump(), before.dump());
@@ -173,7 +169,17 @@ TEST(Messages, GateRequestRoundTripsWithAndWithoutALedger) {
   EXPECT_TRUE(g.to_json()["ledger"].is_null());
   EXPECT_FALSE(GateRequest::from_json(g.to_json()).ledger.has_value());
   g.ledger = "l.jsonl";
-  expect_each_key_checked<GateRequest>(g.to_json(), "gate request", {"model"});
+  expect_each_key_checked<GateRequest>(g.to_json(), "gate request", {"model", "plugin"});
+  // A plugin's file travels with the request; a malformed one is named.
+  g.plugin = {"/run/outbox/agent-cache/plugins/p.so", true};
+  const GateRequest with = GateRequest::from_json(g.to_json());
+  EXPECT_EQ(with.plugin.file, g.plugin.file);
+  EXPECT_TRUE(with.plugin.without_sandbox);
+  json bad = g.to_json();
+  bad["plugin"] = {{"file", ""}, {"without_sandbox", false}};
+  EXPECT_EQ(error_of([&] { GateRequest::from_json(bad); }), "gate request: key 'plugin': an empty file name");
+  bad["plugin"] = {{"file", "p.so"}};
+  EXPECT_EQ(error_of([&] { GateRequest::from_json(bad); }), "gate request: plugin: missing key 'without_sandbox'");
 }
 
 TEST(Messages, CalibrateResultRoundTrips) {

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "gates/agent_names.h"
+#include "gates/sandboxed_worker.h"
 #include "orchestrator/phases/phases.h"
 
 namespace fs = std::filesystem;
@@ -17,7 +18,7 @@ namespace autooptim::orchestrator {
 namespace {
 
 // A family's proposals in the executor's order (outbox/<family>/proposals.txt, best first); files it does
-// not list (an older outbox) after them, by name.
+// not list (an older outbox) after them, by name. An agent's summary (agent.json) is no proposal.
 std::vector<fs::path> proposals_of(const fs::path& box) {
   std::map<std::string, size_t> position;
   {
@@ -28,7 +29,9 @@ std::vector<fs::path> proposals_of(const fs::path& box) {
   }
   std::vector<fs::path> mine;
   for (const auto& e : fs::directory_iterator(box))
-    if (e.path().extension() == ".json" && e.path().filename().string().rfind(".tmp", 0) != 0) mine.push_back(e.path());
+    if (e.path().extension() == ".json" && e.path().filename().string().rfind(".tmp", 0) != 0 &&
+        e.path().filename() != "agent.json")
+      mine.push_back(e.path());
   auto key = [&](const fs::path& f) {
     const auto it = position.find(f.filename().string());
     return std::make_pair(it == position.end() ? position.size() : it->second, f.filename().string());
@@ -66,12 +69,29 @@ size_t order_round_robin(std::vector<Candidate>& cands, size_t workers) {
   return std::min(cands.size(), std::max(first_round, workers));
 }
 
+// The plugins an agent handed over (outbox/<name>/plugins/<sha256>.so, executors/agent_plugins.h): each described
+// here by a sandboxed worker, never loaded, so that the manifests that pin it parse; the gate requests carry its file.
+void describe_outbox_plugins(RunState& s, const fs::path& box) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(box / "plugins", ec)) {
+    if (e.path().extension() != ".so") continue;
+    try {
+      const std::string sha = gates::ensure_plugin_described(e.path().string(), s.req.agent_unsandboxed);
+      if (sha != e.path().stem().string()) throw Error("its sha256 is " + sha + ", not its name's");
+      s.plugin_files[sha] = fs::absolute(e.path()).string();
+    } catch (const Error& err) {
+      s.progress.warn("ignoring the plugin " + e.path().string() + ": " + err.what());
+    }
+  }
+}
+
 void collect_candidates(RunState& s) {
   s.seen = {gates::manifest_hash(s.base)};
   std::vector<fs::path> files;
   for (const auto& name : executor_names(s.req)) {
     const fs::path box = s.out / "outbox" / name;
     if (!fs::is_directory(box)) continue;
+    describe_outbox_plugins(s, box);
     const auto mine = proposals_of(box);
     files.insert(files.end(), mine.begin(), mine.end());
   }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "gates/plugin_schema.h"
 #include "orchestrator/phases/phases.h"
 #include "runtime/techniques/registry.h"
 
@@ -51,6 +52,7 @@ std::optional<gates::Manifest> compose_manifest(const gates::Manifest& base,
     for (const auto& f : t->flags) m.flags.erase(t->group.empty() ? f.key : t->group);
     m.description += "; " + name + " left out (" + by + " does its work)";
   }
+  m.plugin = gates::plugin_turned_on(m);  // Error when two parts run two plugins: not composed
   return gates::parse_manifest(gates::to_json(m), "composition " + id);
 }
 

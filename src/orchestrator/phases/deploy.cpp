@@ -29,6 +29,11 @@ json check_deploys(RunState& s, const DeploySetup& setup, const std::string& not
       DeployResult r;
       if (!not_run.empty() || (setup.stop && setup.stop())) {
         r.not_run = not_run.empty() ? "interrupted" : not_run;
+      } else if (!m.plugin.empty()) {
+        // `generate --plugin` loads the plugin into its own process: the run does that only in a sandboxed worker.
+        r.not_run = "the tier runs plugin " + m.plugin.substr(0, 12) +
+                    ", which the run loads only in its sandboxed workers: run generate --plugin tiers/" + m.plugin +
+                    ".so --manifest tiers/<bucket>.json yourself";
       } else {
         DeploySetup ds = setup;
         ds.dir = (s.out / "deploy" / slug(m.id)).string();

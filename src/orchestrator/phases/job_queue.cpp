@@ -146,7 +146,8 @@ workers::Response response_of(const json& r, const std::string& id) {
 namespace {
 
 void submit(RunState& s, Job& j) {
-  if (j.screen && j.screen_result.is_null()) {
+  // A plugin's manifest is not screened: the screen times forwards in the worker's own process, where it never runs.
+  if (j.screen && j.screen_result.is_null() && j.m.plugin.empty()) {
     ++s.screens;
     j.screening = true;
     workers::ScreenRequest screen;
@@ -169,6 +170,8 @@ void submit(RunState& s, Job& j) {
   gate.out_dir = fs::absolute(s.out / "gates" / slug(j.m.id) / j.split).string();
   gate.settings = settings;
   gate.ledger = fs::absolute(s.out / "ledger.jsonl").string();
+  if (const auto p = s.plugin_files.find(j.m.plugin); !j.m.plugin.empty() && p != s.plugin_files.end())
+    gate.plugin = {p->second, s.req.agent_unsandboxed};
   j.request = s.client->submit(gate.to_json());
   s.progress.line("gate " + j.m.id + " on " + j.split + ": queued (" + j.phase + ")");
 }
