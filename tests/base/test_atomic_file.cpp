@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "error_of.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "test_util.h"
@@ -37,14 +38,7 @@ size_t entries(const fs::path& dir) {
   return n;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using autooptim::test::error_of;
 
 // A 64 KiB tmpfs at a fresh folder, unmounted at scope exit; mounted() is false where we may not mount.
 class SmallTmpfs {

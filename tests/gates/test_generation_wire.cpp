@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "error_of.h"
 #include "base/error.h"
 #include "gates/generation_wire.h"
 
@@ -28,14 +29,7 @@ struct Pipe {
   }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using autooptim::test::error_of;
 
 TEST(GenerationWire, HeaderAndClipArriveWhole) {
   Pipe p;

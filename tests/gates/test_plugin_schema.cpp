@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "error_of.h"
 #include "base/error.h"
 #include "gates/manifest.h"
 #include "gates/plugin_schema.h"
@@ -49,14 +50,7 @@ json pinned(const json& flags) {
   return m;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using autooptim::test::error_of;
 
 TEST(PluginSchema, DescribedTechniquesParseValidateAndAreNeverRunHere) {
   register_plugin_schema(kSha, described());

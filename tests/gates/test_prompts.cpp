@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "gates/prompts.h"
 #include "base/sha256.h"
 #include "base/error.h"
@@ -38,14 +39,7 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using autooptim::test::error_of;
 
 TEST(Sha256, FipsVectors) {
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

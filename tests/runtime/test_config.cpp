@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "runtime/checkpoint.h"
 #include "base/json_read.h"
 #include "base/error.h"
@@ -27,14 +28,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using autooptim::test::error_of;
 
 json golden_config(const std::string& pair) {
   return read_json_file(test::golden_dir() + "/" + pair + "_weights.json")["config"];

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "error_of.h"
 #include "runtime/checkpoint.h"
 #include "base/error.h"
 #include "runtime/nn.h"
@@ -21,14 +22,7 @@ using autooptim::test::write_bytes;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+std::string error_of(const std::function<void()>& f) { return autooptim::test::error_of<CheckpointError>(f); }
 
 }  // namespace
 

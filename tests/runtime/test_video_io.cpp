@@ -14,6 +14,7 @@
 #include <limits>
 #include <sstream>
 
+#include "error_of.h"
 #include "gates/metrics.h"
 #include "base/error.h"
 #include "runtime/video_io.h"
@@ -61,14 +62,7 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using autooptim::test::error_of;
 
 int max_abs_diff(const cv::Mat& a, const cv::Mat& b) {
   cv::Mat d;

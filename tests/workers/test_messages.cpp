@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "base/error.h"
 #include "gates/manifest.h"
 #include "workers/messages.h"
@@ -39,15 +40,7 @@ gates::Prompt prompt(const std::string& id) {
   return {id, "motion", "a red circle moves left", {"smoke", "val", "core"}};
 }
 
-// The error `fn` throws, or "" when it throws none.
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using autooptim::test::error_of;
 
 // Every top-level key of `wire` (but the ones in `skip`) left out, then given a value of the wrong type:
 // each is an error naming the message and the key.
