@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "gates/generation_wire.h"
 #include "base/error.h"
 #include "base/remove_tree.h"
 #include "workers/messages.h"
@@ -103,13 +104,9 @@ std::vector<runtime::Trace> TrialRunner::traces(const nlohmann::json& flags, con
   auto tick = [this] { while_waiting(); };
   const auto r = client_->call(request("traces", flags, label, first(n)), tick);
   std::vector<runtime::Trace> out;
-  for (const auto& tj : workers::MessageReader(r.result, "traces result").array("traces")) {
-    runtime::Trace t;
-    // Counters and ratio values come back as numbers: read back as counters, get() sees the same values.
-    for (const auto& [k, v] : tj.items())
-      if (v.is_number()) t.add(k, v.get<double>());
-    out.push_back(t);
-  }
+  // Counters and ratio values come back as numbers: read back as counters, get() sees the same values.
+  for (const auto& tj : workers::MessageReader(r.result, "traces result").array("traces"))
+    out.push_back(gates::trace_from_json(tj, "the traces result's"));
   return out;
 }
 

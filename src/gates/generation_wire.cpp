@@ -141,11 +141,11 @@ runtime::StageTimes stage_times_from_json(const json& j) {
   return t;
 }
 
-runtime::Trace trace_from_json(const json& j) {
-  if (!j.is_object()) throw Error("the generation worker's counters are not an object");
+runtime::Trace trace_from_json(const json& j, const std::string& whose) {
+  if (!j.is_object()) throw Error(whose + " counters are not an object");
   runtime::Trace t;
   for (const auto& [k, v] : j.items()) {
-    if (!v.is_number()) throw Error("the generation worker's counter '" + k + "' is not a number");
+    if (!v.is_number()) throw Error(whose + " counter '" + k + "' is not a number");
     t.add(k, v.get<double>());
   }
   return t;

@@ -44,7 +44,8 @@ WireMessage read_message(int fd, const std::vector<int64_t>& video_shape, const 
 // A run's stage times and counters as the worker sends them, and back.
 nlohmann::json stage_times_to_json(const runtime::StageTimes& t);
 runtime::StageTimes stage_times_from_json(const nlohmann::json& j);
-// The counters and ratios of a trace as plain counters (a ratio arrives as its value).
-runtime::Trace trace_from_json(const nlohmann::json& j);
+// The counters and ratios of a trace (runtime::Trace::to_json) as plain counters (a ratio arrives as its value).
+// Strict: a value that is not a number is an Error naming `whose` counter (a worker's answer that does not read).
+runtime::Trace trace_from_json(const nlohmann::json& j, const std::string& whose = "the generation worker's");
 
 }  // namespace autooptim::gates
