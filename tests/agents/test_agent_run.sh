@@ -4,7 +4,10 @@
 # kernel family keeps its built-in searcher. Checks: the run ends normally; the honest agent's proposal went
 # through the gates (a verdict in the report); each of the hostile agent's breaches that the channel or the
 # sandbox's limits stopped is named in the report; the ledger, the gate folders and the repository hold nothing
-# the agents wrote; no agent process outlives the run.
+# the agents wrote; no agent process outlives the run. Run it from a folder outside /tmp: the sandbox has a /tmp of
+# its own, so a hostile write to a run folder under /tmp lands there and reads as LEAKED. On 2 cores it needs the
+# machine to itself: beside another whole run (Cli.RunOnTheTinyModel...) its trials took 20 s instead of 2 and
+# the exploration deadline stopped every executor.
 # Exit 77 (skipped) where no sandbox can be made here.
 # Usage: test_agent_run.sh AUTOOPTIM SOURCE_DIR
 set -euo pipefail
