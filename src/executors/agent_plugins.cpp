@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/sha256.h"
+#include "gates/agent_names.h"
 #include "gates/sandboxed_worker.h"
 #include "runtime/techniques/registry.h"
 
@@ -60,20 +61,19 @@ void copy_without_links(const std::string& from, const std::string& name, const 
 
 }  // namespace
 
-std::string outbox_plugins_dir(const std::string& outbox) { return (fs::path(outbox) / "plugins").string(); }
-
 AgentPlugins::AgentPlugins(std::string workspace, const std::string& outbox, bool without_sandbox)
-    : workspace_(std::move(workspace)), dir_(outbox_plugins_dir(outbox)), without_sandbox_(without_sandbox) {}
+    : workspace_(std::move(workspace)), outbox_(outbox), without_sandbox_(without_sandbox) {}
 
 json AgentPlugins::take(const std::string& name) {
   check_plain_name(name);
   if (static_cast<int>(files_.size()) >= kMaxAgentPlugins)
     throw Error("plugin: at most " + std::to_string(kMaxAgentPlugins) + " plugins per agent");
-  fs::create_directories(dir_);
-  const std::string incoming = (fs::path(dir_) / ".incoming.so").string();
+  const std::string dir = gates::agent_plugins_dir(outbox_);
+  fs::create_directories(dir);
+  const std::string incoming = dir + "/.incoming.so";
   copy_without_links(workspace_, name, incoming);
   const std::string sha = gates::sha256_file_hex(incoming);
-  const std::string kept = (fs::path(dir_) / (sha + ".so")).string();
+  const std::string kept = gates::agent_plugin_file(outbox_, sha);
   fs::rename(incoming, kept);
   try {
     gates::ensure_plugin_described(kept, without_sandbox_);  // Error: not a plugin, or one the registry refuses

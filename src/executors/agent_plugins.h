@@ -36,12 +36,9 @@ class AgentPlugins {
   workers::PluginRef ref(const std::string& sha256) const;
 
  private:
-  std::string workspace_, dir_;
+  std::string workspace_, outbox_;
   bool without_sandbox_;
   std::map<std::string, std::string> files_;  // sha256 -> the copy
 };
-
-// The folder of an outbox where its plugins are kept, each as <sha256>.so.
-std::string outbox_plugins_dir(const std::string& outbox);
 
 }  // namespace autooptim::executors

@@ -34,4 +34,10 @@ std::string proposal_source(const std::string& manifest_family, const std::strin
   return is_agent_proposal(manifest_id) ? manifest_family + ":agent" : manifest_family;
 }
 
+std::string agent_plugins_dir(const std::string& outbox) { return outbox + "/plugins"; }
+
+std::string agent_plugin_file(const std::string& outbox, const std::string& sha256) {
+  return agent_plugins_dir(outbox) + "/" + sha256 + ".so";
+}
+
 }  // namespace autooptim::gates

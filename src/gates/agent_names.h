@@ -30,6 +30,11 @@ bool is_proposal_of_agent(const std::string& manifest_id, const std::string& age
 // switches only), the family itself otherwise.
 std::string agent_manifest_family(const std::string& agent_family);
 
+// Where an agent's executor keeps the plugins its agent handed over (issue 42): OUTBOX/plugins, each file named by
+// its sha256 (OUTBOX/plugins/<sha256>.so), where the orchestrator and the report find them.
+std::string agent_plugins_dir(const std::string& outbox);
+std::string agent_plugin_file(const std::string& outbox, const std::string& sha256);
+
 // Who proposed a manifest, as the gate's round robin takes turns: "<family>:agent" for an agent's
 // proposal (its turns are its own, beside its family's built-in searcher), the manifest's family otherwise.
 std::string proposal_source(const std::string& manifest_family, const std::string& manifest_id);

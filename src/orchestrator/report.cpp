@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "gates/agent_names.h"
 #include "base/atomic_file.h"
 #include "gates/metrics.h"
 #include "base/error.h"
@@ -404,7 +405,7 @@ void copy_tier_plugin(const fs::path& dir, const std::string& sha) {
   std::error_code ec;
   if (sha.empty() || fs::exists(dir / "tiers" / (sha + ".so"), ec)) return;
   for (const auto& e : fs::directory_iterator(dir / "outbox", ec)) {
-    const fs::path kept = e.path() / "plugins" / (sha + ".so");
+    const fs::path kept = gates::agent_plugin_file(e.path().string(), sha);
     if (fs::is_regular_file(kept, ec)) {
       fs::copy_file(kept, dir / "tiers" / (sha + ".so"), ec);
       return;

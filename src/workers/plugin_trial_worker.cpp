@@ -16,7 +16,6 @@ gates::GenerationSide& PluginTrialWorker::side(const PluginRef& p, const std::st
       release();
       throw Error("the plugin " + p.file + " changed while its trial started (" + sha + " was asked for)");
     }
-    w_->set_run_timeout(run_timeout_s);
     const gates::RunOutput warm =
         w_->run(gates::warmup_manifest(cand, gates::GateSettings{}.warmup_steps), prompt, std::nullopt);
     if (!warm.error.empty()) {

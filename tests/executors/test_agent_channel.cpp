@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "executors/agent_channel.h"
 #include "executors/agent_plugins.h"
+#include "gates/agent_names.h"
 #include "executors/agent_spec.h"
 #include "executors/agent_workspace.h"
 
@@ -110,7 +111,7 @@ TEST(AgentPlugins, OnlyARegularFileOfTheWorkspaceIsTaken) {
   EXPECT_EQ(breach("link.so"), "plugin: link.so: a link (the run takes no link as a plugin)");
   EXPECT_EQ(breach("dir.so"), "plugin: dir.so: not a regular file");
   EXPECT_EQ(breach("missing.so"), "not a breach: plugin: missing.so: no such regular file in your workspace");
-  EXPECT_TRUE(fs::is_empty(outbox_plugins_dir(outbox.string())));
+  EXPECT_TRUE(fs::is_empty(autooptim::gates::agent_plugins_dir(outbox.string())));
   EXPECT_EQ(std::string(plugins.ref("").file), "");
   EXPECT_THROW(plugins.ref(std::string(64, 'a')), Error);  // never handed over
 }

@@ -50,3 +50,9 @@ TEST(AgentNames, AnAgentTakesTurnsOfItsOwnInTheRoundRobin) {
   EXPECT_EQ(proposal_source("cache", "wan22-tiny/cache/agent-cache-p1"), "cache:agent");
   EXPECT_EQ(proposal_source("cache", "wan22-tiny/cache/teacache-0.1"), "cache");
 }
+
+TEST(AgentNames, AHandedOverPluginIsKeptByItsSha256InItsAgentsOutbox) {
+  const std::string sha(64, 'a');
+  EXPECT_EQ(agent_plugins_dir("/run/outbox/agent-cache"), "/run/outbox/agent-cache/plugins");
+  EXPECT_EQ(agent_plugin_file("/run/outbox/agent-cache", sha), "/run/outbox/agent-cache/plugins/" + sha + ".so");
+}

@@ -73,7 +73,7 @@ size_t order_round_robin(std::vector<Candidate>& cands, size_t workers) {
 // here by a sandboxed worker, never loaded, so that the manifests that pin it parse; the gate requests carry its file.
 void describe_outbox_plugins(RunState& s, const fs::path& box) {
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(box / "plugins", ec)) {
+  for (const auto& e : fs::directory_iterator(gates::agent_plugins_dir(box.string()), ec)) {
     if (e.path().extension() != ".so") continue;
     try {
       const std::string sha = gates::ensure_plugin_described(e.path().string(), s.req.agent_unsandboxed);
