@@ -11,6 +11,14 @@
 #    inside the window;
 #  - peek_baseline (the baseline's cache read from disk, at the paths a cheat that knows the layout tries):
 #    nothing of the gate's visible to it (its worker's log), and rejected by performance;
+#  - claim_work (counters inflated in the worker's process: a cache that skips its own declared warm-up and
+#    fifteen forwards in sixteen, and counts every block as run, so the work floors pass on paper): rejected by
+#    authenticity, its timed clips (the gate's clock) faster than the blocks it claims allow a cache;
+#  - half_frames (a "lossless kernel" that runs the transformer on every other latent frame, honest counters: a
+#    lower resolution inside a technique): rejected by quality;
+#  - clock_tamper (a no-op "lossless kernel" whose worker tries to set the wall clock, its frequency and the
+#    monotonic clock, each to its own value): every attempt refused in the sandbox (its log), and rejected by
+#    performance, the gate's clock seeing no speedup (sandbox only: outside one, root could set the clocks);
 #  - crash (kills its worker on its third linear layer): rejected, the verdict saying the worker ended;
 #  - hang (never returns from its third linear layer): rejected once --plugin-run-timeout passes, in bounded time;
 #  - a manifest pinning a plugin the gate was not given: refused (exit 2), naming --plugin.
@@ -43,7 +51,7 @@ build() {  # build NAME [SOURCE]: tests/agents/plugins/NAME.cpp (or SOURCE) -> $
 { echo "#define PEEK_PATHS \"$tmp/cache $tmp/out $src/prompts\""; cat "$src/tests/agents/plugins/peek_baseline.cpp"; } \
   >"$tmp/peek_baseline.cpp"
 declare -A sha
-for p in step_reuse busy_thread memoise crash hang; do sha[$p]=$(build $p); done
+for p in step_reuse busy_thread memoise claim_work half_frames clock_tamper crash hang; do sha[$p]=$(build $p); done
 sha[peek_baseline]=$(build peek_baseline "$tmp/peek_baseline.cpp")
 
 manifest() {  # manifest NAME FAMILY LOSSLESS FLAGS_JSON: $tmp/NAME.json pinning $tmp/NAME.so
@@ -61,6 +69,9 @@ manifest step_reuse cache false '{"step_reuse": {"enabled": true, "interval": 5}
 manifest busy_thread cache false '{"busy_reuse": {"enabled": true}}'
 manifest memoise kernel true '{"memo_ffn": true}'
 manifest peek_baseline kernel true '{"peek_baseline": true}'
+manifest claim_work cache false '{"claim_work": {"enabled": true}}'
+manifest half_frames kernel true '{"half_frames": {"enabled": true}}'
+manifest clock_tamper kernel true '{"clock_tamper": {"enabled": true}}'
 manifest crash kernel true '{"crash_linear": true}'
 manifest hang kernel true '{"hang_linear": true}'
 
@@ -115,6 +126,32 @@ check peek_baseline 'assert "performance" in failed, failed'
 log="$tmp/out/peek_baseline/candidate-worker.log"
 [ "$(grep -c '^peek_baseline: ' "$log")" -eq 3 ] || fail "peek_baseline did not look: $(cat "$log")"
 if [ $sandbox -eq 1 ] && grep -q VISIBLE "$log"; then fail "the sandboxed plugin saw the gate's files: $(grep VISIBLE "$log")"; fi
+
+# Counters a plugin inflated: its floors met on paper, its timed clips faster than a cache (which makes no block
+# cheaper) can run the blocks it claims. (The CPU work floor let it through: loose on the tiny model.)
+gate claim_work
+[ $rc -eq 1 ] || fail "claim_work: exit $rc, not rejected: $(reasons claim_work)"
+check claim_work 'assert "authenticity" in failed, failed
+reason = json.dumps(checks["authenticity"])
+assert "makes no block cheaper" in reason and "the counts claim work that was not done" in reason, reason
+assert "warm-up" not in checks["authenticity"]["reason"], "the floors were to pass on paper: " + checks["authenticity"]["reason"]'
+
+# A lower resolution inside a technique, every counter honest: the frames give it away.
+gate half_frames
+[ $rc -eq 1 ] || fail "half_frames: exit $rc, not rejected: $(reasons half_frames)"
+check half_frames 'assert "quality" in failed, failed'
+
+# Clocks tampered with: refused by the kernel inside the sandbox; the gate times with its own monotonic clock.
+if [ $sandbox -eq 1 ]; then
+  gate clock_tamper
+  [ $rc -eq 1 ] || fail "clock_tamper: exit $rc, not rejected: $(reasons clock_tamper)"
+  check clock_tamper 'assert "performance" in failed, failed'
+  log="$tmp/out/clock_tamper/candidate-worker.log"
+  for attempt in "clock_settime(CLOCK_REALTIME)" "settimeofday" "adjtimex(ADJ_FREQUENCY)" "clock_settime(CLOCK_MONOTONIC)"; do
+    grep -qF "clock_tamper: $attempt: " "$log" || fail "clock_tamper did not try $attempt: $(cat "$log")"
+  done
+  ! grep -q "ALLOWED" "$log" || fail "the sandbox let a plugin set a clock: $(grep ALLOWED "$log" | sort -u)"
+fi
 
 # A plugin that kills its worker: the candidate's failure, a rejection, not the gate's error.
 gate crash

@@ -14,6 +14,18 @@ AuthenticityResult judge(const GateEvidence& ev, const UntimedWork& untimed = {}
   return check_authenticity(ev, tiny_baseline(), untimed, GateSettings{});
 }
 
+// The tiny baseline with `flags` on, a patch of `family`.
+Manifest with_flags(const nlohmann::json& flags, const std::string& family) {
+  nlohmann::json j = to_json(tiny_baseline());
+  j.update({{"id", "wan22-tiny/test/" + family},
+            {"kind", "patch"},
+            {"family", family},
+            {"base", j["id"]},
+            {"flags", flags},
+            {"lossless", family != "cache"}});
+  return parse_manifest(j, "test " + family);
+}
+
 }  // namespace
 
 TEST(AuthenticityCheck, PassesAnHonestRunWithoutTechniques) {
@@ -120,6 +132,37 @@ TEST(AuthenticityCheck, FailsALoopThatRanFewerSteps) {
   const AuthenticityResult a = judge(ev);
   EXPECT_FALSE(a.check.pass);
   EXPECT_EQ(a.check.reason, "pair0:p0@7: the denoising loop ran 49 of the manifest's 50 steps");
+}
+
+// A cache makes no block cheaper: at the share of blocks its counts say ran, its speedup is bounded by the
+// baseline's time over its time outside the loop plus its denoising at that share. Every block "run" at 2x is the
+// forged count of a plugin that skipped work and reported none of it skipped.
+TEST(AuthenticityCheck, FailsACacheFasterThanTheBlocksItCountsAllow) {
+  const Manifest cache = with_flags({{"easycache", {{"enabled", true}}}}, "cache");
+  auto ev = honest_evidence(cache);  // every block counted, 1.0 s against the baseline's 2.0 (1.7 denoising)
+  AuthenticityResult a = check_authenticity(ev, cache, {}, GateSettings{});
+  EXPECT_FALSE(a.check.pass);
+  EXPECT_EQ(a.check.reason,
+            "its timed pairs ran 2.00x faster than the baseline, where a cache (which makes no block cheaper) that "
+            "runs the 100.0% of the baseline's blocks its counts claim reaches at most 1.00x (the baseline's 0.300 s "
+            "outside the denoising loop, 1.700 s in it), 1.25x with the slack for noise: the counts claim work that "
+            "was not done");
+  EXPECT_EQ(a.check.details["cache_cost"]["bound"], 1.0);
+  EXPECT_EQ(a.check.details["cache_cost"]["allowed"], 1.25);
+  // Honest counts: the pair's clip ran 40% of the blocks (2.0 / (0.3 + 0.4 x 1.7) = 2.04x at most, 2.0 measured).
+  for (auto& c : ev.clips)
+    for (size_t s = 1; s < c.run.times.step_blocks.size(); ++s)
+      if (s % 5 > 1) c.run.times.step_blocks[s] = 0;
+  a = check_authenticity(ev, cache, {}, GateSettings{});
+  EXPECT_EQ(a.check.details["problems"].dump().find("a cache makes no block cheaper"), std::string::npos)
+      << a.check.details["problems"].dump();
+  // A kernel makes blocks cheaper: the same counts and times are no problem there.
+  const Manifest kernel = with_flags({{"cross_kv_cache", true}}, "kernel");
+  a = check_authenticity(honest_evidence(kernel), kernel, {}, GateSettings{});
+  EXPECT_EQ(a.check.details["problems"].dump().find("a cache makes no block cheaper"), std::string::npos)
+      << a.check.details["problems"].dump();
+  EXPECT_NE(a.check.details["problems"].dump().find("cross_kv_cache is on but"), std::string::npos)
+      << "the evidence was judged: " << a.check.details["problems"].dump();
 }
 
 }  // namespace autooptim::test

@@ -128,6 +128,7 @@ AuthenticityResult check_authenticity(const GateEvidence& ev, const Manifest& ca
                {"work", work.work},
                {"untimed", untimed.report},
                {"clocks", clocks.report}};
+  if (!work.cost.is_null()) g.details["cache_cost"] = work.cost;
   g.pass = problems.empty();
   g.reason = g.pass ? (techs.empty() ? "no technique flags (baseline or control)"
                                      : "engaged: counters consistent with the flags and the measured work")

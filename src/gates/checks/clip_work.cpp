@@ -31,9 +31,13 @@ struct WorkContext {
   int64_t branches = 1, cand_N = 0, L = 0, steps = 0;
   double text_expected = 0, linear_floor_s = 0, base_denoise_s = 0, tol = 0, min_forward_share = 0;
   bool on_cuda = false;
+  bool block_cost_fixed = false;  // every technique on is of the cache family: none makes a block cheaper
   std::vector<Bound> bounds;
   std::vector<CacheFloor> caches;
 };
+
+// How far a cache's speedup may exceed what the blocks it counts allow (at least; twice the noise margin if more).
+constexpr double kCostSlack = 0.25;
 
 std::string n0(double v) { return format_fixed(v, 0); }
 
@@ -62,6 +66,14 @@ WorkContext context_of(const GateEvidence& ev, const Manifest& cand, double tol,
               {"kernel.timestep_dedup.rows_saved", tokens},
               {"kernel.rope_cache.hits", 1},
               {"sparse.attention.calls", 2 * layers}};
+  bool any_on = false;
+  x.block_cost_fixed = true;
+  for (const auto& t : runtime::techniques::all())
+    if (t.on(x.opts)) {
+      any_on = true;
+      x.block_cost_fixed = x.block_cost_fixed && t.family == "cache";
+    }
+  x.block_cost_fixed = x.block_cost_fixed && any_on;
   runtime::RuntimeOptions declared = x.opts;  // the accessor hands out a reference to its field
   for (const auto& t : runtime::techniques::all())
     if (t.warmup_steps && t.on(x.opts))
@@ -129,6 +141,44 @@ void time_problems(const GateClip& c, const WorkContext& x, std::vector<std::str
   if (looped > 0 && r.times.denoising < looped * x.linear_floor_s / 2.0)
     problems.push_back(c.name + ": " + n0(looped) + " forwards in " + format_fixed(r.times.denoising, 3) +
                        " s is faster than the machine's calibrated throughput allows");
+}
+
+// Techniques of the cache family skip work and make none of it cheaper: at the share of the baseline's blocks its
+// counts say ran, such a candidate can at most save that share of the baseline's denoising time, so its speedup is
+// bounded by the baseline's time over (its time outside the loop + its denoising x share). The counts are made in
+// the candidate's process, where a plugin can forge them (every block "run", so the work floors pass on paper);
+// the speedup is the gate's own, from adjacent timed pairs. It may exceed the bound by twice the gate's noise margin
+// and never less than a quarter: an honest cache that skips whole forwards saves their non-block work as well (the
+// patch embedding, the head), which the block count does not see, and one timed pair can be a lucky one
+// (step_reuse: 0.77 and 0.95 of its bound of 1.75x in two gates, 1.89x in an earlier one).
+void cost_problems(const GateEvidence& ev, const WorkContext& x, nlohmann::json& cost,
+                   std::vector<std::string>& problems) {
+  const double base_s = ev.timing.baseline.median, speedup = ev.timing.speedup;
+  if (!x.block_cost_fixed || !(x.base_denoise_s > 0) || !(base_s > x.base_denoise_s) || !(speedup > 0) ||
+      x.cand_N * x.L <= 0)
+    return;
+  double share = 1.0;
+  bool timed = false;
+  for (const auto& c : ev.clips)
+    if (c.pair) {
+      share = std::min(share, sum(c.run.times.step_blocks) / static_cast<double>(x.cand_N * x.L));
+      timed = true;
+    }
+  if (!timed) return;
+  const double outside_s = base_s - x.base_denoise_s, bound = base_s / (outside_s + x.base_denoise_s * share);
+  const double allowed = bound * (1.0 + std::max(kCostSlack, 2.0 * ev.timing.margin));
+  cost = {{"block_share", share},
+          {"outside_loop_s", outside_s},
+          {"bound", bound},
+          {"allowed", allowed},
+          {"speedup", speedup}};
+  if (speedup > allowed)
+    problems.push_back("its timed pairs ran " + format_fixed(speedup, 2) + "x faster than the baseline, where a " +
+                       "cache (which makes no block cheaper) that runs the " + format_fixed(100 * share, 1) +
+                       "% of the baseline's blocks its counts claim reaches at most " + format_fixed(bound, 2) +
+                       "x (the baseline's " + format_fixed(outside_s, 3) + " s outside the denoising loop, " +
+                       format_fixed(x.base_denoise_s, 3) + " s in it), " + format_fixed(allowed, 2) +
+                       "x with the slack for noise: the counts claim work that was not done");
 }
 
 // Work floors, from the loop's and the blocks' own counts: every candidate computes the first step in
@@ -208,6 +258,7 @@ ClipWorkAudit audit_clip_work(const GateEvidence& ev, const Manifest& cand, doub
     time_problems(c, x, audit.counter_problems);
     floor_problems(c, x, audit.floor_problems);
   }
+  cost_problems(ev, x, audit.cost, audit.counter_problems);
   return audit;
 }
 

@@ -16,6 +16,9 @@ struct ClipWorkAudit {
   nlohmann::json work = nlohmann::json::array();  // per clip: what the loop and the blocks ran
   std::vector<std::string> counter_problems;      // counters that claim more (or other) work than ran
   std::vector<std::string> floor_problems;        // work below a floor
+  // A cache-family candidate's speedup against what the blocks it counts allow (null for any other candidate):
+  // share of blocks, bound, allowed, speedup.
+  nlohmann::json cost;
 };
 
 // tolerance: the relative timing tolerance of this gate (generous: a run or two may be disturbed).
