@@ -65,6 +65,10 @@ std::string sandbox_unavailable_reason();
 // shared library this process has mapped outside the system folders (a libtorch in a build tree), each
 // at its own path: ro_binds with which the binary runs inside the sandbox on any machine.
 std::vector<std::pair<std::string, std::string>> self_binary_binds(const std::string& inside_bin_dir);
+// The same for another binary built with this one (a test's, naming the real autooptim): `binary`, the modules
+// next to it, and the libraries this process maps.
+std::vector<std::pair<std::string, std::string>> binary_binds(const std::string& binary,
+                                                              const std::string& inside_bin_dir);
 
 class SandboxMonitor;
 class HostRelay;

@@ -181,9 +181,14 @@ std::string sandbox_unavailable_reason() {
 }
 
 std::vector<std::pair<std::string, std::string>> self_binary_binds(const std::string& inside_bin_dir) {
+  return binary_binds("/proc/self/exe", inside_bin_dir);
+}
+
+std::vector<std::pair<std::string, std::string>> binary_binds(const std::string& binary,
+                                                              const std::string& inside_bin_dir) {
   std::vector<std::pair<std::string, std::string>> binds;
   std::error_code ec;
-  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  const fs::path exe = fs::canonical(binary, ec);
   if (ec) return binds;
   binds.emplace_back(exe.string(), inside_bin_dir + "/" + exe.filename().string());
   // Modules the binary loads later from its own folder (dlopen next to the executable).

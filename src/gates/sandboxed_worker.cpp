@@ -17,6 +17,7 @@
 #include "base/sha256.h"
 #include "gates/drawn_request.h"
 #include "gates/generation_wire.h"
+#include "gates/plugin_sandbox.h"
 #include "gates/plugin_schema.h"
 
 namespace autooptim::gates {
@@ -26,10 +27,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr const char* kInsideBin = "/opt/autooptim/bin";
-constexpr const char* kInsideWeights = "/weights";
-constexpr const char* kInsidePluginDir = "/plugin";
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -57,28 +54,6 @@ int make_fifo(const fs::path& p) {
 }
 
 std::string dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "fp32"; }
-
-// The GPU's device nodes, for a worker on a CUDA device.
-std::vector<std::string> gpu_devices() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev", ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("nvidia", 0) == 0 && fs::is_character_file(e.path(), ec)) out.push_back(e.path().string());
-  }
-  return out;
-}
-
-std::vector<std::string> worker_environment(bool sandboxed, const std::string& workspace) {
-  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + workspace, "LANG=C.UTF-8",
-                                  // Idle compute threads sleep at once: the gate counts the worker's CPU time
-                                  // outside its windows, and a spinning pool would look like work.
-                                  "OMP_WAIT_POLICY=PASSIVE", "AUTOOPTIM_GENERATION_WORKER=1"};
-  for (const char* k : {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "AUTOOPTIM_LOG"})
-    if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
-  if (!sandboxed) env.push_back("TMPDIR=" + workspace);
-  return env;
-}
 
 }  // namespace
 
@@ -113,61 +88,37 @@ void SandboxedWorker::start() {
   open_dir(d / "workspace");
   to_worker_ = make_fifo(d / "channel" / "requests");
   from_worker_ = make_fifo(d / "channel" / "answers");
-  const bool boxed = !spec_.unsandboxed;
-  std::string plugin_arg;
-  base::SandboxSpec s;
+  const runtime::LoadRequest& L = spec_.load;
+  PluginProcess p;
+  p.workspace = (d / "workspace").string();
+  p.channel = (d / "channel").string();
+  p.weights_dir = L.weights_dir;
+  p.cuda = L.precision.device.is_cuda();
+  p.unsandboxed = spec_.unsandboxed;
+  p.uid_when_root = spec_.plugin.empty() ? 65530 : 65529;
   if (!spec_.plugin.empty()) {
     // The worker loads a copy: the file this process hashed is the file it loads, whatever happens to the original.
     open_dir(d / "plugin");
     plugin_sha256_ = plugin_file_sha256(spec_.plugin);
-    const fs::path copy = d / "plugin" / (plugin_sha256_ + ".so");
-    fs::copy_file(spec_.plugin, copy);
-    fs::permissions(copy, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
-    if (plugin_file_sha256(copy.string()) != plugin_sha256_)
-      throw Error("the plugin " + spec_.plugin + " changed while copied");
-    plugin_arg = boxed ? std::string(kInsidePluginDir) + "/" + copy.filename().string() : copy.string();
-    if (boxed) s.ro_binds.push_back({copy.string(), plugin_arg});
+    p.plugin_copy = copy_plugin(spec_.plugin, plugin_sha256_, d / "plugin");
   }
-  const runtime::LoadRequest& L = spec_.load;
-  const fs::path exe = fs::canonical("/proc/self/exe");
-  std::vector<std::string> argv = {boxed ? std::string(kInsideBin) + "/" + exe.filename().string() : exe.string(),
+  std::vector<std::string> argv = {plugin_process_binary(p),
                                    "worker",
                                    "--generation-channel",
-                                   boxed ? "/channel" : (d / "channel").string(),
+                                   plugin_process_folder(p, p.channel),
                                    "--model",
                                    L.model,
                                    "--device",
-                                   L.precision.device.is_cuda() ? "cuda" : "cpu",
+                                   p.cuda ? "cuda" : "cpu",
                                    "--dtype",
                                    dtype_name(L.precision.compute)};
-  if (L.weights_dir.empty()) {
+  if (L.weights_dir.empty())
     argv.push_back("--synthetic-weights");
-  } else {
-    argv.insert(argv.end(), {"--weights", boxed ? kInsideWeights : L.weights_dir});
-    if (boxed) s.ro_binds.push_back({fs::canonical(L.weights_dir).string(), kInsideWeights});
-  }
+  else
+    argv.insert(argv.end(), {"--weights", plugin_process_weights(p)});
   if (L.synthetic_weights && !L.weights_dir.empty()) argv.push_back("--synthetic-weights");
-  if (!plugin_arg.empty()) argv.insert(argv.end(), {"--plugin", plugin_arg});
-  if (boxed) {
-    for (const auto& b : base::self_binary_binds(kInsideBin)) s.ro_binds.push_back(b);
-    if (L.precision.device.is_cuda()) {
-      s.devices = gpu_devices();
-      s.ro_binds.push_back({"/sys", "/sys"});  // the CUDA driver reads the device's topology there
-    }
-  }
-  s.unsandboxed = !boxed;
-  s.workspace = (d / "workspace").string();
-  s.channel = (d / "channel").string();
-  s.argv = argv;
-  s.env = worker_environment(boxed, boxed ? "/workspace" : s.workspace);
-  s.log_file = (d / "worker.log").string();
-  s.limits.processes = 4096;  // RLIMIT_NPROC counts threads: libtorch's and the CUDA driver's
-  s.limits.memory_bytes = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE) * 9 / 10;
-  s.limits.address_space_bytes = -1;  // CUDA reserves far more address space than it uses
-  s.limits.cpus = 0;
-  s.limits.file_bytes = 1LL << 30;
-  s.uid_when_root = spec_.plugin.empty() ? 65530 : 65529;
-  box_ = std::make_unique<base::Sandbox>(s);
+  if (!p.plugin_copy.empty()) argv.insert(argv.end(), {"--plugin", plugin_process_plugin(p)});
+  box_ = std::make_unique<base::Sandbox>(plugin_process_spec(p, argv, (d / "worker.log").string()));
   box_->start();
   const json r = request({{"kind", "hello"}}, spec_.start_timeout_s);
   if (r.value("plugin", std::string()) != plugin_sha256_)
