@@ -98,6 +98,7 @@ json DeployResult::to_json() const {
             {"tolerance", tolerance},
             {"reproduced", reproduced},
             {"reason", reason}});
+  if (!how.empty()) j["how"] = how;
   return j;
 }
 

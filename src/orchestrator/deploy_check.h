@@ -26,6 +26,10 @@ struct DeploySetup {
   int64_t pairs = 2;                   // alternating baseline / tier processes
   int64_t repeat = 2;                  // generations per process; the last is timed (the first pays warm-up)
   std::function<bool()> stop;          // true: the run was interrupted; the check ends without a verdict
+  std::string binary;  // the autooptim binary a plugin's tier check runs ("" this process's; a test names it)
+  // The weights folder the first worker loaded ("" synthetic): a sandboxed generate sees no other folder, the
+  // shipped trained wan22-tiny's included, so it is named and bound.
+  std::string weights_dir;
 };
 
 // What the tier's gate run recorded (its clips.json and verdict).
@@ -44,6 +48,7 @@ struct DeployResult {
   double speedup = 0, spread = 0, tolerance = 0;
   bool reproduced = false;  // bit-exact clips, and the speedup the gated one within the tolerance
   std::string reason;       // one sentence: why it reproduced or not
+  std::string how;          // how it was measured, where not as above (a plugin's tier: orchestrator/plugin_deploy.h)
   nlohmann::json to_json() const;
 };
 

@@ -338,6 +338,28 @@ void write_png_frames(const std::string& dir, const std::vector<cv::Mat>& rgb_fr
 #endif
 }
 
+std::vector<cv::Mat> read_png_frames(const std::string& dir) {
+#ifdef AUTOOPTIM_HAVE_VIDEOIO
+  std::vector<cv::Mat> frames;
+  for (size_t t = 0;; ++t) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "frame_%04zu.png", t);
+    const fs::path file = fs::path(dir) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) break;
+    const cv::Mat bgr = cv::imread(file.string(), cv::IMREAD_UNCHANGED);
+    if (bgr.empty() || bgr.type() != CV_8UC3) throw Error(file.string() + ": not an 8-bit three-channel PNG");
+    cv::Mat rgb;
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    frames.push_back(rgb);
+  }
+  if (frames.empty()) throw Error(dir + ": no frame_0000.png");
+  return frames;
+#else
+  no_videoio(dir, "reading PNG frames");
+#endif
+}
+
 std::vector<cv::Mat> read_video(const std::string& path) {
   const std::string ext = extension_of(path);
   if (ext == ".y4m") return read_y4m(path);

@@ -35,6 +35,9 @@ void write_y4m(const std::string& path, const std::vector<cv::Mat>& rgb_frames, 
                Y4mChroma chroma = Y4mChroma::k444);
 // Creates dir; writes dir/frame_0000.png, frame_0001.png, ...
 void write_png_frames(const std::string& dir, const std::vector<cv::Mat>& rgb_frames);
+// The frames write_png_frames wrote there, in order (CV_8UC3 RGB, bit for bit); Error naming a file that is not
+// an 8-bit three-channel PNG, or a folder without frame_0000.png.
+std::vector<cv::Mat> read_png_frames(const std::string& dir);
 
 std::vector<cv::Mat> read_video(const std::string& path);  // CV_8UC3 RGB frames
 // Frame count, size and rate. For .y4m from the headers without decoding; for videoio formats the

@@ -283,6 +283,8 @@ void Server::register_loading() {
       {"pid", static_cast<int64_t>(getpid())},
       {"model", o_.load.model},
       {"weights", o_.load.weights_dir.empty() ? "synthetic" : fs::absolute(o_.load.weights_dir).string()},
+      // The folder itself (the label above is replaced at load): a sandboxed process given these weights binds it.
+      {"weights_dir", o_.load.weights_dir.empty() ? "" : fs::absolute(o_.load.weights_dir).string()},
       {"device", cuda ? "cuda" : "cpu"},
       {"cuda_visible_devices", std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : ""},
       {"threads", at::get_num_threads()},

@@ -5,8 +5,10 @@
 #include <map>
 #include <optional>
 
+#include "base/error.h"
 #include "base/stop_signals.h"
 #include "orchestrator/deploy_check.h"
+#include "orchestrator/plugin_deploy.h"
 #include "orchestrator/phases/phases.h"
 
 namespace fs = std::filesystem;
@@ -14,6 +16,34 @@ using nlohmann::json;
 
 namespace autooptim::orchestrator {
 namespace {
+
+// The deploy check of one tier's manifest: through `generate` as a user runs it, or, for a tier that runs an
+// agent's plugin, in the plugin sandbox and measured from outside (orchestrator/plugin_deploy.h).
+DeployResult deploy_one(RunState& s, const DeploySetup& setup, const gates::Manifest& m) {
+  DeploySetup ds = setup;
+  ds.dir = (s.out / "deploy" / slug(m.id)).string();
+  DeployResult r;
+  std::optional<DeployExpectation> expected;
+  try {
+    expected = expectation_from_gate_dir((s.out / "gates" / slug(m.id) / s.req.split).string(), ds.prompt.id);
+  } catch (const Error& e) {  // its gate run's verdict does not read: nothing to hold the deploy path to
+    r.not_run = e.what();
+    return r;
+  }
+  if (m.plugin.empty()) {
+    s.progress.line("deploy check of " + m.id + ": generate --manifest against the baseline, " +
+                    std::to_string(ds.pairs) + " pairs");
+    return deploy_check(ds, m, *expected);
+  }
+  const auto file = s.plugin_files.find(m.plugin);
+  if (file == s.plugin_files.end()) {
+    r.not_run = "the run holds no copy of plugin " + m.plugin.substr(0, 12) + " (resumed without its outbox?)";
+    return r;
+  }
+  s.progress.line("deploy check of " + m.id + ": generate --plugin in the plugin sandbox against the baseline, " +
+                  std::to_string(ds.pairs) + " pairs, timed from outside");
+  return plugin_deploy_check(ds, m, file->second, *expected);
+}
 
 // One check per distinct manifest; a tier that fails its check leaves `tiers` for a note. `not_run` says
 // why none ran (empty: run).
@@ -29,23 +59,8 @@ json check_deploys(RunState& s, const DeploySetup& setup, const std::string& not
       DeployResult r;
       if (!not_run.empty() || (setup.stop && setup.stop())) {
         r.not_run = not_run.empty() ? "interrupted" : not_run;
-      } else if (!m.plugin.empty()) {
-        // `generate --plugin` loads the plugin into its own process: the run does that only in a sandboxed worker.
-        r.not_run = "the tier runs plugin " + m.plugin.substr(0, 12) +
-                    ", which the run loads only in its sandboxed workers: run generate --plugin tiers/" + m.plugin +
-                    ".so --manifest tiers/<bucket>.json yourself";
       } else {
-        DeploySetup ds = setup;
-        ds.dir = (s.out / "deploy" / slug(m.id)).string();
-        s.progress.line("deploy check of " + m.id + ": generate --manifest against the baseline, " +
-                        std::to_string(ds.pairs) + " pairs");
-        std::optional<DeployExpectation> expected;
-        try {
-          expected = expectation_from_gate_dir((s.out / "gates" / slug(m.id) / s.req.split).string(), ds.prompt.id);
-        } catch (const Error& e) {  // its gate run's verdict does not read: nothing to hold the deploy path to
-          r.not_run = e.what();
-        }
-        if (expected) r = deploy_check(ds, m, *expected);
+        r = deploy_one(s, setup, m);
       }
       by_hash[hash] = r.to_json();
       checks.push_back({{"manifest", m.id}, {"result", by_hash[hash]}});
@@ -76,6 +91,7 @@ void deploy_phase(RunState& s) {
   ds.model_cli = s.req.model_cli;
   ds.cuda_visible = s.slots.empty() ? "" : s.slots.front().cuda_visible;
   ds.threads = s.first_worker.registration.value("threads", int64_t{0});
+  ds.weights_dir = s.first_worker.registration.value("weights_dir", std::string());
   ds.baseline = s.base;
   ds.prompt = s.split_prompts.front();
   ds.seed = s.base.config.seed;
