@@ -95,6 +95,7 @@ class GateRunner {
         is_baseline_(manifest_hash(cand) == base_hash_) {}
 
   void warm_up();
+  double derived_run_timeout_s() const;
   void timed_pairs();
   // Each returns true when the verdict became certain (GateSettings::stop_early), with why in `ev`.
   bool stop_after_pairs(GateEvidence& ev) const;
@@ -189,11 +190,21 @@ void GateRunner::warm_up() {
     mon_.adopt(harness);
   seq_.cores = usable_cores();
   window("warmup_baseline", false, [&] { return base_side_.run_drawn(warm_base, prompts_); });
+  if (S_.plugin_run_timeout_s <= 0) cand_side_.limit_run_seconds(derived_run_timeout_s());
   seq_.threads_reference = thread_count();
   seq_.baseline_threads = at::get_num_threads();
   seq_.candidate_threads_flag = to_runtime_options(cand_).cpu_threads;
   seq_.first_candidate = seq_.windows.size();
   window("warmup_candidate", true, [&] { return cand_side_.run_drawn(warm_cand, prompts_); });
+}
+
+// Ten times the baseline's clip, from its warm-up at warmup_steps scaled to the manifest's steps (generous: the
+// decode does not scale), and never under a minute: what a candidate's generation may take before it fails.
+double GateRunner::derived_run_timeout_s() const {
+  const GateWindow& w = seq_.windows.back();
+  const double steps = static_cast<double>(std::max<int64_t>(1, base_.config.steps));
+  const double warm = static_cast<double>(std::clamp<int64_t>(S_.warmup_steps, 1, base_.config.steps));
+  return std::max(60.0, 10.0 * (w.after.wall_s - w.before.wall_s) * steps / warm);
 }
 
 bool GateRunner::quiet_enough(int64_t made) {

@@ -36,7 +36,9 @@ struct GateSettings {
   bool plugin_without_sandbox = false;
   // A plugin's generation that has not answered after this many seconds fails, and its worker is killed: a
   // plugin that hangs costs the gate this long at most (the worker answers nothing more, the rest fail at once).
-  double plugin_run_timeout_s = 3600;
+  // 0: derived from the baseline's warm-up, ten times its clip (scaled to the full steps), at least 60 s; the
+  // candidate's own warm-up, before that is known, may take an hour.
+  double plugin_run_timeout_s = 0;
   int64_t timing_repeats = 3;  // interleaved candidate/baseline timed pairs, at most
   // Pairs beyond min_timing_repeats are made only while the timings are not quiet: after each pair from the
   // min_timing_repeats-th on, the gate stops pairing when both sides' relative range is at most quiet_noise

@@ -21,6 +21,9 @@ class GenerationSide {
   // The CPU seconds the side's own process has used so far; negative when it is this process (whose threads the
   // gate's process monitor accounts for).
   virtual double worker_cpu_seconds() { return -1; }
+  // A generation of this side that takes longer fails (a side in another process is killed then); this
+  // process's own side cannot be stopped and ignores it.
+  virtual void limit_run_seconds(double) {}
 };
 
 // This process's worker.

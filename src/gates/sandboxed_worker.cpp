@@ -241,6 +241,7 @@ json SandboxedWorker::report() const {
           {"plugin", plugin_sha256_},
           {"load_s", load_s_},
           {"runs", runs_},
+          {"run_timeout_s", spec_.run_timeout_s},
           {"cpu_s", box_ ? box_->cpu_s() : 0.0},
           {"ended", box_ && !box_->running() ? box_->ended_how() : "running"}};
 }
@@ -277,7 +278,7 @@ PluginGateWorkers start_plugin_workers(const runtime::LoadRequest& load, const s
   const bool plain = without_os_sandbox(S.plugin_without_sandbox);
   PluginGateWorkers w;
   SandboxedWorkerSpec cand{load, it->second, "candidate", plain};
-  cand.run_timeout_s = S.plugin_run_timeout_s;
+  if (S.plugin_run_timeout_s > 0) cand.run_timeout_s = S.plugin_run_timeout_s;  // else set after the baseline's warm-up
   w.candidate = std::make_unique<SandboxedWorker>(cand);
   w.baseline = std::make_unique<SandboxedWorker>(SandboxedWorkerSpec{load, "", "baseline", plain});
   w.candidate->start();

@@ -57,6 +57,7 @@ class SandboxedWorker : public GenerationSide {
   bool alive() const;
   // The limit of each later generation (a trial sets it from the baseline's time of the same prompt).
   void set_run_timeout(double seconds) { spec_.run_timeout_s = seconds; }
+  void limit_run_seconds(double seconds) override { set_run_timeout(seconds); }
 
   // What the verdict records of it: how it was isolated, its load time, what it ran.
   nlohmann::json report() const;

@@ -20,7 +20,8 @@
 #    monotonic clock, each to its own value): every attempt refused in the sandbox (its log), and rejected by
 #    performance, the gate's clock seeing no speedup (sandbox only: outside one, root could set the clocks);
 #  - crash (kills its worker on its third linear layer): rejected, the verdict saying the worker ended;
-#  - hang (never returns from its third linear layer): rejected once --plugin-run-timeout passes, in bounded time;
+#  - hang (never returns from its third linear layer): rejected once --plugin-run-timeout passes, in bounded time
+#    (without the option, as in the other gates here, the timeout is ten times the baseline's clip, >= 60 s);
 #  - a manifest pinning a plugin the gate was not given: refused (exit 2), naming --plugin.
 # Without user namespaces the workers run as plain processes (--plugin-without-sandbox) and the peek check is
 # skipped (without a sandbox the files are visible: that is what the sandbox is for).
@@ -109,7 +110,9 @@ reasons() {  # reasons NAME: the failed gates of NAME's verdict, one line each
 }
 [ $rc -eq 0 ] || fail "step_reuse was not accepted (exit $rc): $(reasons step_reuse)"
 check step_reuse 'assert v["accepted"] and v["speedup"] > 1, v["speedup"]
-assert workers[0]["plugin"] == json.load(open(sys.argv[1].replace("-verdict.json", ".json")))["plugin"]'
+assert workers[0]["plugin"] == json.load(open(sys.argv[1].replace("-verdict.json", ".json")))["plugin"]
+# No --plugin-run-timeout: ten times the clip of the baseline warm-up, at least a minute, not the old hour
+assert 60 <= workers[0]["run_timeout_s"] < 3600, workers[0]["run_timeout_s"]'
 
 gate busy_thread
 [ $rc -eq 1 ] || fail "busy_thread: exit $rc, not rejected: $(reasons busy_thread)"
