@@ -36,7 +36,7 @@ agent = ["cache=sh $src/tests/agents/honest_agent.sh {brief}",
 agent-only = true
 agent-bind = ["$src/tests/agents"]
 TOML
-timeout 900 "$bin" run --model wan22-tiny --out "$run" --budget-minutes 6 --budget-trials 5 --executor-trials 3 \
+timeout 900 "$bin" run --model wan22-tiny --out "$run" --budget-minutes 6 --budget-trials 5 --executor-trials 2 \
   --no-deploy-check --config "$tmp/run.toml" >"$tmp/run.log" 2>&1
 rc=$?
 set -e
