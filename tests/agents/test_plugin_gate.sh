@@ -13,7 +13,8 @@
 #    nothing of the gate's visible to it (its worker's log), and rejected by performance;
 #  - claim_work (counters inflated in the worker's process: a cache that skips its own declared warm-up and
 #    fifteen forwards in sixteen, and counts every block as run, so the work floors pass on paper): rejected by
-#    authenticity, its timed clips (the gate's clock) faster than the blocks it claims allow a cache;
+#    authenticity when its speedup passes the bound of its claimed blocks by more than the noise slack, and by
+#    quality in any case (15 in 16 skipped);
 #  - half_frames (a "lossless kernel" that runs the transformer on every other latent frame, honest counters: a
 #    lower resolution inside a technique): rejected by quality;
 #  - clock_tamper (a no-op "lossless kernel" whose worker tries to set the wall clock, its frequency and the
@@ -130,13 +131,18 @@ log="$tmp/out/peek_baseline/candidate-worker.log"
 [ "$(grep -c '^peek_baseline: ' "$log")" -eq 3 ] || fail "peek_baseline did not look: $(cat "$log")"
 if [ $sandbox -eq 1 ] && grep -q VISIBLE "$log"; then fail "the sandboxed plugin saw the gate's files: $(grep VISIBLE "$log")"; fi
 
-# Counters a plugin inflated: its floors met on paper, its timed clips faster than a cache (which makes no block
-# cheaper) can run the blocks it claims. (The CPU work floor let it through: loose on the tiny model.)
+# Counters a plugin inflated: its floors met on paper, its speedup beyond what a cache (which makes no block cheaper)
+# running every block it claims can reach. Authenticity rejects it when that excess passes the noise slack (a half
+# or twice the noise margin: 3 of 4 gates here); its frames fail quality in any case.
 gate claim_work
 [ $rc -eq 1 ] || fail "claim_work: exit $rc, not rejected: $(reasons claim_work)"
-check claim_work 'assert "authenticity" in failed, failed
-reason = json.dumps(checks["authenticity"])
-assert "makes no block cheaper" in reason and "the counts claim work that was not done" in reason, reason
+check claim_work 'cost = checks["authenticity"]["details"]["cache_cost"]
+assert cost["block_share"] == 1.0 and cost["speedup"] > cost["bound"], cost
+assert failed, failed
+if "authenticity" in failed:
+    assert "the counts claim work that was not done" in checks["authenticity"]["reason"], checks["authenticity"]["reason"]
+else:
+    print("claim_work: its speedup", cost["speedup"], "within the noise slack of the bound", cost["allowed"], "this time")
 assert "warm-up" not in checks["authenticity"]["reason"], "the floors were to pass on paper: " + checks["authenticity"]["reason"]'
 
 # A lower resolution inside a technique, every counter honest: the frames give it away.
