@@ -27,6 +27,11 @@ const std::vector<double> kTi2vLatentsStd = {
     0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
     0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
     0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744};
+// Wan2.1 VAE latent statistics (diffusers AutoencoderKLWan's defaults, the A14B checkpoints' vae/config.json).
+const std::vector<double> kWan21LatentsMean = {-0.7571, -0.7089, -0.9113, 0.1075,  -0.1745, 0.9653,  -0.1517, 1.5508,
+                                               0.4134,  -0.0715, 0.5517,  -0.3632, -0.1922, -0.9497, 0.2503,  -0.2921};
+const std::vector<double> kWan21LatentsStd = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                                              3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160};
 
 std::string shape_str(const at::Tensor& t) {
   std::string s = "[";
@@ -120,6 +125,19 @@ WanVAEConfig WanVAEConfig::ti2v_5b() {
   return c;
 }
 
+WanVAEConfig WanVAEConfig::wan21() {
+  WanVAEConfig c;
+  c.base_dim = c.decoder_base_dim = 96;
+  c.z_dim = 16;
+  c.is_residual = false;
+  c.in_channels = c.out_channels = 3;
+  c.patch_size = 1;
+  c.scale_factor_spatial = 8;
+  c.latents_mean = kWan21LatentsMean;
+  c.latents_std = kWan21LatentsStd;
+  return c;
+}
+
 WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error("vae config: not a JSON object");
   WanVAEConfig c = ti2v_5b();
@@ -147,8 +165,6 @@ WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& j) {
   if (dropout != 0.0)
     throw Error("vae config: 'dropout' = " + j["dropout"].dump() + " is not supported (inference only, 0)");
 
-  if (!c.is_residual)
-    throw Error("vae config: 'is_residual' false (the Wan2.1 VAE structure) is not supported; only Wan2.2's");
   if (!c.attn_scales.empty())
     throw Error("vae config: 'attn_scales' = " + j.value("attn_scales", nlohmann::json::array()).dump() +
                 " is not supported (the Wan VAEs have no attention outside the mid blocks)");
@@ -358,11 +374,12 @@ at::Tensor WanMidBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache) 
   return resnets[1]->forward(h, cache);
 }
 
-WanResampleImpl::WanResampleImpl(int64_t dim, Mode m, const at::TensorOptions& opts) : mode(m) {
+WanResampleImpl::WanResampleImpl(int64_t dim, Mode m, const at::TensorOptions& opts, int64_t upsample_out) : mode(m) {
   auto seq = register_module("resample", List());
   const bool up = m == Mode::kUpsample2d || m == Mode::kUpsample3d;
+  const int64_t up_out = upsample_out > 0 ? upsample_out : dim;
   resample = seq->add(
-      "1", up ? make_conv2d(dim, dim, {3, 3}, opts, {1, 1}, {1, 1}) : make_conv2d(dim, dim, {3, 3}, opts, {2, 2}));
+      "1", up ? make_conv2d(dim, up_out, {3, 3}, opts, {1, 1}, {1, 1}) : make_conv2d(dim, dim, {3, 3}, opts, {2, 2}));
   if (m == Mode::kUpsample3d)
     time_conv = register_module("time_conv", make_causal(dim, 2 * dim, {3, 1, 1}, {1, 0, 0}, {1, 1, 1}, opts));
   if (m == Mode::kDownsample3d)
@@ -449,33 +466,72 @@ at::Tensor WanResidualDownBlockImpl::forward(const at::Tensor& x, WanCausalCache
   return h + avg_down_3d(x, out_dim, factor_t, factor_s);
 }
 
-WanResidualUpBlockImpl::WanResidualUpBlockImpl(int64_t in, int64_t out, int64_t num_res_blocks, bool temporal,
-                                               bool up_flag, const at::TensorOptions& opts)
-    : up(up_flag), in_dim(in), out_dim(out), factor_t(temporal ? 2 : 1) {
-  if (up) check_divisible("DupUp3D", out * factor_t * 4, in);
+WanUpBlockImpl::WanUpBlockImpl(int64_t in, int64_t out, int64_t num_res_blocks, bool temporal, bool up_flag,
+                               bool residual_block, const at::TensorOptions& opts)
+    : up(up_flag), residual(residual_block), in_dim(in), out_dim(out), factor_t(temporal ? 2 : 1) {
+  if (up && residual) check_divisible("DupUp3D", out * factor_t * 4, in);
   auto res = register_module("resnets", List());
   int64_t d = in;
   for (int64_t i = 0; i <= num_res_blocks; ++i, d = out)
     resnets.push_back(res->add(std::to_string(i), WanResidualBlock(d, out, opts)));
-  if (up) {
-    using M = WanResampleImpl::Mode;
-    upsampler = register_module("upsampler", WanResample(out, temporal ? M::kUpsample3d : M::kUpsample2d, opts));
+  if (!up) return;
+  using M = WanResampleImpl::Mode;
+  const M mode = temporal ? M::kUpsample3d : M::kUpsample2d;
+  if (residual) {
+    upsampler = register_module("upsampler", WanResample(out, mode, opts));
+  } else {
+    check_divisible("Wan2.1 upsampler", out, 2);
+    upsampler = register_module("upsamplers", List())->add("0", WanResample(out, mode, opts, out / 2));
   }
 }
 
-at::Tensor WanResidualUpBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache, bool first_chunk) const {
+at::Tensor WanUpBlockImpl::forward(const at::Tensor& x, WanCausalCache& cache, bool first_chunk) const {
   at::Tensor h = x;
   for (const auto& r : resnets) h = r->forward(h, cache);
   if (!up) return h;
   h = upsampler->forward(h, cache);
+  if (!residual) return h;
   // h is the upsampler's own output: a shortcut override may add in place.
   if (cache.run && ext::first_taker(cache.run->points().shortcut, h, x, factor_t, first_chunk, *cache.run)) return h;
   ProfileScope ps("norm_elementwise", [] { return ProfileDetail{"DupUp3D shortcut add"}; });
   return h + dup_up_3d(x, out_dim, factor_t, 2, first_chunk);
 }
 
+at::Tensor WanDownLayer::forward(const at::Tensor& x, WanCausalCache& cache) const {
+  return resnet ? resnet->forward(x, cache) : downsampler->forward(x, cache);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Encoder and decoder
+
+namespace {
+
+// Wan2.1's encoder.down_blocks: per stage, num_res_blocks residual blocks, then a downsampler but after
+// the last stage, all in one list (indices run on across stages).
+std::vector<WanDownLayer> plain_down_layers(torch::nn::Module& list, const WanVAEConfig& c,
+                                            const std::vector<int64_t>& dims, const at::TensorOptions& opts) {
+  std::vector<WanDownLayer> layers;
+  auto add = [&](WanDownLayer l, const std::shared_ptr<torch::nn::Module>& m) {
+    list.register_module(std::to_string(layers.size()), m);
+    layers.push_back(std::move(l));
+  };
+  using M = WanResampleImpl::Mode;
+  const size_t n = c.dim_mult.size();
+  for (size_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < c.num_res_blocks; ++r) {
+      WanDownLayer l;
+      l.resnet = WanResidualBlock(r == 0 ? dims[i] : dims[i + 1], dims[i + 1], opts);
+      add(l, l.resnet.ptr());
+    }
+    if (i == n - 1) break;
+    WanDownLayer l;
+    l.downsampler = WanResample(dims[i + 1], c.temperal_downsample[i] ? M::kDownsample3d : M::kDownsample2d, opts);
+    add(l, l.downsampler.ptr());
+  }
+  return layers;
+}
+
+}  // namespace
 
 WanEncoder3dImpl::WanEncoder3dImpl(const WanVAEConfig& c, const at::TensorOptions& opts) {
   std::vector<int64_t> dims{c.base_dim};
@@ -483,7 +539,8 @@ WanEncoder3dImpl::WanEncoder3dImpl(const WanVAEConfig& c, const at::TensorOption
   conv_in = register_module("conv_in", make_causal(c.in_channels, dims[0], {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, opts));
   auto blocks = register_module("down_blocks", List());
   const size_t n = c.dim_mult.size();
-  for (size_t i = 0; i < n; ++i) {
+  if (!c.is_residual) down_layers = plain_down_layers(*blocks, c, dims, opts);
+  for (size_t i = 0; c.is_residual && i < n; ++i) {
     const bool last = i == n - 1;
     down_blocks.push_back(blocks->add(
         std::to_string(i),
@@ -497,6 +554,7 @@ WanEncoder3dImpl::WanEncoder3dImpl(const WanVAEConfig& c, const at::TensorOption
 at::Tensor WanEncoder3dImpl::forward(const at::Tensor& x, WanCausalCache& cache) const {
   at::Tensor h = conv_in->forward_cached(x, cache);
   for (const auto& b : down_blocks) h = b->forward(h, cache);
+  for (const auto& l : down_layers) h = l.forward(h, cache);
   h = mid_block->forward(h, cache);
   return conv_out->forward_cached(at::silu(norm_out->forward(h)), cache);
 }
@@ -512,8 +570,10 @@ WanDecoder3dImpl::WanDecoder3dImpl(const WanVAEConfig& c, const at::TensorOption
   for (size_t i = 0; i < n; ++i) {
     const bool up = i != n - 1;
     const bool temporal = up && c.temperal_downsample[c.temperal_downsample.size() - 1 - i];  // reversed
-    up_blocks.push_back(
-        blocks->add(std::to_string(i), WanResidualUpBlock(dims[i], dims[i + 1], c.num_res_blocks, temporal, up, opts)));
+    // Wan2.1's upsamplers halve the channels, so each stage after the first gets half its width in.
+    const int64_t in = i > 0 && !c.is_residual ? dims[i] / 2 : dims[i];
+    up_blocks.push_back(blocks->add(std::to_string(i),
+                                    WanUpBlock(in, dims[i + 1], c.num_res_blocks, temporal, up, c.is_residual, opts)));
   }
   norm_out = register_module("norm_out", WanRMSNorm(dims.back(), false, opts));
   conv_out =
@@ -566,7 +626,7 @@ AutoencoderKLWanImpl::AutoencoderKLWanImpl(const WanVAEConfig& c, const Precisio
   const auto o = p.compute_opts();
   if (c.latents_mean.size() != static_cast<size_t>(c.z_dim) || c.latents_std.size() != static_cast<size_t>(c.z_dim))
     throw Error("vae: latents_mean/latents_std must have z_dim = " + std::to_string(c.z_dim) + " values");
-  if (!c.is_residual || !c.attn_scales.empty() || c.temperal_downsample.size() + 1 != c.dim_mult.size())
+  if (!c.attn_scales.empty() || c.temperal_downsample.size() + 1 != c.dim_mult.size())
     throw Error("vae: unsupported config (use WanVAEConfig::from_json to see which key)");
   encoder = register_module("encoder", WanEncoder3d(c, o));
   quant_conv = register_module("quant_conv", make_causal(2 * c.z_dim, 2 * c.z_dim, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, o));

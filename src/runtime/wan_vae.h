@@ -1,6 +1,8 @@
 #pragma once
-// AutoencoderKLWan (diffusers) with the Wan2.2 structure: residual down/up blocks, patch size 2, 16x
-// spatial and 4x temporal compression. Registered module names are the checkpoint keys
+// AutoencoderKLWan (diffusers) in both its structures: Wan2.2's (residual down/up blocks with average and
+// duplicate shortcuts, patch size 2, 16x spatial compression) and Wan2.1's (is_residual false: plain residual
+// blocks and resamplers in flat lists, upsamplers halving the channels, no patchify, 8x spatial); both 4x
+// temporal. Registered module names are the checkpoint keys
 // (encoder.down_blocks.0.resnets.0.conv1.weight, ...). The causal 3D convolutions run chunk by chunk
 // with a per-conv cache of the last two input frames, as the reference does: decode one latent frame
 // per chunk, encode frame chunks [0], [1..4], [5..8], ... See ../shared/docs/wan22-spec.md section 2.
@@ -60,6 +62,7 @@ struct WanVAEConfig {
   static WanVAEConfig from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
   static WanVAEConfig ti2v_5b();
+  static WanVAEConfig wan21();  // the Wan2.1 VAE of the A14B models (diffusers' AutoencoderKLWan defaults)
 };
 
 // Per-conv caches of one encode or decode: slot i belongs to the i-th cached conv in call order, and
@@ -149,11 +152,12 @@ class WanMidBlockImpl : public torch::nn::Module {
 TORCH_MODULE(WanMidBlock);
 
 // Spatial 2x resampling per frame (resample.1 is the Conv2d), with a causal temporal conv for the
-// 3D modes: upsample3d doubles the frames, downsample3d halves them.
+// 3D modes: upsample3d doubles the frames, downsample3d halves them. The upsampling conv maps dim to
+// upsample_out channels (0: dim, Wan2.2's; Wan2.1's halves them).
 class WanResampleImpl : public torch::nn::Module {
  public:
   enum class Mode { kUpsample2d, kUpsample3d, kDownsample2d, kDownsample3d };
-  WanResampleImpl(int64_t dim, Mode mode, const at::TensorOptions& opts);
+  WanResampleImpl(int64_t dim, Mode mode, const at::TensorOptions& opts, int64_t upsample_out = 0);
   at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
   Mode mode;
   mutable TechniqueState state;  // what the upsampling techniques derive from the weights (folded taps)
@@ -173,17 +177,28 @@ class WanResidualDownBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(WanResidualDownBlock);
 
-class WanResidualUpBlockImpl : public torch::nn::Module {
+// One decoder stage: num_res_blocks + 1 residual blocks, then (but in the last stage) an upsampler.
+// residual (Wan2.2): the upsampler keeps the channels, is named "upsampler", and the DupUp3D shortcut of
+// the stage's input is added; plain (Wan2.1): "upsamplers.0", which halves the channels, no shortcut.
+class WanUpBlockImpl : public torch::nn::Module {
  public:
-  WanResidualUpBlockImpl(int64_t in, int64_t out, int64_t num_res_blocks, bool temporal, bool up,
-                         const at::TensorOptions& opts);
+  WanUpBlockImpl(int64_t in, int64_t out, int64_t num_res_blocks, bool temporal, bool up, bool residual,
+                 const at::TensorOptions& opts);
   at::Tensor forward(const at::Tensor& x, WanCausalCache& cache, bool first_chunk) const;
   std::vector<WanResidualBlock> resnets;
   WanResample upsampler{nullptr};
-  bool up;
+  bool up, residual;
   int64_t in_dim, out_dim, factor_t;  // DupUp3D shortcut (spatial factor 2)
 };
-TORCH_MODULE(WanResidualUpBlock);
+TORCH_MODULE(WanUpBlock);
+
+// One entry of Wan2.1's encoder.down_blocks, a flat list of residual blocks and downsamplers: exactly one
+// of the two is set.
+struct WanDownLayer {
+  WanResidualBlock resnet{nullptr};
+  WanResample downsampler{nullptr};
+  at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
+};
 
 class WanEncoder3dImpl : public torch::nn::Module {
  public:
@@ -191,7 +206,8 @@ class WanEncoder3dImpl : public torch::nn::Module {
   // One chunk: x [B, in_channels, t, H, W] -> [B, 2*z_dim, t', H/2^n, W/2^n].
   at::Tensor forward(const at::Tensor& x, WanCausalCache& cache) const;
   WanCausalConv3d conv_in{nullptr}, conv_out{nullptr};
-  std::vector<WanResidualDownBlock> down_blocks;
+  std::vector<WanResidualDownBlock> down_blocks;  // Wan2.2
+  std::vector<WanDownLayer> down_layers;          // Wan2.1 (the same checkpoint list, flat)
   WanMidBlock mid_block{nullptr};
   WanRMSNorm norm_out{nullptr};
 };
@@ -206,7 +222,7 @@ class WanDecoder3dImpl : public torch::nn::Module {
                      const std::function<void(const std::string&, const at::Tensor&)>& record) const;
   WanCausalConv3d conv_in{nullptr}, conv_out{nullptr};
   WanMidBlock mid_block{nullptr};
-  std::vector<WanResidualUpBlock> up_blocks;
+  std::vector<WanUpBlock> up_blocks;
   WanRMSNorm norm_out{nullptr};
 };
 TORCH_MODULE(WanDecoder3d);
@@ -215,7 +231,7 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
  public:
   AutoencoderKLWanImpl(const WanVAEConfig& c, const Precision& p = {});
 
-  // z [B, z_dim, T, h, w] raw latents (already un-normalised) -> video [B, 3, 1+4(T-1), 16h, 16w] in
+  // z [B, z_dim, T, h, w] raw latents (already un-normalised) -> video [B, 3, 1+4(T-1), s*h, s*w] in
   // the compute dtype, clamped to [-1, 1]. inter receives post_quant_conv and decoder.* outputs, each
   // concatenated over chunks along time.
   // run: the technique switches and their overrides; null runs the reference path.
@@ -226,7 +242,7 @@ class AutoencoderKLWanImpl : public torch::nn::Module {
   // decode without the final clamp, for training (a clamped output has no gradient past +-1).
   at::Tensor decode_unclamped(const at::Tensor& z);
   // video [B, 3, T, H, W] in [-1, 1], T = 1 + 4k, H and W multiples of the spatial factor ->
-  // {mean, logvar (clamped to [-30, 20])}, each [B, z_dim, 1+k, H/16, W/16].
+  // {mean, logvar (clamped to [-30, 20])}, each [B, z_dim, 1+k, H/s, W/s] (s: the spatial factor).
   std::pair<at::Tensor, at::Tensor> encode(const at::Tensor& video);
   at::Tensor normalize(const at::Tensor& mu) const;   // (mu - latents_mean) / latents_std per channel
   at::Tensor denormalize(const at::Tensor& z) const;  // z * latents_std + latents_mean

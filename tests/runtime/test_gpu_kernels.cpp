@@ -556,7 +556,7 @@ TEST(GpuKernels, VaeFusedShortcutIsBitIdenticalToTheUnfusedAdd) {
         Case{16, 16, false, true, 3, 5}, Case{24, 24, true, true, 4, 4}}) {
     SCOPED_TRACE("in " + std::to_string(c.in) + " out " + std::to_string(c.out) +
                  (c.temporal ? " temporal" : " spatial") + (c.cl ? " channels-last" : " channels-first"));
-    WanResidualUpBlock block(c.in, c.out, 1, c.temporal, true, at::TensorOptions().dtype(at::kFloat));
+    WanUpBlock block(c.in, c.out, 1, c.temporal, true, true, at::TensorOptions().dtype(at::kFloat));
     {
       auto gen = at::detail::createCPUGenerator(21);
       at::NoGradGuard g;

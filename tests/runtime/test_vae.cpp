@@ -220,8 +220,48 @@ TEST(VAE, OtherConfigShapes) {
   EXPECT_LE(rel_l2(m->decode(mean.narrow(0, 1, 1)), out.narrow(0, 1, 1)), 1e-5);
 }
 
+TEST(VAE, Wan21StructureHasTheCheckpointsNamesAndShapes) {
+  // The A14B checkpoints' vae/ (diffusers AutoencoderKLWan with is_residual false): flat down_blocks of
+  // residual blocks and downsamplers, up blocks with 3 resnets and "upsamplers.0" halving the channels.
+  const WanVAEConfig c = WanVAEConfig::wan21();
+  EXPECT_EQ(WanVAEConfig::from_json(c.to_json()).to_json(), c.to_json());
+  WanVAEConfig small = c;
+  small.base_dim = small.decoder_base_dim = 8;
+  const auto shapes = parameter_shapes(*AutoencoderKLWan(small));
+  auto shape = [&](const std::string& n) {
+    const auto it = shapes.find(n);
+    return it == shapes.end() ? std::vector<int64_t>{} : it->second;
+  };
+  EXPECT_EQ(shape("encoder.conv_in.weight"), (std::vector<int64_t>{8, 3, 3, 3, 3}));
+  EXPECT_EQ(shape("encoder.down_blocks.1.conv2.weight"), (std::vector<int64_t>{8, 8, 3, 3, 3}));
+  EXPECT_EQ(shape("encoder.down_blocks.2.resample.1.weight"), (std::vector<int64_t>{8, 8, 3, 3}));
+  EXPECT_EQ(shape("encoder.down_blocks.3.conv_shortcut.weight"), (std::vector<int64_t>{16, 8, 1, 1, 1}));
+  EXPECT_EQ(shape("encoder.down_blocks.5.time_conv.weight"), (std::vector<int64_t>{16, 16, 3, 1, 1}));
+  EXPECT_EQ(shape("encoder.down_blocks.10.conv1.weight"), (std::vector<int64_t>{32, 32, 3, 3, 3}));
+  EXPECT_TRUE(shape("encoder.down_blocks.11.conv1.weight").empty());  // 4 stages: 2+1, 2+1, 2+1, 2
+  EXPECT_EQ(shape("encoder.conv_out.weight"), (std::vector<int64_t>{32, 32, 3, 3, 3}));
+  EXPECT_EQ(shape("decoder.up_blocks.0.resnets.2.conv2.weight"), (std::vector<int64_t>{32, 32, 3, 3, 3}));
+  EXPECT_EQ(shape("decoder.up_blocks.0.upsamplers.0.resample.1.weight"), (std::vector<int64_t>{16, 32, 3, 3}));
+  EXPECT_EQ(shape("decoder.up_blocks.0.upsamplers.0.time_conv.weight"), (std::vector<int64_t>{64, 32, 3, 1, 1}));
+  EXPECT_EQ(shape("decoder.up_blocks.1.resnets.0.conv1.weight"), (std::vector<int64_t>{32, 16, 3, 3, 3}));
+  EXPECT_EQ(shape("decoder.up_blocks.2.upsamplers.0.resample.1.weight"), (std::vector<int64_t>{8, 16, 3, 3}));
+  EXPECT_TRUE(shape("decoder.up_blocks.2.upsamplers.0.time_conv.weight").empty());  // upsample2d
+  EXPECT_EQ(shape("decoder.up_blocks.1.resnets.0.conv_shortcut.weight"), (std::vector<int64_t>{32, 16, 1, 1, 1}));
+  EXPECT_EQ(shape("decoder.up_blocks.3.resnets.0.conv1.weight"), (std::vector<int64_t>{8, 8, 3, 3, 3}));
+  EXPECT_TRUE(shape("decoder.up_blocks.3.resnets.0.conv_shortcut.weight").empty());
+  EXPECT_TRUE(shape("decoder.up_blocks.3.upsamplers.0.resample.1.weight").empty());
+  EXPECT_EQ(shape("decoder.conv_out.weight"), (std::vector<int64_t>{3, 8, 3, 3, 3}));
+
+  // 8x spatial and 4x temporal, no patchify: 9 frames of 16x24 <-> 3 latent frames of 2x3.
+  AutoencoderKLWan m(small);
+  fill_random(*m, 7);
+  at::InferenceMode guard;
+  const auto [mean, logvar] = m->encode(at::rand({1, 3, 9, 16, 24}) * 2 - 1);
+  EXPECT_EQ(mean.sizes(), (std::vector<int64_t>{1, 16, 3, 2, 3}));
+  EXPECT_EQ(m->decode(mean).sizes(), (std::vector<int64_t>{1, 3, 9, 16, 24}));
+}
+
 TEST(VAE, BadConfigsAndShapesAreErrors) {
-  EXPECT_THROW(WanVAEConfig::from_json({{"is_residual", false}}), Error);
   EXPECT_THROW(WanVAEConfig::from_json({{"attn_scales", {0.5}}}), Error);
   EXPECT_THROW(WanVAEConfig::from_json({{"z_dim", "many"}}), Error);
   EXPECT_THROW(WanVAEConfig::from_json({{"z_dim", 16}}), Error);  // 48 latents_mean values
@@ -384,7 +424,7 @@ TEST(VAE, CudaGraphSwitchKeepsTheCausalCacheInPlace) {
     EXPECT_NE(problems[0].find("vae_cuda_graph"), std::string::npos) << problems[0];
   }
 
-  WanResidualUpBlock block(8, 8, 1, true, true, at::TensorOptions().dtype(at::kFloat));
+  WanUpBlock block(8, 8, 1, true, true, true, at::TensorOptions().dtype(at::kFloat));
   fill_random(*block, 31);
   auto gen = at::detail::createCPUGenerator(32);
   for (const int64_t B : {1, 2}) {
