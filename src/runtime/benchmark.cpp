@@ -447,13 +447,13 @@ void describe(Bench& b, const LoadedModel& loaded, int64_t load_peak) {
 
 }  // namespace
 
-void check_bench_settings(const BenchSettings& set) {
+void check_bench_settings(const BenchSettings& set, int64_t pixel_multiple) {
   GenerateParams shape;
   shape.height = set.height;
   shape.width = set.width;
   shape.frames = set.frames;
   shape.steps = set.steps;
-  validate_params(shape);
+  validate_params(shape, pixel_multiple);
   if (set.repeat < 1) throw Error("--repeat must be at least 1");
 }
 
@@ -464,6 +464,7 @@ json run_benchmark(const LoadRequest& req, const BenchSettings& set, const Bench
   if (reporter.line) reporter.line(text_of("measured matmul peak: %.1f TFLOP/s\n", peak));
   reset_peak_memory(dev);
   auto loaded = load_model(req);
+  check_bench_settings(set, loaded.pipeline->pixel_multiple());  // the model's own multiple (32 or 16)
   if (reporter.line) reporter.line(text_of("model loaded in %.2f s\n", loaded.load_seconds));
   const int64_t load_peak = peak_memory_bytes(dev);
 

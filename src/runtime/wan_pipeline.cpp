@@ -2,12 +2,15 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "runtime/blas_threads.h"
 #include "base/cpu_clock.h"
 #include "base/process_allocator.h"
 #include "base/error.h"
+#include "runtime/denoise_feed.h"
 #include "runtime/forward_context.h"
 #include "runtime/pipeline_interceptor.h"
 #include "runtime/techniques/cache/cache_policy.h"
@@ -17,15 +20,20 @@
 
 namespace autooptim::runtime {
 
-void validate_params(const GenerateParams& p) {
-  if (p.height <= 0 || p.height % 32)
-    throw Error("height " + std::to_string(p.height) + " is not a positive multiple of 32 (VAE 16x times patch 2)");
-  if (p.width <= 0 || p.width % 32)
-    throw Error("width " + std::to_string(p.width) + " is not a positive multiple of 32 (VAE 16x times patch 2)");
+void validate_params(const GenerateParams& p, int64_t pixel_multiple) {
+  const std::string why = " (the VAE's spatial factor times the patch)";
+  if (p.height <= 0 || p.height % pixel_multiple)
+    throw Error("height " + std::to_string(p.height) + " is not a positive multiple of " +
+                std::to_string(pixel_multiple) + why);
+  if (p.width <= 0 || p.width % pixel_multiple)
+    throw Error("width " + std::to_string(p.width) + " is not a positive multiple of " +
+                std::to_string(pixel_multiple) + why);
   if (p.frames < 1 || (p.frames - 1) % 4)
     throw Error("frames " + std::to_string(p.frames) + " is not of the form 4k+1 (1, 5, 9, ..., 121)");
   if (p.steps < 1 || p.steps > 1000) throw Error("steps must be between 1 and 1000, got " + std::to_string(p.steps));
   if (!(p.guidance >= 0.0) || p.guidance > 50.0) throw Error("guidance must be between 0 and 50");
+  if (p.guidance_2 && (!(*p.guidance_2 >= 0.0) || *p.guidance_2 > 50.0))
+    throw Error("guidance_2 must be between 0 and 50");
   if (p.seed < 0) throw Error("seed must be non-negative");
   if (!(p.fps > 0.0)) throw Error("fps must be positive");
 }
@@ -61,15 +69,6 @@ at::Tensor WanPipeline::denoise(const DenoiseInputs& in, std::vector<at::Tensor>
 
 namespace {
 
-// The latent mask [1, 1, T', h, w] per transformer token: [T'/pt, h/ph, w/pw] -> [L].
-at::Tensor token_mask_of(const at::Tensor& mask, const std::vector<int64_t>& pc) {
-  return mask[0][0]
-      .slice(0, 0, c10::nullopt, pc[0])
-      .slice(1, 0, c10::nullopt, pc[1])
-      .slice(2, 0, c10::nullopt, pc[2])
-      .reshape({-1});
-}
-
 // One denoising step's seconds, forwards and work.
 void record_step(StageTimes& times, double secs, int64_t forwards, const WorkCount& work) {
   times.step_seconds.push_back(secs);
@@ -78,7 +77,39 @@ void record_step(StageTimes& times, double secs, int64_t forwards, const WorkCou
   times.step_sparse_attention.push_back(work.sparse_self_attention);
 }
 
+// What one expert carries through a generation: the technique state made from its weights (the prompt's
+// cross-attention K/V, the forward replay, the cache policy's residuals) and the context its forwards run
+// in. Made when the expert first runs and never shared, so nothing cached by one expert is reused by the
+// other: a cache policy starts afresh at the switch.
+struct ExpertRun {
+  CrossKVCache cross_kv;
+  std::unique_ptr<ForwardReplay> replay;  // declared after the K/V cache: destroyed first (a replay reads it)
+  std::unique_ptr<techniques::CachePolicy> cache;
+  ForwardContext fc;
+};
+
 }  // namespace
+
+void WanPipeline::set_spec(const PipelineSpec& spec, WanTransformer3DModel transformer_2) {
+  if (spec.boundary_ratio.has_value() != static_cast<bool>(transformer_2))
+    throw Error("pipeline: a boundary_ratio needs a second expert (transformer_2) and a second expert needs one");
+  if (spec.boundary_ratio && !(*spec.boundary_ratio >= 0.0 && *spec.boundary_ratio <= 1.0))
+    throw Error("pipeline: boundary_ratio must be in [0, 1]");
+  if (transformer_2 && transformer_2->config().to_json() != transformer_->config().to_json())
+    throw Error("pipeline: the two experts' transformer configs differ");
+  spec_ = spec;
+  transformer_2_ = std::move(transformer_2);
+}
+
+int WanPipeline::expert_for(double t) const {
+  if (!spec_.boundary_ratio) return 0;
+  return t >= *spec_.boundary_ratio * static_cast<double>(scheduler_config_.num_train_timesteps) ? 0 : 1;
+}
+
+int64_t WanPipeline::pixel_multiple() const {
+  const auto& pc = transformer_->config().patch_size;
+  return vae_->config().scale_factor_spatial * std::max(pc[1], pc[2]);
+}
 
 at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const DenoiseInputs& asked,
                                      std::vector<at::Tensor>* per_step, const StepCallback& on_step, Trace* trace,
@@ -96,72 +127,70 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
   sched.set_timesteps(in.steps);
   at::Tensor latents = in.latents.to(dev, at::kFloat);  // [B, z, T', h, w]
   const int64_t B = latents.size(0);
-  const auto& pc = transformer_->config().patch_size;
   const bool cfg = in.negative_embeds.defined() && in.guidance > 1.0;  // as diffusers: CFG only above 1
   const at::Tensor pos = in.prompt_embeds.to(dev, dt);
   const at::Tensor neg = cfg ? in.negative_embeds.to(dev, dt) : at::Tensor();
+  const DenoiseFeed feed(spec_, in.condition, latents, transformer_->config().patch_size);
 
-  // TI2V: mask 0 on latent frame 0 (the image), 1 elsewhere; a token's timestep is mask * t.
-  at::Tensor mask = at::ones({1, 1, latents.size(2), latents.size(3), latents.size(4)}, latents.options());
-  at::Tensor condition;
-  if (in.condition.defined()) {
-    condition = in.condition.to(dev, at::kFloat);
-    mask.select(2, 0).zero_();
-  }
-  const at::Tensor token_mask = token_mask_of(mask, pc);
-  // Per-generation technique state: nothing here survives into the next generation.
-  CrossKVCache cross_kv;
-  // Declared after the K/V cache: destroyed first, as a replayed forward reads it.
-  const std::unique_ptr<ForwardReplay> replay = ext::make_forward_replay(options);
   std::optional<RuntimeOptions> sparse_options;  // the loop's options where an interceptor changes sparse's
   if (ic) {
     sparse_options = options;
     ic->sparse_dense_work(sparse_options->of<SparseAttentionOptions>());
   }
-  ForwardContext fc;
-  fc.options = sparse_options ? &*sparse_options : &options;
-  fc.trace = trace;
-  fc.cross_kv = &cross_kv;
-  fc.replay = replay.get();
-  fc.steps = in.steps;
-  // The cache family's policy sees every transformer call (and, through fc, the block stack).
-  RuntimeOptions cache_options = options;
+  RuntimeOptions cache_options = options;  // the cache family's policy sees every transformer call
   if (ic) ic->cache_policy_options(cache_options);
-  const std::unique_ptr<techniques::CachePolicy> cache = techniques::make_cache_policy(cache_options, in.steps, trace);
-  fc.cache = cache.get();
-  const int discarded = ic ? ic->discarded_forwards(options) : 0;
   int64_t step_forwards = 0;
   WorkCount step_work;
-  fc.work = &step_work;
-  auto velocity = [&](int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
+  std::array<std::unique_ptr<ExpertRun>, 2> experts;  // per generation: nothing survives into the next
+  auto expert = [&](int e) -> ExpertRun& {
+    if (!experts[e]) {
+      auto r = std::make_unique<ExpertRun>();
+      r->replay = ext::make_forward_replay(options);
+      r->cache = techniques::make_cache_policy(cache_options, in.steps, trace);
+      r->fc.options = sparse_options ? &*sparse_options : &options;
+      r->fc.trace = trace;
+      r->fc.cross_kv = &r->cross_kv;
+      r->fc.replay = r->replay.get();
+      r->fc.steps = in.steps;
+      r->fc.cache = r->cache.get();
+      r->fc.work = &step_work;
+      experts[e] = std::move(r);
+    }
+    return *experts[e];
+  };
+  const int discarded = ic ? ic->discarded_forwards(options) : 0;
+  auto velocity = [&](int e, int64_t step, int branch, const at::Tensor& model_in, const at::Tensor& timestep,
                       const at::Tensor& embeds) {
-    fc.branch = branch;
+    ExpertRun& run = expert(e);
+    WanTransformer3DModel& model = e == 0 ? transformer_ : transformer_2_;
+    run.fc.step = step;
+    run.fc.branch = branch;
     auto full = [&] {
       if (trace) trace->add("transformer.forwards");
       ++step_forwards;
       for (int k = 0; k < discarded; ++k) {
-        ForwardContext hidden = fc;  // an interceptor's discarded forwards: uncounted
+        ForwardContext hidden = run.fc;  // an interceptor's discarded forwards: uncounted
         hidden.work = nullptr;
         hidden.trace = nullptr;
-        transformer_->forward(model_in, timestep, embeds, nullptr, &hidden);
+        model->forward(model_in, timestep, embeds, nullptr, &hidden);
       }
-      return transformer_->forward(model_in, timestep, embeds, nullptr, &fc).to(at::kFloat);
+      return model->forward(model_in, timestep, embeds, nullptr, &run.fc).to(at::kFloat);
     };
-    return cache ? cache->forward(step, branch, model_in, full) : full();
+    return run.cache ? run.cache->forward(step, branch, model_in, full) : full();
   };
   for (int64_t i = 0; i < in.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    fc.step = i;
     step_forwards = 0;
     step_work = WorkCount{};
     const double t = static_cast<double>(sched.timesteps()[static_cast<size_t>(i)]);
-    at::Tensor model_in = condition.defined() ? (1 - mask) * condition + mask * latents : latents;
-    model_in = model_in.to(dt);
-    const at::Tensor timestep = (token_mask * t).unsqueeze(0).expand({B, -1});  // [B, L] float32
-    at::Tensor v = velocity(i, 0, model_in, timestep, pos);
+    const int e = expert_for(t);
+    const double guidance = e == 1 && in.guidance_2 ? *in.guidance_2 : in.guidance;
+    const at::Tensor model_in = feed.model_input(latents).to(dt);
+    const at::Tensor timestep = feed.timestep(t, B);
+    at::Tensor v = velocity(e, i, 0, model_in, timestep, pos);
     if (cfg) {
-      const at::Tensor vu = velocity(i, 1, model_in, timestep, neg);
-      v = vu + in.guidance * (v - vu);  // in float32
+      const at::Tensor vu = velocity(e, i, 1, model_in, timestep, neg);
+      v = vu + guidance * (v - vu);  // in float32
     }
     latents = sched.step(v, latents);
     if (!at::isfinite(latents).all().item<bool>())
@@ -171,8 +200,7 @@ at::Tensor WanPipeline::denoise_with(const RuntimeOptions& options, const Denois
     if (times) record_step(*times, secs, step_forwards, step_work);
     if (on_step) on_step(i, in.steps, secs);
   }
-  if (condition.defined()) latents = (1 - mask) * condition + mask * latents;
-  return latents;
+  return feed.final_latents(latents);
 }
 
 AutoencoderKLWan& WanPipeline::decoding_vae() { return decoding_vae(options_); }
@@ -234,6 +262,28 @@ at::Tensor WanPipeline::encode_image(const at::Tensor& image) {
   return vae_->normalize(mu.to(at::kFloat));
 }
 
+at::Tensor WanPipeline::encode_condition(const at::Tensor& image, int64_t frames) {
+  at::InferenceMode guard;
+  const auto& vc = vae_->config();
+  if (image.dim() != 4 || image.size(1) != 3) throw Error("encode_condition: image must be [B, 3, H, W]");
+  if (frames < 1 || (frames - 1) % vc.scale_factor_temporal)
+    throw Error("encode_condition: frames must be 1 + " + std::to_string(vc.scale_factor_temporal) + "k");
+  const at::Tensor first = (image.to(precision_.device, at::kFloat) * 2 - 1).unsqueeze(2);  // [B, 3, 1, H, W]
+  const int64_t B = image.size(0), H = image.size(2), W = image.size(3);
+  const at::Tensor video = at::cat({first, at::zeros({B, 3, frames - 1, H, W}, first.options())}, 2);
+  const at::Tensor latents = vae_->normalize(vae_->encode(video).first.to(at::kFloat));  // [B, z, T', h, w]
+  // 1 on the first latent frame (the reference's per-frame mask, its first frame repeated to fill the
+  // temporal factor, folded into 4 channels), 0 elsewhere.
+  at::Tensor mask =
+      at::zeros({B, vc.scale_factor_temporal, latents.size(2), latents.size(3), latents.size(4)}, latents.options());
+  mask.select(2, 0).fill_(1.0);
+  return at::cat({mask, latents}, 1);
+}
+
+at::Tensor WanPipeline::condition_of(const at::Tensor& image, int64_t frames) {
+  return spec_.expand_timesteps ? encode_image(image) : encode_condition(image, frames);
+}
+
 at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts, bool trim, int64_t* tokens_saved,
                                     int64_t* tokens_run) {
   if (!text_encoder_ || !tokenizer_) throw Error("this pipeline has no text encoder");
@@ -247,7 +297,7 @@ at::Tensor WanPipeline::encode_text(const std::vector<std::string>& prompts, boo
 }
 
 GenerateResult WanPipeline::generate(const GenerateParams& p, const StepCallback& on_step, at::Tensor* out_video) {
-  validate_params(p);
+  validate_params(p, pixel_multiple());
   at::InferenceMode guard;
   const RuntimeOptions options = options_;
   PipelineInterceptor* const ic = interceptor_;
@@ -265,12 +315,16 @@ GenerateResult WanPipeline::generate_without_interceptor(const RuntimeOptions& o
 
 GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const GenerateParams& p,
                                           const StepCallback& on_step, at::Tensor* out_video, PipelineInterceptor* ic) {
-  validate_params(p);
+  validate_params(p, pixel_multiple());
   at::InferenceMode guard;
   GenerateResult r;
   const auto dev = precision_.device;
   const auto& vc = vae_->config();
   const int64_t sf = vc.scale_factor_spatial, tf = vc.scale_factor_temporal;
+  if (!p.image && transformer_->config().in_channels != vc.z_dim)
+    throw Error(
+        "this is an image-to-video model (its transformer takes the image's channels): a generation needs "
+        "an image");
 
   auto t0 = std::chrono::steady_clock::now();
   DenoiseInputs in;
@@ -293,7 +347,7 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
     if (img.dim() != 3 || img.size(0) != 3) throw Error("image must be [3, H, W]");
     if (img.size(1) != p.height || img.size(2) != p.width)
       img = at::upsample_bicubic2d(img.unsqueeze(0), {p.height, p.width}, false).squeeze(0).clamp(0, 1);
-    in.condition = encode_image(img.unsqueeze(0));
+    in.condition = condition_of(img.unsqueeze(0), p.frames);
     r.times.image_encoding = synced_seconds_since(t0, dev);
   }
 
@@ -303,6 +357,7 @@ GenerateResult WanPipeline::generate_with(const RuntimeOptions& options, const G
   in.latents = at::randn({1, vc.z_dim, T, p.height / sf, p.width / sf}, gen, at::kFloat);
   in.steps = p.steps;
   in.guidance = p.guidance;
+  in.guidance_2 = p.guidance_2;
 
   t0 = std::chrono::steady_clock::now();
   const double cpu0 = base::process_cpu_seconds();

@@ -1,6 +1,8 @@
 #pragma once
-// The Wan2.2-TI2V-5B pipelines: text-to-video and image-to-video in TI2V mode (diffusers' WanPipeline
-// and WanImageToVideoPipeline with expand_timesteps=True), classifier-free guidance, UniPC.
+// The Wan2.2 pipelines (diffusers' WanPipeline and WanImageToVideoPipeline), classifier-free guidance,
+// UniPC: TI2V-5B's (expand_timesteps: a timestep per token, the image's latent on frame 0) and the A14B
+// models' (two experts switched at a boundary timestep, each with its guidance scale; I2V conditions on
+// channels: a first-frame mask and the latents of the image followed by black frames).
 #include <ATen/ATen.h>
 
 #include <functional>
@@ -31,12 +33,25 @@ struct GenerateParams {
   int64_t frames = 121;
   int64_t steps = 50;
   double guidance = 5.0;
+  // The second expert's guidance scale (A14B); unset: guidance, as the reference.
+  std::optional<double> guidance_2;
   int64_t seed = 42;
   double fps = 24.0;
 };
 
-// Checks sizes: height and width multiples of 32 (16x VAE, 2x patch), frames 4k+1, steps >= 1.
-void validate_params(const GenerateParams& p);
+// How the pipeline feeds its transformer(s): the checkpoint's model_index.json, or the model table's.
+struct PipelineSpec {
+  // True (TI2V-5B): one timestep per token, 0 on an image's latent frame, which is re-imposed after every
+  // step. False (A14B): one timestep per sample; I2V concatenates the conditioning channels to the latents.
+  bool expand_timesteps = true;
+  // Two experts: the first runs the timesteps t >= boundary_ratio * 1000 (num_train_timesteps), the second
+  // (transformer_2) the rest. Unset: one transformer.
+  std::optional<double> boundary_ratio;
+};
+
+// Checks sizes: height and width multiples of pixel_multiple (the VAE's spatial factor times the patch:
+// 32 for TI2V-5B, 16 for A14B; WanPipeline::pixel_multiple()), frames 4k+1, steps >= 1.
+void validate_params(const GenerateParams& p, int64_t pixel_multiple = 32);
 
 struct StageTimes {
   double text_encoding = 0;  // seconds, synchronised
@@ -68,9 +83,12 @@ struct DenoiseInputs {
   at::Tensor latents;          // [B, z, T', h, w] float32 initial noise
   at::Tensor prompt_embeds;    // [B, S, text_dim]
   at::Tensor negative_embeds;  // [B, S, text_dim] or undefined (no CFG)
-  at::Tensor condition;        // [B, z, 1, h, w] normalised image latent (I2V) or undefined (T2V)
+  // I2V: [B, z, 1, h, w] the normalised image latent (expand_timesteps), or [B, 4 + z, T', h, w] the
+  // first-frame mask and the normalised latents of the conditioning video (A14B); undefined for T2V.
+  at::Tensor condition;
   int64_t steps = 50;
   double guidance = 5.0;
+  std::optional<double> guidance_2;  // the second expert's (unset: guidance)
 };
 
 class WanPipeline {
@@ -95,8 +113,13 @@ class WanPipeline {
   // it: either the host's launches are the bottleneck or the host waited on a full launch queue; the run
   // with CUDA_LAUNCH_BLOCKING=1 tells them apart (docs/journal/2026-12-05.md, sixth session).
   double last_decode_enqueue_s() const { return last_decode_enqueue_s_; }
-  // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/16, W/16].
+  // Image [B, 3, H, W] in [0, 1] -> normalised conditioning latent [B, z, 1, H/s, W/s].
   at::Tensor encode_image(const at::Tensor& image);
+  // The A14B I2V condition of a clip of `frames` frames: the image followed by black frames, encoded and
+  // normalised, after a 4-channel mask that is 1 on the first latent frame: [B, 4 + z, T', H/s, W/s].
+  at::Tensor encode_condition(const at::Tensor& image, int64_t frames);
+  // The condition generate() makes of an image for this pipeline's spec.
+  at::Tensor condition_of(const at::Tensor& image, int64_t frames);
   // Prompts -> [B, 512, text_dim] embeddings (rows past each prompt's length zeroed). trim: the
   // text_trim switch (encode_prompts); *tokens_saved gets the token rows it did not encode, and the rows it
   // did encode are added to *tokens_run.
@@ -108,6 +131,14 @@ class WanPipeline {
   GenerateResult generate(const GenerateParams& p, const StepCallback& on_step = {}, at::Tensor* out_video = nullptr);
 
   WanTransformer3DModel& transformer() { return transformer_; }
+  // The second expert (null with one transformer).
+  WanTransformer3DModel& transformer_2() { return transformer_2_; }
+  const PipelineSpec& spec() const { return spec_; }
+  int64_t pixel_multiple() const;
+  // Sets how the transformer is fed and, with spec.boundary_ratio, the second expert (same config).
+  void set_spec(const PipelineSpec& spec, WanTransformer3DModel transformer_2 = nullptr);
+  // The expert that runs timestep t: 0 (transformer) or 1 (transformer_2).
+  int expert_for(double t) const;
   AutoencoderKLWan& vae() { return vae_; }
   const Precision& precision() const { return precision_; }
   const RuntimeOptions& options() const { return options_; }
@@ -124,6 +155,8 @@ class WanPipeline {
  private:
   double last_decode_enqueue_s_ = 0;
   WanTransformer3DModel transformer_;
+  WanTransformer3DModel transformer_2_{nullptr};
+  PipelineSpec spec_;
   AutoencoderKLWan vae_;
   std::shared_ptr<UMT5EncoderModel> text_encoder_;
   std::shared_ptr<Tokenizer> tokenizer_;
