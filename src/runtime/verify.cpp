@@ -22,8 +22,12 @@ bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p,
 // Component kinds by the pair's name prefix. Pairs whose kind is not listed are reported as skipped.
 const std::vector<std::pair<std::string, Verifier>>& verifiers() {
   static const std::vector<std::pair<std::string, Verifier>> r = {
-      {"transformer", verify_transformer}, {"unipc", verify_unipc}, {"vae", verify_vae}, {"umt5", verify_umt5},
+      {"transformer", verify_transformer},
+      {"unipc", verify_unipc},
+      {"vae", verify_vae},
+      {"umt5", verify_umt5},
       {"pipeline", verify_pipeline},
+      {"a14b_pipeline", verify_a14b_pipeline},
   };
   return r;
 }
@@ -154,7 +158,9 @@ VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts
       rep.skipped.push_back(p.name + ": no verifier for this component kind in this build");
       continue;
     }
-    if (!starts_with(p.name, "unipc") && (!fs::exists(p.weights) || !fs::exists(p.weights_json)))
+    // unipc has no weights; a14b_pipeline's io json names its own.
+    const bool own_weights = !starts_with(p.name, "unipc") && !starts_with(p.name, "a14b_pipeline");
+    if (own_weights && (!fs::exists(p.weights) || !fs::exists(p.weights_json)))
       throw Error(p.io + ": its weights (" + p.weights + ", " + p.weights_json + ") are missing");
     VerifyOptions o = opts;
     const size_t rows_before = rep.rows.size();
@@ -162,7 +168,7 @@ VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts
       o.precision.compute = at::kFloat;
       o.tolerance = opts.fp32_tolerance;
     }
-    if (starts_with(p.name, "pipeline")) o.tolerance = opts.fp32_tolerance * 10;
+    if (starts_with(p.name, "pipeline") || starts_with(p.name, "a14b_pipeline")) o.tolerance = opts.fp32_tolerance * 10;
     run(p, o, rep);
     // A pair whose io file holds none of the outputs its verifier compares checked nothing: that is a
     // failure, not a pass.

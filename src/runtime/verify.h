@@ -53,6 +53,8 @@ void verify_unipc(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep
 void verify_vae(const GoldenPair&, const VerifyOptions&, VerifyReport&);
 void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);      // in umt5.cpp
 void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);  // in verify_pipeline.cpp
+// The two-expert pipelines (in verify_a14b.cpp); their weights are named by the io json.
+void verify_a14b_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);
 
 // Throws Error when the folder has no pairs or a pair's files are unreadable.
 VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts);
