@@ -5,3 +5,4 @@
 # (and its if(TEST) does not see discovered tests): the ctest whole_run_locks checks that each name below is
 # a test that holds the lock.
 set_tests_properties("Cli.RunOnTheTinyModelWritesEveryReportAndResumes" PROPERTIES RESOURCE_LOCK agent_whole_runs)
+set_tests_properties("Cli.RunOnTheTinyMoeGatesItsCandidates" PROPERTIES RESOURCE_LOCK agent_whole_runs)

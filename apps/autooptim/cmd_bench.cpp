@@ -90,10 +90,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--manifest", a->manifest, "Apply this manifest's flags")->check(CLI::ExistingFile);
   cmd->add_option("--steps", a->settings.steps, "Denoising steps to time")->capture_default_str()->check(step_count());
   cmd->add_option("--frames", a->settings.frames, "Frames, 4k+1")->capture_default_str()->check(frames_count());
-  cmd->add_option("--height", a->settings.height, "Height, a multiple of 32")
+  cmd->add_option("--height", a->settings.height, "Height, a multiple of 16 (32 for TI2V-5B)")
       ->capture_default_str()
       ->check(pixel_size());
-  cmd->add_option("--width", a->settings.width, "Width, a multiple of 32")->capture_default_str()->check(pixel_size());
+  cmd->add_option("--width", a->settings.width, "Width, a multiple of 16 (32 for TI2V-5B)")
+      ->capture_default_str()
+      ->check(pixel_size());
   cmd->add_option("--repeat", a->settings.repeat, "Timed repetitions of each stage after warm-up")
       ->capture_default_str()
       ->check(int_in(1, 1000));

@@ -44,6 +44,7 @@ struct GenerateArgs {
   std::vector<std::string> plugins;  // technique plugins to load before the manifest is read
   int64_t threads = 0;
   int64_t repeat = 1;
+  double guidance_2 = -1;  // --guidance-2 (negative: not given)
 };
 
 // An RGB image file -> [3, H, W] float in [0, 1].
@@ -123,7 +124,8 @@ gates::Manifest manifest_to_generate(GenerateArgs& a, const CLI::App& cmd) {
   if (!a.manifest.empty()) {
     // A manifest carries its configuration and precision: a flag that would change them would make a clip
     // that the gate never judged.
-    for (const char* flag : {"--steps", "--frames", "--height", "--width", "--guidance", "--fps", "--dtype"})
+    for (const char* flag :
+         {"--steps", "--frames", "--height", "--width", "--guidance", "--guidance-2", "--fps", "--dtype"})
       if (cmd.count(flag) && !(std::string(flag) == "--dtype" && a.model.dtype == "auto"))
         throw Error(std::string(flag) +
                     " cannot be combined with --manifest: the manifest carries its configuration (" + a.manifest +
@@ -143,6 +145,16 @@ gates::Manifest manifest_to_generate(GenerateArgs& a, const CLI::App& cmd) {
                       {"guidance", p.guidance},
                       {"seed", p.seed},
                       {"fps", p.fps}});
+  // A two-expert model's second guidance scale: as given, else --guidance's where that is given (the
+  // reference's rule), else the official one.
+  if (j["config"].contains("guidance_2")) {
+    if (cmd.count("--guidance-2"))
+      j["config"]["guidance_2"] = a.guidance_2;
+    else if (cmd.count("--guidance"))
+      j["config"]["guidance_2"] = p.guidance;
+  } else if (cmd.count("--guidance-2")) {
+    throw Error("--guidance-2 is for a model with two experts; " + a.model.model + " has one");
+  }
   if (a.model.dtype != "auto") j["flags"]["dtype"] = a.model.dtype;
   return gates::parse_manifest(j, "the command line's configuration");
 }
@@ -297,14 +309,18 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--frames", p.frames, "Frames, 4k+1")
       ->default_str("49 for wan22-tiny, 121 for wan22-ti2v-5b")
       ->check(frames_count());
-  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 32")
+  cmd->add_option("--height", p.height, "Height in pixels, a multiple of 16 (32 for TI2V-5B)")
       ->default_str("96 for wan22-tiny, 704 for wan22-ti2v-5b")
       ->check(pixel_size());
-  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 32")
+  cmd->add_option("--width", p.width, "Width in pixels, a multiple of 16 (32 for TI2V-5B)")
       ->default_str("160 for wan22-tiny, 1280 for wan22-ti2v-5b")
       ->check(pixel_size());
   cmd->add_option("--guidance", p.guidance, "Classifier-free guidance scale")
       ->capture_default_str()
+      ->check(number_in(0, 50));
+  cmd->add_option("--guidance-2", a->guidance_2,
+                  "The second expert's guidance scale (two-expert models; default: --guidance's, else the "
+                  "official one)")
       ->check(number_in(0, 50));
   cmd->add_option("--fps", p.fps, "Frames per second of the written video")
       ->capture_default_str()
@@ -332,6 +348,8 @@ void add_generate(CLI::App& app) {
       if (cmd->count("--width") == 0) a->params.width = o.width;
       if (cmd->count("--frames") == 0) a->params.frames = o.frames;
     }
+    if (a->image.empty() && a->model.facts().pipeline.needs_image && a->manifest.empty())
+      throw Error(a->model.model + " is an image-to-video model: give the first frame with --image");
     run_generate(*a, *cmd);
   });
 }

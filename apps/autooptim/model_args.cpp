@@ -162,7 +162,7 @@ CLI::Validator number_in(double lo, double hi, bool lo_open) {
 }
 
 CLI::Validator frames_count() { return int_in(1, 100001, 4, 1, "of the form 4k+1"); }
-CLI::Validator pixel_size() { return int_in(32, 16384, 32, 0, "a multiple of 32"); }
+CLI::Validator pixel_size() { return int_in(16, 16384, 16, 0, "a multiple of 16 (of 32 for the 16x-VAE models)"); }
 CLI::Validator step_count() { return int_in(1, 1000); }
 
 }  // namespace autooptim::app

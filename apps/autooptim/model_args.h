@@ -51,7 +51,7 @@ CLI::Validator int_in(int64_t lo, int64_t hi, int64_t mod = 0, int64_t rem = 0, 
 CLI::Validator number_in(double lo, double hi, bool lo_open = false);
 // The checks of a clip's size shared by generate, bench and run.
 CLI::Validator frames_count();  // 4k+1 in [1, 100001]
-CLI::Validator pixel_size();    // multiple of 32 in [32, 16384]
+CLI::Validator pixel_size();    // multiple of 16 in [16, 16384]; the model's own multiple is checked on load
 CLI::Validator step_count();    // [1, 1000]
 
 }  // namespace autooptim::app

@@ -17,6 +17,7 @@ inline runtime::GenerateParams generate_params(const RunConfig& c, const std::st
   p.frames = c.frames;
   p.steps = c.steps;
   p.guidance = c.guidance;
+  p.guidance_2 = c.guidance_2;
   p.seed = c.seed;
   p.fps = c.fps;
   return p;

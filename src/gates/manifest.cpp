@@ -24,8 +24,8 @@ using nlohmann::json;
 const std::vector<std::string> kTopKeys = {"id",    "kind",     "family", "model",       "runtime", "base",
                                            "flags", "lossless", "config", "description", "parents", "plugin"};
 const std::vector<std::string> kOptionalTopKeys = {"description", "parents", "plugin"};
-const std::vector<std::string> kConfigKeys = {"height", "width",    "frames", "fps",
-                                              "steps",  "guidance", "seed",   "flow_shift"};
+const std::vector<std::string> kConfigKeys = {"height",   "width", "frames",     "fps",       "steps",
+                                              "guidance", "seed",  "flow_shift", "guidance_2"};
 const std::vector<std::string> kKinds = {"baseline", "patch", "control"};
 const std::vector<std::string> kFamilies = {"none", "kernel", "cache", "sparse", "quant", "composite"};
 const std::vector<std::string> kModels = models::model_names_sorted();
@@ -235,7 +235,9 @@ runtime::RuntimeOptions resolve_flags(const Checker& c, const json& flags) {
   return o;
 }
 
-RunConfig parse_config(const Checker& c, const json& j) {
+// The config of a manifest for `model`: sizes multiples of the model's pixel multiple, guidance_2 only for
+// a model with two experts (and required there).
+RunConfig parse_config(const Checker& c, const json& j, const models::ModelFacts& model) {
   c.require_object(j, "config");
   c.check_keys(j, "config", kConfigKeys);
   auto key = [&](const std::string& k) -> const json& { return c.require_key(j, "config", k); };
@@ -243,8 +245,11 @@ RunConfig parse_config(const Checker& c, const json& j) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   for (auto [name, field] : {std::pair<const char*, int64_t*>{"height", &cfg.height}, {"width", &cfg.width}}) {
     const std::string path = std::string("config.") + name;
-    *field = c.get_int_in(key(name), path, 32, 16384);
-    if (*field % 32 != 0) c.fail(path, std::to_string(*field) + " is not a multiple of 32");
+    const int64_t multiple = model.pixel_multiple;
+    *field = c.get_int_in(key(name), path, multiple, 16384);
+    if (*field % multiple != 0)
+      c.fail(path,
+             std::to_string(*field) + " is not a multiple of " + std::to_string(multiple) + " (" + model.name + ")");
   }
   cfg.frames = c.get_int_in(key("frames"), "config.frames", 1, 100001);
   if (cfg.frames % 4 != 1) c.fail("config.frames", std::to_string(cfg.frames) + " is not 4k+1");
@@ -260,6 +265,14 @@ RunConfig parse_config(const Checker& c, const json& j) {
   cfg.seed = c.get_int_in(key("seed"), "config.seed", 0, kMax);
   cfg.flow_shift = c.get_number(key("flow_shift"), "config.flow_shift");
   if (!(cfg.flow_shift > 0)) c.fail("config.flow_shift", key("flow_shift").dump() + " must be > 0");
+  const bool two_experts = model.pipeline.boundary_ratio.has_value();
+  if (j.contains("guidance_2") && !two_experts)
+    c.fail("config.guidance_2", "is only for a model with two experts; " + model.name + " has one");
+  if (two_experts) {
+    cfg.guidance_2 = c.get_number(key("guidance_2"), "config.guidance_2");
+    if (!(*cfg.guidance_2 >= 0 && *cfg.guidance_2 <= 50))
+      c.fail("config.guidance_2", key("guidance_2").dump() + " is out of range [0, 50]");
+  }
   return cfg;
 }
 
@@ -275,7 +288,7 @@ std::string read_file(const std::string& path) {
 
 bool RunConfig::operator==(const RunConfig& o) const {
   return height == o.height && width == o.width && frames == o.frames && fps == o.fps && steps == o.steps &&
-         guidance == o.guidance && seed == o.seed && flow_shift == o.flow_shift;
+         guidance == o.guidance && seed == o.seed && flow_shift == o.flow_shift && guidance_2 == o.guidance_2;
 }
 
 namespace {
@@ -362,7 +375,7 @@ Manifest parse_manifest(const json& j, const std::string& source_label, const Pa
   if (m.flags.is_object()) m.flags.erase("redteam");
   resolve_flags(c, m.flags);  // validates; the resolved form is recomputed on demand
   m.lossless = c.get_bool(j["lossless"], "lossless");
-  m.config = parse_config(c, j["config"]);
+  m.config = parse_config(c, j["config"], models::model_facts(m.model));
   if (j.contains("description")) m.description = c.get_string(j["description"], "description");
   if (j.contains("parents")) {
     const json& parents = j["parents"];
@@ -429,8 +442,10 @@ Manifest load_manifest(const std::string& path, const ParseOptions& options) {
 }
 
 json to_json(const RunConfig& c) {
-  return json{{"height", c.height}, {"width", c.width},       {"frames", c.frames}, {"fps", c.fps},
-              {"steps", c.steps},   {"guidance", c.guidance}, {"seed", c.seed},     {"flow_shift", c.flow_shift}};
+  json j{{"height", c.height}, {"width", c.width},       {"frames", c.frames}, {"fps", c.fps},
+         {"steps", c.steps},   {"guidance", c.guidance}, {"seed", c.seed},     {"flow_shift", c.flow_shift}};
+  if (c.guidance_2) j["guidance_2"] = *c.guidance_2;  // two-expert models only: others' hashes are unchanged
+  return j;
 }
 
 json flags_to_json(const runtime::RuntimeOptions& o) { return tech::flags_to_json(o); }
@@ -495,6 +510,7 @@ RunConfig official_config(const std::string& model) {
   c.guidance = o.guidance;
   c.seed = o.seed;
   c.flow_shift = o.flow_shift;
+  c.guidance_2 = o.guidance_2;
   return c;
 }
 

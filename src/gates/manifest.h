@@ -24,6 +24,7 @@ struct RunConfig {
   double guidance = 0;
   int64_t seed = 0;
   double flow_shift = 0;
+  std::optional<double> guidance_2;  // the second expert's guidance scale (two-expert models only)
 
   bool operator==(const RunConfig& other) const;
   bool operator!=(const RunConfig& other) const { return !(*this == other); }

@@ -276,6 +276,10 @@ const std::string& Worker::weights_hash() {
   auto& pipe = pipeline();
   for (const auto& item : pipe.transformer()->named_parameters(true)) add("transformer." + item.key(), item.value());
   for (const auto& item : pipe.transformer()->named_buffers(true)) add("transformer." + item.key(), item.value());
+  if (auto& second = pipe.transformer_2()) {  // the second expert (A14B), where the model has one
+    for (const auto& item : second->named_parameters(true)) add("transformer_2." + item.key(), item.value());
+    for (const auto& item : second->named_buffers(true)) add("transformer_2." + item.key(), item.value());
+  }
   for (const auto& item : pipe.vae()->named_parameters(true)) add("vae." + item.key(), item.value());
   for (const auto& item : pipe.vae()->named_buffers(true)) add("vae." + item.key(), item.value());
   // The text encoder and tokenizer through what they make of a fixed prompt.

@@ -22,6 +22,18 @@ struct OfficialRun {
   double guidance = 0;
   int64_t seed = 0;
   double flow_shift = 0;
+  std::optional<double> guidance_2;  // the second expert's guidance scale (two-expert models only)
+};
+
+// How its pipeline feeds the transformer (the diffusers model_index.json's keys, where a checkpoint's
+// own model_index.json does not say).
+struct PipelineFacts {
+  // TI2V-5B: one timestep per token, the image's latent on frame 0. A14B: one per sample.
+  bool expand_timesteps = true;
+  // Two experts (transformer, transformer_2): the first runs t >= boundary_ratio x 1000.
+  std::optional<double> boundary_ratio;
+  // An image-to-video model (its transformer takes the image's channels): every generation needs an image.
+  bool needs_image = false;
 };
 
 // An architecture written as the diffusers checkpoint's config.json values of each component (keys
@@ -76,11 +88,18 @@ struct ModelFacts {
   // (WanTransformerConfig::ti2v_5b() and siblings), which are the diffusers checkpoint's values.
   std::optional<Architecture> architecture;
   TokenizerSource tokenizer = TokenizerSource::kCheckpoint;
+  // Synthetic weights conditioned to be smooth (a near-identity transformer, runtime/models.cpp), as the
+  // tiny models want: random ones make a chaotic denoiser whose clips no technique can match.
+  bool smooth_synthetic = false;
   std::string shipped_weights_dir;       // trained weights found like prompts/ ("" when none ship)
   std::optional<PromptPin> own_prompts;  // the trained model gates on these instead of the harness's
   bool trainable = false;                // `autooptim train` can train it
   // Meant for a GPU: --device auto refuses to fall back to the CPU (hours per clip).
   bool wants_gpu = false;
+  PipelineFacts pipeline;
+  // Height and width are multiples of this: the VAE's spatial factor times the patch (32 for TI2V-5B's
+  // 16x VAE, 16 for the Wan2.1 VAE's 8x).
+  int64_t pixel_multiple = 32;
   OfficialRun official;
   GateDefaults gate;
   RunDefaults run;

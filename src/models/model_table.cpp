@@ -10,7 +10,8 @@
 namespace autooptim::models {
 
 const std::vector<ModelFacts>& model_table() {
-  static const std::vector<ModelFacts> table = {wan22_tiny(), wan22_ti2v_5b()};
+  static const std::vector<ModelFacts> table = {wan22_tiny(), wan22_ti2v_5b(), wan22_t2v_a14b(), wan22_i2v_a14b(),
+                                                wan22_tiny_moe()};
   return table;
 }
 

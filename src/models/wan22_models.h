@@ -6,5 +6,8 @@ namespace autooptim::models {
 
 ModelFacts wan22_tiny();
 ModelFacts wan22_ti2v_5b();
+ModelFacts wan22_t2v_a14b();
+ModelFacts wan22_i2v_a14b();
+ModelFacts wan22_tiny_moe();
 
 }  // namespace autooptim::models

@@ -52,6 +52,7 @@ ModelFacts wan22_tiny() {
   m.embedded = true;
   m.architecture = tiny_architecture();
   m.tokenizer = TokenizerSource::kEmbedded;
+  m.smooth_synthetic = true;
   m.shipped_weights_dir = "assets/wan22-tiny/weights";
   // Captions of its procedural data set that it was never trained on (docs/training.md). Update the pin
   // only together with a deliberate, reviewed change of prompts/wan22-tiny/heldout.jsonl.

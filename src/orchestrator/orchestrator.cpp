@@ -46,9 +46,11 @@ void validate(const RunRequest& req) {
     fail("--frames " + std::to_string(req.frames) + " is not of the form 4k+1 in [1, 100001]");
   if (req.steps && (req.steps < 1 || req.steps > 1000))
     fail("--steps must be in [1, 1000], got " + std::to_string(req.steps));
+  const int64_t multiple = models::model_facts(req.load.model).pixel_multiple;
   for (auto [name, v] : {std::pair<const char*, int64_t>{"--height", req.height}, {"--width", req.width}})
-    if (v && (v < 32 || v > 16384 || v % 32))
-      fail(std::string(name) + " " + std::to_string(v) + " is not a multiple of 32 in [32, 16384]");
+    if (v && (v < multiple || v > 16384 || v % multiple))
+      fail(std::string(name) + " " + std::to_string(v) + " is not a multiple of " + std::to_string(multiple) + " in [" +
+           std::to_string(multiple) + ", 16384] (" + req.load.model + ")");
 }
 
 int64_t heldout_pending(const std::vector<GateRecord>& verdicts, const std::set<std::string>& confirmed) {

@@ -67,6 +67,8 @@ ModelConfigs configs_of(const models::ModelFacts& facts) {
   c.transformer = WanTransformerConfig::from_json(facts.architecture->transformer);
   c.vae = WanVAEConfig::from_json(facts.architecture->vae);
   c.text_encoder = UMT5Config::from_json(facts.architecture->text_encoder);
+  c.pipeline.expand_timesteps = facts.pipeline.expand_timesteps;
+  c.pipeline.boundary_ratio = facts.pipeline.boundary_ratio;
   return c;
 }
 
@@ -163,6 +165,32 @@ std::string original_layout_hint(const fs::path& dir) {
 
 }  // namespace
 
+namespace {
+
+// model_index.json's pipeline keys: transformer_2 (a component, or null / [null, null]), boundary_ratio
+// (required with it, in [0, 1]) and expand_timesteps (a bool; true where absent).
+PipelineSpec read_pipeline_spec(const nlohmann::json& index, const std::string& path) {
+  auto is_null_component = [](const nlohmann::json& j) {
+    return j.is_null() || (j.is_array() && !j.empty() && j[0].is_null());
+  };
+  PipelineSpec spec;
+  const bool two = index.contains("transformer_2") && !is_null_component(index["transformer_2"]);
+  const nlohmann::json ratio = index.value("boundary_ratio", nlohmann::json());
+  if (two != !ratio.is_null())
+    throw CheckpointError(path + ": transformer_2 and boundary_ratio go together (one is set, the other not)");
+  if (two) {
+    if (!ratio.is_number() || !(ratio.get<double>() >= 0.0 && ratio.get<double>() <= 1.0))
+      throw CheckpointError(path + ": boundary_ratio must be a number in [0, 1], got " + ratio.dump());
+    spec.boundary_ratio = ratio.get<double>();
+  }
+  const nlohmann::json expand = index.value("expand_timesteps", nlohmann::json(true));
+  if (!expand.is_boolean()) throw CheckpointError(path + ": expand_timesteps must be true or false");
+  spec.expand_timesteps = expand.get<bool>();
+  return spec;
+}
+
+}  // namespace
+
 ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
   const fs::path dir(dir_in);
   if (!fs::is_directory(dir)) throw CheckpointError(dir_in + ": checkpoint folder does not exist");
@@ -181,10 +209,9 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
   const std::string cls = index.value("_class_name", "");
   if (cls != "WanPipeline" && cls != "WanImageToVideoPipeline")
     throw CheckpointError((dir / "model_index.json").string() + ": _class_name '" + cls + "' is not a Wan pipeline");
-  if (index.contains("transformer_2") && !index["transformer_2"].is_null() &&
-      !(index["transformer_2"].is_array() && index["transformer_2"][0].is_null()))
-    throw CheckpointError((dir / "model_index.json").string() +
-                          ": has transformer_2 (the A14B two-expert model), which is not supported");
+  const PipelineSpec spec = read_pipeline_spec(index, (dir / "model_index.json").string());
+  if (spec.boundary_ratio && !fs::exists(dir / "transformer_2/config.json"))
+    throw CheckpointError(dir_in + ": model_index.json names transformer_2 but transformer_2/config.json is missing");
   ModelConfigs c;
   auto with_file = [](const fs::path& f, const std::function<void(const nlohmann::json&)>& fn) {
     try {
@@ -195,16 +222,27 @@ ModelConfigs read_checkpoint_configs(const std::string& dir_in) {
       throw CheckpointError(f.string() + ": " + e.what());
     }
   };
+  c.pipeline = spec;
   with_file(dir / "transformer/config.json",
             [&](const nlohmann::json& j) { c.transformer = WanTransformerConfig::from_json(j); });
+  if (spec.boundary_ratio)
+    with_file(dir / "transformer_2/config.json", [&](const nlohmann::json& j) {
+      if (WanTransformerConfig::from_json(j).to_json() != c.transformer.to_json())
+        throw CheckpointError((dir / "transformer_2/config.json").string() +
+                              ": the second expert's architecture differs from transformer/config.json's");
+    });
   with_file(dir / "vae/config.json", [&](const nlohmann::json& j) { c.vae = WanVAEConfig::from_json(j); });
   with_file(dir / "text_encoder/config.json",
             [&](const nlohmann::json& j) { c.text_encoder = UMT5Config::from_json(j); });
   with_file(dir / "scheduler/scheduler_config.json",
             [&](const nlohmann::json& j) { c.scheduler = UniPCConfig::from_json(j); });
-  if (c.transformer.in_channels != c.vae.z_dim)
+  // The latents, or (A14B image-to-video) the latents, a mask channel per frame of a latent frame and the
+  // image's latents.
+  const int64_t z = c.vae.z_dim, with_image = 2 * z + c.vae.scale_factor_temporal;
+  if (c.transformer.in_channels != z && !(!spec.expand_timesteps && c.transformer.in_channels == with_image))
     throw CheckpointError(dir_in + ": transformer in_channels " + std::to_string(c.transformer.in_channels) +
-                          " != vae z_dim " + std::to_string(c.vae.z_dim));
+                          " is neither vae z_dim " + std::to_string(z) +
+                          (spec.expand_timesteps ? "" : " nor the image-conditioned " + std::to_string(with_image)));
   if (c.transformer.text_dim != c.text_encoder.d_model)
     throw CheckpointError(dir_in + ": transformer text_dim " + std::to_string(c.transformer.text_dim) +
                           " != text encoder d_model " + std::to_string(c.text_encoder.d_model));
@@ -270,6 +308,19 @@ LoadPlan plan_trained_embedded(const models::ModelFacts& facts, const LoadReques
   return plan;
 }
 
+// A checkpoint of another kind than the model named (one expert or two, image-conditioned or not) is an
+// error naming the model it looks like, not a load that fails deep inside.
+void check_checkpoint_kind(const models::ModelFacts& facts, const ModelConfigs& c, const std::string& dir) {
+  const bool two = c.pipeline.boundary_ratio.has_value();
+  const bool image = c.transformer.in_channels != c.vae.z_dim;
+  const bool want_two = facts.pipeline.boundary_ratio.has_value();
+  if (two == want_two && image == facts.pipeline.needs_image) return;
+  std::string looks = two ? (image ? "wan22-i2v-a14b" : "wan22-t2v-a14b") : "wan22-ti2v-5b";
+  throw CheckpointError(dir + ": a " + std::string(two ? "two-expert" : "one-transformer") +
+                        (image ? " image-to-video" : "") + " checkpoint, not " + facts.name + "'s (--model " + looks +
+                        "?)");
+}
+
 LoadPlan plan_load(const models::ModelFacts& facts, const LoadRequest& req) {
   LoadPlan plan;
   if (facts.embedded) {
@@ -289,6 +340,7 @@ LoadPlan plan_load(const models::ModelFacts& facts, const LoadRequest& req) {
     plan.weights_label = "synthetic (full-size shapes, random values)";
   } else {
     plan.configs = read_checkpoint_configs(req.weights_dir);
+    check_checkpoint_kind(facts, plan.configs, req.weights_dir);
     plan.tokenizer = checkpoint_tokenizer(req.weights_dir);
     plan.weights_label = req.weights_dir;
   }
@@ -312,20 +364,28 @@ LoadedModel load_model(const LoadRequest& req) {
   out.weights_label = plan.weights_label;
   const ModelConfigs& c = plan.configs;
   WanTransformer3DModel transformer(c.transformer, p);
+  WanTransformer3DModel transformer_2{nullptr};
+  if (c.pipeline.boundary_ratio) transformer_2 = WanTransformer3DModel(c.transformer, p);
   AutoencoderKLWan vae(c.vae, vae_p);
   auto text = std::make_shared<UMT5EncoderModel>(c.text_encoder, text_p);
   if (plan.synthetic) {
     fill_synthetic(*transformer, 1, "transformer.");
-    if (facts.embedded) condition_tiny_transformer(transformer);
+    if (facts.smooth_synthetic) condition_tiny_transformer(transformer);
+    if (transformer_2) {
+      fill_synthetic(*transformer_2, 1, "transformer_2.");
+      if (facts.smooth_synthetic) condition_tiny_transformer(transformer_2);
+    }
     fill_synthetic(*vae, 1, "vae.");
     fill_synthetic(**text, 1, "text_encoder.");
   } else {
     const fs::path d(req.weights_dir);
     load_strict(*transformer, TensorSource::open((d / "transformer").string()));
+    if (transformer_2) load_strict(*transformer_2, TensorSource::open((d / "transformer_2").string()));
     load_strict(*vae, TensorSource::open((d / "vae").string()));
     load_umt5(*text, TensorSource::open((d / "text_encoder").string()));
   }
   out.pipeline = std::make_unique<WanPipeline>(transformer, vae, text, plan.tokenizer, c.scheduler, p, req.options);
+  out.pipeline->set_spec(c.pipeline, transformer_2);
   device_synchronize(p.device);
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

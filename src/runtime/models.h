@@ -12,10 +12,11 @@
 namespace autooptim::runtime {
 
 struct ModelConfigs {
-  WanTransformerConfig transformer;
+  WanTransformerConfig transformer;  // both experts' where the pipeline has two (same architecture)
   WanVAEConfig vae;
   UMT5Config text_encoder;
   UniPCConfig scheduler;
+  PipelineSpec pipeline;  // expand_timesteps, and the second expert's boundary_ratio
 };
 
 struct LoadRequest {
@@ -48,8 +49,10 @@ ModelConfigs configs_of(const models::ModelFacts& facts);
 ModelConfigs tiny_configs();  // the embedded model's
 ModelConfigs ti2v_5b_configs();
 
-// Reads and checks a diffusers checkpoint folder: model_index.json, transformer/, vae/, text_encoder/,
-// tokenizer/spiece.model, scheduler/scheduler_config.json. Every missing part is named in one error.
+// Reads and checks a diffusers checkpoint folder: model_index.json, transformer/ (and transformer_2/ where
+// model_index.json has one: the A14B experts), vae/, text_encoder/, tokenizer/spiece.model,
+// scheduler/scheduler_config.json. Every missing part is named in one error. model_index.json's
+// boundary_ratio and expand_timesteps (true where it does not say: TI2V-5B's) set the pipeline spec.
 ModelConfigs read_checkpoint_configs(const std::string& dir);
 
 LoadedModel load_model(const LoadRequest& req);

@@ -69,7 +69,12 @@ TEST(Cli, BadSizeIsExitTwoWithTheReason) {
   const auto r = sh("generate --model wan22-tiny --frames 9 --steps 3 --height 100 --width 96 --prompt x --out " +
                     tmp.file("a.mp4"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("multiple of 32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("multiple of 16"), std::string::npos) << r.output;
+  // A multiple of 16 that the model's 16x VAE and 2x patch cannot take: the model's own multiple, named.
+  const auto r32 = sh("generate --model wan22-tiny --frames 9 --steps 3 --height 112 --width 96 --prompt x --out " +
+                      tmp.file("b.mp4"));
+  EXPECT_NE(r32.code, 0);
+  EXPECT_NE(r32.output.find("height 112 is not a positive multiple of 32"), std::string::npos) << r32.output;
 }
 
 TEST(Cli, MissingOrEmptyWeightsFolderIsExitTwo) {
@@ -196,6 +201,52 @@ TEST(Cli, GateJudgementOptionsReachTheGate) {
   const json dv = json::parse(slurp(tmp.file("d") + "/verdict.json"));
   EXPECT_TRUE(dv.at("gates").at("quality").at("details").contains("precision_floor"));
   EXPECT_TRUE(dv.at("gates").at("visual").at("details").contains("objects_compared"));
+}
+
+TEST(Cli, RunOnTheTinyMoeGatesItsCandidates) {
+  // The A14B structure on the CPU (two experts, the Wan2.1 VAE), end to end at a reduced configuration:
+  // the run starts its executors and workers, gates what they propose against the two-expert baseline
+  // (guidance 4 then 3) and writes its report.
+  autooptim::test::TempDir tmp;
+  const std::string out = tmp.file("run");
+  const auto r = sh("run --model wan22-tiny-moe --synthetic-weights --out " + out +
+                    " --steps 12 --frames 17 --budget-minutes 4 --budget-trials 3 --executor-trials 1 --max-prompts 1"
+                    " --repeats 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json rep = json::parse(slurp(fs::path(out) / "report.json"));
+  EXPECT_EQ(rep["model"], "wan22-tiny-moe");
+  EXPECT_GT(rep["baseline"]["seconds"].get<double>(), 0.0);
+  ASSERT_FALSE(rep["candidates"].empty()) << r.output;
+  for (const auto& c : rep["candidates"]) EXPECT_TRUE(c.contains("verdicts")) << c.dump();
+  const std::string ledger = slurp(fs::path(out) / "ledger.jsonl");
+  EXPECT_NE(ledger.find("\"guidance_2\":3.0"), std::string::npos) << ledger.substr(0, 2000);
+}
+
+TEST(Cli, GenerateOnTheTinyMoe) {
+  autooptim::test::TempDir tmp;
+  const std::string args = "generate --model wan22-tiny-moe --synthetic-weights --frames 5 --steps 4 --prompt x";
+  auto r = sh(args + " --guidance-2 2.5 --json " + tmp.file("a.json") + " --out " + tmp.file("a.mp4"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json a = json::parse(slurp(tmp.file("a.json")));
+  // Another second guidance scale changes the clip (the low-noise expert's steps use it).
+  r = sh(args + " --guidance-2 3.5 --json " + tmp.file("b.json") + " --out " + tmp.file("b.mp4"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json b = json::parse(slurp(tmp.file("b.json")));
+  EXPECT_EQ(a["config"]["guidance_2"], 2.5);
+  EXPECT_EQ(b["config"]["guidance_2"], 3.5);
+  EXPECT_EQ(a["config"]["height"], 48);  // the official size
+  EXPECT_NE(b["frames_sha256"], a["frames_sha256"]);
+  // 80x48 is the official size (16-multiples); a model with one expert refuses --guidance-2, and the
+  // image-to-video model refuses a clip without an image.
+  r = sh("generate --model wan22-tiny --frames 5 --steps 2 --prompt x --guidance-2 3 --out " + tmp.file("c.mp4"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--guidance-2 is for a model with two experts; wan22-tiny has one"), std::string::npos)
+      << r.output;
+  r = sh("generate --model wan22-i2v-a14b --synthetic-weights --prompt x --out " + tmp.file("d.mp4"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("wan22-i2v-a14b is an image-to-video model: give the first frame with --image"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(Cli, RunOnTheTinyModelWritesEveryReportAndResumes) {

@@ -96,7 +96,7 @@ TEST(Manifest, ErrorsNameFileAndKeyPath) {
   EXPECT_EQ(mutated_error([](json& j) { j["config"]["frames"] = 40; }),
             "manifests/x.json: config.frames: 40 is not 4k+1");
   EXPECT_EQ(mutated_error([](json& j) { j["config"]["height"] = 700; }),
-            "manifests/x.json: config.height: 700 is not a multiple of 32");
+            "manifests/x.json: config.height: 700 is not a multiple of 32 (wan22-tiny)");
   expect_contains(mutated_error([](json& j) { j["flgs"] = json::object(); }), "manifests/x.json: unknown key 'flgs'");
   expect_contains(mutated_error([](json& j) { j["flags"]["fuse_qkv"] = true; }),
                   "manifests/x.json: flags: unknown flag 'fuse_qkv' (did you mean 'fused_qkv'?)");

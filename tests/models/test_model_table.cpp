@@ -18,8 +18,10 @@ namespace {
 const std::string kSrc = AUTOOPTIM_SOURCE_DIR;
 
 TEST(ModelTable, ListsEveryModelOnceInCommandLineOrder) {
-  EXPECT_EQ(model_names(), (std::vector<std::string>{"wan22-tiny", "wan22-ti2v-5b"}));
-  EXPECT_EQ(model_names_sorted(), (std::vector<std::string>{"wan22-ti2v-5b", "wan22-tiny"}));
+  EXPECT_EQ(model_names(), (std::vector<std::string>{"wan22-tiny", "wan22-ti2v-5b", "wan22-t2v-a14b", "wan22-i2v-a14b",
+                                                     "wan22-tiny-moe"}));
+  EXPECT_EQ(model_names_sorted(), (std::vector<std::string>{"wan22-i2v-a14b", "wan22-t2v-a14b", "wan22-ti2v-5b",
+                                                            "wan22-tiny", "wan22-tiny-moe"}));
   const std::vector<std::string> names = model_names();
   const std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), model_table().size());
@@ -44,7 +46,9 @@ TEST(ModelTable, UnknownNameIsAnErrorListingTheKnownOnes) {
     model_facts("sd15");
     FAIL() << "no error for an unknown model";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown model 'sd15' (known: wan22-tiny, wan22-ti2v-5b)");
+    EXPECT_STREQ(e.what(),
+                 "unknown model 'sd15' (known: wan22-tiny, wan22-ti2v-5b, wan22-t2v-a14b, wan22-i2v-a14b, "
+                 "wan22-tiny-moe)");
   }
 }
 
@@ -120,14 +124,62 @@ TEST(ModelTable, Ti2v5bFacts) {
   EXPECT_FALSE(m.run.screen_min_speedup.has_value());
 }
 
+TEST(ModelTable, A14bFacts) {
+  // The two-expert checkpoints: the official shape (1280x720, 81 frames), the reference pipeline's
+  // default steps and guidance, their model_index.json's boundary ratios, the Wan2.1 VAE.
+  for (const char* name : {"wan22-t2v-a14b", "wan22-i2v-a14b"}) {
+    SCOPED_TRACE(name);
+    const ModelFacts& m = model_facts(name);
+    const bool i2v = std::string(name) == "wan22-i2v-a14b";
+    EXPECT_FALSE(m.embedded);
+    EXPECT_TRUE(m.wants_gpu);
+    EXPECT_EQ(m.tokenizer, TokenizerSource::kCheckpoint);
+    EXPECT_FALSE(m.pipeline.expand_timesteps);
+    ASSERT_TRUE(m.pipeline.boundary_ratio.has_value());
+    EXPECT_EQ(*m.pipeline.boundary_ratio, i2v ? 0.9 : 0.875);
+    EXPECT_EQ(m.pipeline.needs_image, i2v);
+    EXPECT_EQ(m.pixel_multiple, 16);
+    EXPECT_EQ(m.official.height, 720);
+    EXPECT_EQ(m.official.width, 1280);
+    EXPECT_EQ(m.official.frames, 81);
+    EXPECT_EQ(m.official.fps, 16);
+    EXPECT_EQ(m.official.steps, 50);
+    EXPECT_EQ(m.official.guidance, 5.0);
+    EXPECT_EQ(m.official.guidance_2, 5.0);
+    ASSERT_TRUE(m.architecture.has_value());
+    const Architecture& a = *m.architecture;
+    EXPECT_EQ(a.transformer.at("num_layers"), 40);
+    EXPECT_EQ(a.transformer.at("num_attention_heads"), 40);
+    EXPECT_EQ(a.transformer.at("attention_head_dim"), 128);
+    EXPECT_EQ(a.transformer.at("ffn_dim"), 13824);
+    EXPECT_EQ(a.transformer.at("in_channels"), i2v ? 36 : 16);  // noise (+ 4 mask + 16 image channels)
+    EXPECT_EQ(a.vae.at("z_dim"), 16);
+    EXPECT_EQ(a.vae.at("is_residual"), false);
+    EXPECT_EQ(a.vae.at("scale_factor_spatial"), 8);
+    EXPECT_EQ(a.text_encoder.at("d_model"), a.transformer.at("text_dim"));
+  }
+  const ModelFacts& tiny = model_facts("wan22-tiny-moe");
+  EXPECT_FALSE(tiny.wants_gpu);
+  EXPECT_TRUE(tiny.smooth_synthetic);
+  EXPECT_EQ(tiny.tokenizer, TokenizerSource::kEmbedded);
+  EXPECT_EQ(tiny.pipeline.boundary_ratio, 0.875);
+  EXPECT_EQ(tiny.official.guidance, 4.0);
+  EXPECT_EQ(tiny.official.guidance_2, 3.0);
+  EXPECT_EQ(tiny.architecture->vae.at("is_residual"), false);
+}
+
 TEST(ModelTable, EveryModelHasItsFacts) {
   for (const auto& m : model_table()) {
     SCOPED_TRACE(m.name);
     EXPECT_FALSE(m.name.empty());
-    // A valid official setting: the VAE's 16x spatial and 4x temporal compression.
+    // A valid official setting: the VAE's spatial factor times the patch, and 4x temporal compression.
     EXPECT_GT(m.official.height, 0);
-    EXPECT_EQ(m.official.height % 32, 0);
-    EXPECT_EQ(m.official.width % 32, 0);
+    EXPECT_TRUE(m.pixel_multiple == 16 || m.pixel_multiple == 32);
+    EXPECT_EQ(m.official.height % m.pixel_multiple, 0);
+    EXPECT_EQ(m.official.width % m.pixel_multiple, 0);
+    // Two experts and a second guidance scale go together; so do an image-to-video model and channels.
+    EXPECT_EQ(m.pipeline.boundary_ratio.has_value(), m.official.guidance_2.has_value());
+    if (m.pipeline.needs_image) EXPECT_FALSE(m.pipeline.expand_timesteps);
     EXPECT_EQ(m.official.frames % 4, 1);
     EXPECT_GT(m.official.steps, 0);
     EXPECT_GT(m.official.fps, 0);
