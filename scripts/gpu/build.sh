@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
+[ -f .device-deps/env.sh ] || [ ! -f .device-deps.txz ] || tar xJf .device-deps.txz
 [ -f .device-deps/env.sh ] || { echo "scripts/gpu/build.sh: .device-deps missing: run ../shared/tools/device-deps.sh here and carry it" >&2; exit 2; }
 # shellcheck disable=SC1091
 source .device-deps/env.sh

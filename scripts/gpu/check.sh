@@ -9,6 +9,9 @@ OUT=${OUT:-/tmp/autooptim-gpu}
 mkdir -p "$OUT"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(build verify tests bench)
+# The deps travel packed (.device-deps.txz, scripts/gpu/pack-deps.sh: a third of the size, so the tree and
+# its golden vectors fit the device's carry limit): unpacked here on first use.
+[ -f .device-deps/env.sh ] || [ ! -f .device-deps.txz ] || tar xJf .device-deps.txz
 source .device-deps/env.sh
 bin=build-gpu/autooptim
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,memory.total,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
@@ -18,7 +21,8 @@ for s in "${steps[@]}"; do
     build) bash scripts/gpu/build.sh build-gpu || exit 2 ;;
     verify)
       $bin verify --golden tests/data/golden --device cuda --dtype fp32 --json > "$OUT/verify-fp32.json"; echo "fp32 rc=$?"
-      $bin verify --golden tests/data/golden --device cuda --dtype bf16 | tee "$OUT/verify-bf16.txt" | tail -3; echo "bf16 rc=${PIPESTATUS[0]}" ;;
+      $bin verify --golden tests/data/golden --device cuda --dtype bf16 | tee "$OUT/verify-bf16.txt" | tail -3; echo "bf16 rc=${PIPESTATUS[0]}"
+      $bin verify --golden tests/data/golden_a14b --device cuda --dtype fp32 | tee "$OUT/verify-a14b.txt" | tail -2; echo "a14b fp32 rc=${PIPESTATUS[0]}" ;;
     tests)  # every GPU test (43): the whole gate first, the longest (about 250 s on an H100)
       (cd build-gpu && ctest -R "GateGpu" --output-on-failure 2>&1 | grep -E "tests passed|Failed|\*\*\*|Expected|Which is" | tail -15
        ctest -R "Gpu|Cuda|TechniquePoints|ExtensionPoints" -E "GateGpu" --output-on-failure 2>&1 |
