@@ -35,13 +35,18 @@ std::vector<std::string> environment(const PluginProcess& p) {
                                   // Idle compute threads sleep at once: the gate counts the worker's CPU time
                                   // outside its windows, and a spinning pool would look like work.
                                   "OMP_WAIT_POLICY=PASSIVE", "AUTOOPTIM_GENERATION_WORKER=1"};
-  for (const char* k : {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "AUTOOPTIM_LOG"})
-    if (const char* v = std::getenv(k); v && !(p.cuda_visible.size() && std::string(k) == "CUDA_VISIBLE_DEVICES"))
-      env.push_back(std::string(k) + "=" + v);
-  if (!p.cuda_visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + p.cuda_visible);
+  // This process's settings, then the worker's own device where it has one.
+  std::string cuda_visible = p.cuda_visible;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && cuda_visible.empty()) cuda_visible = v;
+  for (const char* k : {"OMP_NUM_THREADS", "LD_LIBRARY_PATH", "AUTOOPTIM_LOG"})
+    if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
+  if (!cuda_visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + cuda_visible);
   if (p.unsandboxed) env.push_back("TMPDIR=" + home);
   return env;
 }
+
+// The autooptim binary the process runs: the one named, else this process's own.
+std::string binary_of(const PluginProcess& p) { return p.binary.empty() ? "/proc/self/exe" : p.binary; }
 
 }  // namespace
 
@@ -54,7 +59,7 @@ std::string copy_plugin(const std::string& file, const std::string& sha256, cons
 }
 
 std::string plugin_process_binary(const PluginProcess& p) {
-  const fs::path exe = fs::canonical(p.binary.empty() ? "/proc/self/exe" : p.binary);
+  const fs::path exe = fs::canonical(binary_of(p));
   return p.unsandboxed ? exe.string() : std::string(kInsideBin) + "/" + exe.filename().string();
 }
 
@@ -79,8 +84,7 @@ base::SandboxSpec plugin_process_spec(const PluginProcess& p, std::vector<std::s
   if (!p.unsandboxed) {
     if (!p.plugin_copy.empty()) s.ro_binds.push_back({p.plugin_copy, plugin_process_plugin(p)});
     if (!p.weights_dir.empty()) s.ro_binds.push_back({fs::canonical(p.weights_dir).string(), kInsideWeights});
-    for (const auto& b : base::binary_binds(p.binary.empty() ? "/proc/self/exe" : p.binary, kInsideBin))
-      s.ro_binds.push_back(b);
+    for (const auto& b : base::binary_binds(binary_of(p), kInsideBin)) s.ro_binds.push_back(b);
     if (p.cuda) {
       s.devices = gpu_devices();
       s.ro_binds.push_back({"/sys", "/sys"});  // the CUDA driver reads the device's topology there

@@ -141,34 +141,45 @@ void judge_deploy(DeployResult& r, const DeployExpectation& e) {
   r.reproduced = !e.clip_sha256.empty() && r.bit_exact && r.baseline_bit_exact && r.speedup >= need;
 }
 
-DeployResult deploy_check(const DeploySetup& s, const gates::Manifest& tier, const DeployExpectation& e) {
-  DeployResult r;
-  fs::create_directories(s.dir);
-  const fs::path dir(s.dir), tier_path = dir / "tier.json", base_path = dir / "baseline.json";
-  gates::write_file_atomic(tier_path.string(), gates::to_json(tier).dump(2) + "\n");
-  gates::write_file_atomic(base_path.string(), gates::to_json(s.baseline).dump(2) + "\n");
+DeployResult run_deploy_pairs(const DeploySetup& s, const DeployExpectation& e,
+                              const std::function<DeploySide(bool is_tier, int64_t pair)>& measure, DeployResult r) {
   r.bit_exact = r.baseline_bit_exact = true;
   for (int64_t i = 0; i < s.pairs; ++i) {
     for (const bool is_tier : {false, true}) {
-      std::string why;
-      const json g = run_generate(s, is_tier ? tier_path : base_path,
-                                  dir / ((is_tier ? "tier-" : "baseline-") + std::to_string(i)), &why);
-      if (why == "interrupted") {
+      const DeploySide m = measure(is_tier, i);
+      if (m.why == "interrupted") {  // no verdict: a resumed run checks again
         r.not_run = "interrupted";
+        r.ran = false;
         return r;
       }
       r.ran = true;
-      if (!why.empty()) {
-        r.reason = why;
+      if (!m.why.empty()) {
+        r.reason = m.why;
         r.bit_exact = false;
         return r;
       }
-      (is_tier ? r.tier_s : r.baseline_s).push_back(g["runs"].back().value("seconds", 0.0));
-      (is_tier ? r.bit_exact : r.baseline_bit_exact) &= same_clip(g, is_tier ? e.clip_sha256 : e.baseline_sha256);
+      (is_tier ? r.tier_s : r.baseline_s).push_back(m.seconds);
+      (is_tier ? r.bit_exact : r.baseline_bit_exact) &= m.expected_clip;
     }
   }
   judge_deploy(r, e);
   return r;
+}
+
+DeployResult deploy_check(const DeploySetup& s, const gates::Manifest& tier, const DeployExpectation& e) {
+  fs::create_directories(s.dir);
+  const fs::path dir(s.dir), tier_path = dir / "tier.json", base_path = dir / "baseline.json";
+  gates::write_file_atomic(tier_path.string(), gates::to_json(tier).dump(2) + "\n");
+  gates::write_file_atomic(base_path.string(), gates::to_json(s.baseline).dump(2) + "\n");
+  return run_deploy_pairs(s, e, [&](bool is_tier, int64_t i) {
+    DeploySide side;
+    const json g = run_generate(s, is_tier ? tier_path : base_path,
+                                dir / ((is_tier ? "tier-" : "baseline-") + std::to_string(i)), &side.why);
+    if (!side.why.empty()) return side;
+    side.seconds = g["runs"].back().value("seconds", 0.0);
+    side.expected_clip = same_clip(g, is_tier ? e.clip_sha256 : e.baseline_sha256);
+    return side;
+  });
 }
 
 bool deliverable(const json& d, double need) {

@@ -61,6 +61,21 @@ DeployExpectation expectation_from_gate_dir(const std::string& gate_dir, const s
 // tolerance, reproduced and reason.
 void judge_deploy(DeployResult& r, const DeployExpectation& e);
 
+// One process's measurement in the pairs loop: its seconds per clip and whether its clip is the expected
+// one. why: "" when it made a clip, "interrupted", or how it failed (one sentence).
+struct DeploySide {
+  double seconds = 0;
+  bool expected_clip = false;
+  std::string why;
+};
+
+// The loop every deploy check runs: pairs x (baseline, tier), each side measured by `measure(is_tier,
+// pair)`; the first failure ends it (its reason, not reproduced), an interruption ends it not run, and the
+// rest is judged (judge_deploy). r: what the caller filled already (how it measured).
+DeployResult run_deploy_pairs(const DeploySetup& s, const DeployExpectation& e,
+                              const std::function<DeploySide(bool is_tier, int64_t pair)>& measure,
+                              DeployResult r = {});
+
 // Runs the check for one tier manifest: pairs x (baseline, tier) `generate` processes, then judge_deploy.
 // Throws Error only for a failure of this process (a folder it cannot write); a generate that fails is a
 // result (not reproduced, with its log's last line).

@@ -137,29 +137,14 @@ DeployResult plugin_deploy_check(const DeploySetup& s, const gates::Manifest& ti
   r.how = "the tier's generate in the plugin sandbox; clips hashed from its PNG frames and times per clip taken " +
           std::string("from outside, (T(1 + ") + std::to_string(std::max<int64_t>(1, s.repeat)) +
           " clips) - T(1 clip)) / " + std::to_string(std::max<int64_t>(1, s.repeat)) + ", for both sides";
-  r.bit_exact = r.baseline_bit_exact = true;
-  for (int64_t i = 0; i < s.pairs; ++i) {
-    for (const bool is_tier : {false, true}) {
-      const Measured m = measure_side(s, is_tier ? tier : s.baseline, is_tier ? copy : "", dir,
-                                      (is_tier ? "tier-" : "baseline-") + std::to_string(i));
-      if (m.why == "interrupted") {
-        r.not_run = "interrupted";
-        r.ran = false;
-        return r;
-      }
-      r.ran = true;
-      if (!m.why.empty()) {
-        r.reason = m.why;
-        r.bit_exact = false;
-        return r;
-      }
-      (is_tier ? r.tier_s : r.baseline_s).push_back(m.wall_s);
-      (is_tier ? r.bit_exact : r.baseline_bit_exact) &=
-          m.frames_sha256 == (is_tier ? e.clip_sha256 : e.baseline_sha256);
-    }
-  }
-  judge_deploy(r, e);
-  return r;
+  return run_deploy_pairs(
+      s, e,
+      [&](bool is_tier, int64_t i) {
+        const Measured m = measure_side(s, is_tier ? tier : s.baseline, is_tier ? copy : "", dir,
+                                        (is_tier ? "tier-" : "baseline-") + std::to_string(i));
+        return DeploySide{m.wall_s, m.frames_sha256 == (is_tier ? e.clip_sha256 : e.baseline_sha256), m.why};
+      },
+      r);
 }
 
 }  // namespace autooptim::orchestrator
