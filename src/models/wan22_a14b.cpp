@@ -1,3 +1,4 @@
+#include "models/architecture_parts.h"
 #include "models/wan22_models.h"
 
 namespace autooptim::models {
@@ -23,26 +24,13 @@ nlohmann::json a14b_transformer(int64_t in_channels) {
 }
 
 // The Wan2.1 VAE (vae/config.json of both checkpoints; diffusers AutoencoderKLWan's defaults): 96 base
-// channels, 16 latent channels, plain residual blocks, 8x spatial and 4x temporal, no patchify.
-nlohmann::json wan21_vae() {
-  return {{"base_dim", 96},
-          {"z_dim", 16},
-          {"dim_mult", {1, 2, 4, 4}},
-          {"num_res_blocks", 2},
-          {"attn_scales", nlohmann::json::array()},
-          {"temperal_downsample", {false, true, true}},
-          {"is_residual", false},
-          {"in_channels", 3},
-          {"out_channels", 3},
-          {"patch_size", nullptr},
-          {"scale_factor_spatial", 8},
-          {"scale_factor_temporal", 4},
-          {"latents_mean",
-           {-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508, 0.4134, -0.0715, 0.5517, -0.3632,
-            -0.1922, -0.9497, 0.2503, -0.2921}},
-          {"latents_std",
-           {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579, 1.6382,
-            1.1253, 2.8251, 1.9160}}};
+// channels, 2 residual blocks per stage, the checkpoints' latent statistics.
+nlohmann::json a14b_vae() {
+  return wan21_vae(96, 2,
+                   {-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508, 0.4134, -0.0715, 0.5517,
+                    -0.3632, -0.1922, -0.9497, 0.2503, -0.2921},
+                   {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579,
+                    1.6382, 1.1253, 2.8251, 1.9160});
 }
 
 // UMT5-XXL, as TI2V-5B's (text_encoder/config.json).
@@ -62,7 +50,7 @@ ModelFacts a14b(const std::string& name, bool image_to_video) {
   ModelFacts m;
   m.name = name;
   m.embedded = false;
-  m.architecture = Architecture{a14b_transformer(image_to_video ? 36 : 16), wan21_vae(), umt5_xxl()};
+  m.architecture = Architecture{a14b_transformer(image_to_video ? 36 : 16), a14b_vae(), umt5_xxl()};
   m.tokenizer = TokenizerSource::kCheckpoint;
   m.trainable = false;
   m.wants_gpu = true;

@@ -1,3 +1,4 @@
+#include "models/architecture_parts.h"
 #include "models/wan22_models.h"
 
 namespace autooptim::models {
@@ -8,16 +9,8 @@ namespace {
 // UMT5 over the embedded 512-token SentencePiece vocabulary. The VAE is kept small so that, as in the
 // real model, denoising dominates the clip's time (the techniques act there).
 Architecture tiny_architecture() {
-  using nlohmann::json;
   Architecture a;
-  a.transformer = {{"num_attention_heads", 4}, {"attention_head_dim", 24}, {"in_channels", 16},
-                   {"out_channels", 16},       {"text_dim", 64},           {"freq_dim", 64},
-                   {"ffn_dim", 256},           {"num_layers", 4},          {"patch_size", {1, 2, 2}}};
-  std::vector<double> mean, stdv;
-  for (int i = 0; i < 16; ++i) {
-    mean.push_back(0.05 * (i % 5) - 0.1);
-    stdv.push_back(0.5 + 0.05 * (i % 7));
-  }
+  a.transformer = tiny_transformer();
   a.vae = {{"base_dim", 4},
            {"decoder_base_dim", 4},
            {"z_dim", 16},
@@ -30,17 +23,9 @@ Architecture tiny_architecture() {
            {"scale_factor_spatial", 16},
            {"scale_factor_temporal", 4},
            {"temperal_downsample", {false, true, true}},
-           {"latents_mean", mean},
-           {"latents_std", stdv}};
-  a.text_encoder = {{"vocab_size", 512},
-                    {"d_model", 64},
-                    {"d_kv", 16},
-                    {"d_ff", 128},
-                    {"num_layers", 2},
-                    {"num_heads", 4},
-                    {"relative_attention_num_buckets", 32},
-                    {"relative_attention_max_distance", 128},
-                    {"feed_forward_proj", "gated-gelu"}};
+           {"latents_mean", tiny_latents_mean()},
+           {"latents_std", tiny_latents_std()}};
+  a.text_encoder = tiny_text_encoder();
   return a;
 }
 

@@ -1,3 +1,4 @@
+#include "models/architecture_parts.h"
 #include "models/wan22_models.h"
 
 namespace autooptim::models {
@@ -8,38 +9,8 @@ namespace {
 // patchify) at 4 base channels, and wan22-tiny's 2-layer UMT5 over the embedded vocabulary. Synthetic
 // weights only (--synthetic-weights), conditioned to be smooth as wan22-tiny's are.
 Architecture tiny_moe_architecture() {
-  Architecture a;
-  a.transformer = {{"num_attention_heads", 4}, {"attention_head_dim", 24}, {"in_channels", 16},
-                   {"out_channels", 16},       {"text_dim", 64},           {"freq_dim", 64},
-                   {"ffn_dim", 256},           {"num_layers", 4},          {"patch_size", {1, 2, 2}}};
-  std::vector<double> mean, stdv;
-  for (int i = 0; i < 16; ++i) {
-    mean.push_back(0.05 * (i % 5) - 0.1);
-    stdv.push_back(0.5 + 0.05 * (i % 7));
-  }
-  a.vae = {{"base_dim", 4},
-           {"z_dim", 16},
-           {"dim_mult", {1, 2, 4, 4}},
-           {"num_res_blocks", 1},
-           {"is_residual", false},
-           {"in_channels", 3},
-           {"out_channels", 3},
-           {"patch_size", nullptr},
-           {"scale_factor_spatial", 8},
-           {"scale_factor_temporal", 4},
-           {"temperal_downsample", {false, true, true}},
-           {"latents_mean", mean},
-           {"latents_std", stdv}};
-  a.text_encoder = {{"vocab_size", 512},
-                    {"d_model", 64},
-                    {"d_kv", 16},
-                    {"d_ff", 128},
-                    {"num_layers", 2},
-                    {"num_heads", 4},
-                    {"relative_attention_num_buckets", 32},
-                    {"relative_attention_max_distance", 128},
-                    {"feed_forward_proj", "gated-gelu"}};
-  return a;
+  return Architecture{tiny_transformer(), wan21_vae(4, 1, tiny_latents_mean(), tiny_latents_std()),
+                      tiny_text_encoder()};
 }
 
 }  // namespace
