@@ -34,12 +34,42 @@ const std::vector<std::pair<std::string, Verifier>>& verifiers() {
 
 }  // namespace
 
+namespace {
+
+// The "config" object of a golden component's json.
+nlohmann::json golden_config(const std::string& json) {
+  const auto j = read_json_file(json);
+  if (!j.contains("config")) throw CheckpointError(json + ": no 'config' object");
+  return j["config"];
+}
+
+}  // namespace
+
+WanTransformer3DModel load_golden_transformer(const std::string& json, const std::string& weights, const Precision& p) {
+  const auto cfg = golden_config(json);
+  WanTransformer3DModel model(with_config_file(json, [&] { return WanTransformerConfig::from_json(cfg); }), p);
+  load_strict(*model, TensorSource::open(weights));
+  return model;
+}
+
+AutoencoderKLWan load_golden_vae(const std::string& json, const std::string& weights, const at::Device& device) {
+  const auto cfg = golden_config(json);
+  AutoencoderKLWan vae(with_config_file(json, [&] { return WanVAEConfig::from_json(cfg); }),
+                       Precision{at::kFloat, device});
+  load_strict(*vae, TensorSource::open(weights));
+  return vae;
+}
+
+std::string golden_sibling(const std::string& json_path, const std::string& name, const std::string& what) {
+  if (name.empty() || name[0] == '.' || name.size() > 128 ||
+      name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
+    throw CheckpointError(json_path + ": '" + what +
+                          "' must name a file in the same folder ([A-Za-z0-9._-], no leading dot)");
+  return (fs::path(json_path).parent_path() / name).string();
+}
+
 void verify_transformer(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
-  const auto wj = read_json_file(p.weights_json);
-  if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  const auto cfg = with_config_file(p.weights_json, [&] { return WanTransformerConfig::from_json(wj["config"]); });
-  WanTransformer3DModel model(cfg, o.precision);
-  load_strict(*model, TensorSource::open(p.weights));
+  WanTransformer3DModel model = load_golden_transformer(p.weights_json, p.weights, o.precision);
   const auto io = TensorSource::open(p.io);
   const auto dev = o.precision.device;
   const at::Tensor x = io.tensor("hidden_states").to(dev);

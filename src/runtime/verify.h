@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/wan_transformer.h"
+#include "runtime/wan_vae.h"
 
 namespace autooptim::runtime {
 
@@ -55,6 +56,14 @@ void verify_umt5(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep)
 void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);  // in verify_pipeline.cpp
 // The two-expert pipelines (in verify_a14b.cpp); their weights are named by the io json.
 void verify_a14b_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep);
+
+// A golden folder's component: `json` holds {"config": ...} (the checkpoint's config.json values), `weights`
+// its tensors. CheckpointError names the file of a missing config or a mismatched tensor.
+WanTransformer3DModel load_golden_transformer(const std::string& json, const std::string& weights, const Precision& p);
+AutoencoderKLWan load_golden_vae(const std::string& json, const std::string& weights, const at::Device& device);
+// The file `name` a golden json (`json_path`) names beside itself; `name` must be [A-Za-z0-9._-] without a
+// leading dot (CheckpointError naming `what` otherwise).
+std::string golden_sibling(const std::string& json_path, const std::string& name, const std::string& what);
 
 // Throws Error when the folder has no pairs or a pair's files are unreadable.
 VerifyReport verify_golden_dir(const std::string& dir, const VerifyOptions& opts);

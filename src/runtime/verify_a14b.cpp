@@ -2,7 +2,6 @@
 // a14b_pipeline pair whose io json names, per mode, the two experts' weight files and the boundary ratio,
 // and the Wan2.1 VAE's weights ("vae"). Per-step latents check that each step ran the expert the
 // boundary gives it with that expert's guidance scale.
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -11,37 +10,12 @@
 #include "runtime/verify.h"
 #include "runtime/wan_pipeline.h"
 
-namespace fs = std::filesystem;
-
 namespace autooptim::runtime {
 namespace {
 
-// A file named by the io json, in the golden folder: [A-Za-z0-9._-], no leading dot.
-fs::path named_file(const std::string& json_path, const nlohmann::json& name, const std::string& what) {
-  const std::string n = name.is_string() ? name.get<std::string>() : "";
-  if (n.empty() || n[0] == '.' || n.size() > 128 ||
-      n.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
-    throw CheckpointError(json_path + ": '" + what + "' must name a file in the same folder ([A-Za-z0-9._-])");
-  return fs::path(json_path).parent_path() / n;
-}
-
-WanTransformer3DModel load_expert(const fs::path& stem, const Precision& p) {
-  const std::string json = stem.string() + ".json";
-  const auto wj = read_json_file(json);
-  if (!wj.contains("config")) throw CheckpointError(json + ": no 'config' object");
-  WanTransformer3DModel m(with_config_file(json, [&] { return WanTransformerConfig::from_json(wj["config"]); }), p);
-  load_strict(*m, TensorSource::open(stem.string() + ".safetensors"));
-  return m;
-}
-
-AutoencoderKLWan load_vae(const fs::path& stem, const at::Device& device) {
-  const std::string json = stem.string() + ".json";
-  const auto vj = read_json_file(json);
-  if (!vj.contains("config")) throw CheckpointError(json + ": no 'config' object");
-  AutoencoderKLWan vae(with_config_file(json, [&] { return WanVAEConfig::from_json(vj["config"]); }),
-                       Precision{at::kFloat, device});
-  load_strict(*vae, TensorSource::open(stem.string() + ".safetensors"));
-  return vae;
+// A file the io json names beside itself (a JSON string; anything else is refused as an invalid name).
+std::string named_stem(const std::string& json_path, const nlohmann::json& name, const std::string& what) {
+  return golden_sibling(json_path, name.is_string() ? name.get<std::string>() : "", what);
 }
 
 // The inputs every mode shares: embeddings, initial noise, steps and both guidance scales.
@@ -71,15 +45,22 @@ void verify_mode(const GoldenPair& p, const VerifyOptions& o, const nlohmann::js
   const auto settings = ij.value("settings", nlohmann::json::object());
   UniPCConfig sc;
   ConfigReader(settings, p.io_json + ": settings").read("flow_shift", sc.flow_shift);
-  WanTransformer3DModel high = load_expert(named_file(p.io_json, m["weights"][0], mode + ".weights"), o.precision);
-  WanTransformer3DModel low = load_expert(named_file(p.io_json, m["weights"][1], mode + ".weights"), o.precision);
-  AutoencoderKLWan vae = load_vae(named_file(p.io_json, ij.value("vae", nlohmann::json()), "vae"), o.precision.device);
+  auto expert = [&](int i) {
+    const std::string stem = named_stem(p.io_json, m["weights"][i], mode + ".weights");
+    return load_golden_transformer(stem + ".json", stem + ".safetensors", o.precision);
+  };
+  WanTransformer3DModel high = expert(0), low = expert(1);
+  const std::string vae_stem = named_stem(p.io_json, ij.value("vae", nlohmann::json()), "vae");
+  AutoencoderKLWan vae = load_golden_vae(vae_stem + ".json", vae_stem + ".safetensors", o.precision.device);
   WanPipeline pipe(high, vae, nullptr, nullptr, sc, o.precision);
   pipe.set_spec(PipelineSpec{false, m["boundary_ratio"].get<double>()}, low);
 
   const auto io = TensorSource::open(p.io);
   DenoiseInputs in = shared_inputs(io, settings, p.io_json);
-  if (mode == "i2v") in.condition = pipe.encode_condition(io.tensor(mode + "_image"), in.latents.size(2) * 4 - 3);
+  if (mode == "i2v") {  // the clip's frames from its latent frames
+    const int64_t frames = (in.latents.size(2) - 1) * vae->config().scale_factor_temporal + 1;
+    in.condition = pipe.encode_condition(io.tensor(mode + "_image"), frames);
+  }
   std::vector<at::Tensor> per_step;
   const at::Tensor final_latents = pipe.denoise(in, &per_step);
   rep.rows.push_back(

@@ -17,26 +17,12 @@ namespace autooptim::runtime {
 void verify_pipeline(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
   const auto wj = read_json_file(p.weights_json);
   const auto ij = read_json_file(p.io_json);
-  if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  const fs::path dir = fs::path(p.weights).parent_path();
   std::string vae_name = "vae_tiny_weights";
   if (wj.contains("vae") && wj["vae"].is_string())
     vae_name = wj["vae"].get<std::string>().substr(0, wj["vae"].get<std::string>().find(' '));
-  if (vae_name.empty() || vae_name[0] == '.' || vae_name.size() > 128 ||
-      vae_name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
-          std::string::npos)
-    throw CheckpointError(p.weights_json +
-                          ": 'vae' must name a file in the same folder ([A-Za-z0-9._-], no leading dot)");
-  const auto vj = read_json_file((dir / (vae_name + ".json")).string());
-  if (!vj.contains("config")) throw CheckpointError((dir / (vae_name + ".json")).string() + ": no 'config' object");
-
-  WanTransformer3DModel transformer(
-      with_config_file(p.weights_json, [&] { return WanTransformerConfig::from_json(wj["config"]); }), o.precision);
-  load_strict(*transformer, TensorSource::open(p.weights));
-  const std::string vae_json = (dir / (vae_name + ".json")).string();
-  AutoencoderKLWan vae(with_config_file(vae_json, [&] { return WanVAEConfig::from_json(vj["config"]); }),
-                       Precision{at::kFloat, o.precision.device});
-  load_strict(*vae, TensorSource::open((dir / (vae_name + ".safetensors")).string()));
+  const std::string vae_stem = golden_sibling(p.weights_json, vae_name, "vae");
+  WanTransformer3DModel transformer = load_golden_transformer(p.weights_json, p.weights, o.precision);
+  AutoencoderKLWan vae = load_golden_vae(vae_stem + ".json", vae_stem + ".safetensors", o.precision.device);
 
   const auto settings = ij.value("settings", nlohmann::json::object());
   if (!settings.is_object()) throw CheckpointError(p.io_json + ": 'settings' must be an object");

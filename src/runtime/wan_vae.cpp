@@ -759,11 +759,7 @@ at::Tensor AutoencoderKLWanImpl::denormalize(const at::Tensor& z) const {
 // Golden verification (declared in verify.h)
 
 void verify_vae(const GoldenPair& p, const VerifyOptions& o, VerifyReport& rep) {
-  const auto wj = read_json_file(p.weights_json);
-  if (!wj.contains("config")) throw CheckpointError(p.weights_json + ": no 'config' object");
-  AutoencoderKLWan vae(with_config_file(p.weights_json, [&] { return WanVAEConfig::from_json(wj["config"]); }),
-                       o.precision);
-  load_strict(*vae, TensorSource::open(p.weights));
+  AutoencoderKLWan vae = load_golden_vae(p.weights_json, p.weights, o.precision.device);
   const auto io = TensorSource::open(p.io);
   const auto dev = o.precision.device;
   at::InferenceMode guard;
