@@ -57,7 +57,7 @@ std::vector<std::pair<std::string, runtime::RuntimeOptions>> vae_switches(const 
 }
 
 void run_bench(BenchArgs& a) {
-  runtime::check_bench_settings(a.settings);
+  runtime::check_bench_settings(a.settings, a.model.facts().pixel_multiple);
   nlohmann::json out;
   const auto req = load_request(a, out);
   if (!a.settings.skip_vae) a.settings.vae_switches = vae_switches(a.vae_manifests);

@@ -458,13 +458,12 @@ void check_bench_settings(const BenchSettings& set, int64_t pixel_multiple) {
 }
 
 json run_benchmark(const LoadRequest& req, const BenchSettings& set, const BenchReporter& reporter) {
-  check_bench_settings(set);
+  check_bench_settings(set, models::model_facts(req.model).pixel_multiple);  // before a large model loads
   const auto dev = req.precision.device;
   const double peak = measured_peak_tflops(req.precision);
   if (reporter.line) reporter.line(text_of("measured matmul peak: %.1f TFLOP/s\n", peak));
   reset_peak_memory(dev);
   auto loaded = load_model(req);
-  check_bench_settings(set, loaded.pipeline->pixel_multiple());  // the model's own multiple (32 or 16)
   if (reporter.line) reporter.line(text_of("model loaded in %.2f s\n", loaded.load_seconds));
   const int64_t load_peak = peak_memory_bytes(dev);
 

@@ -43,8 +43,8 @@ double measured_peak_tflops(const Precision& p);
 TimingStats time_region(const at::Device& dev, int64_t warmup, int64_t repeat, const std::function<void()>& f);
 
 // Error for a shape the pipeline cannot run or a repeat count below 1.
-// Sizes: multiples of pixel_multiple (16 before the model is known: every model's is a multiple of it).
-void check_bench_settings(const BenchSettings& settings, int64_t pixel_multiple = 16);
+// Sizes: multiples of the model's pixel_multiple (its table's), frames 4k+1, steps and repeats.
+void check_bench_settings(const BenchSettings& settings, int64_t pixel_multiple);
 
 // Loads req's model and times its stages as `settings` asks: the results object `autooptim bench` prints
 // (model, device, shape, text_encoding, transformer_forward, denoising_step, vae_decode_*, profile, ...).

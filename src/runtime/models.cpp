@@ -369,11 +369,10 @@ LoadedModel load_model(const LoadRequest& req) {
   AutoencoderKLWan vae(c.vae, vae_p);
   auto text = std::make_shared<UMT5EncoderModel>(c.text_encoder, text_p);
   if (plan.synthetic) {
-    fill_synthetic(*transformer, 1, "transformer.");
-    if (facts.smooth_synthetic) condition_tiny_transformer(transformer);
-    if (transformer_2) {
-      fill_synthetic(*transformer_2, 1, "transformer_2.");
-      if (facts.smooth_synthetic) condition_tiny_transformer(transformer_2);
+    for (auto [expert, prefix] : {std::pair{&transformer, "transformer."}, {&transformer_2, "transformer_2."}}) {
+      if (!*expert) continue;  // one expert
+      fill_synthetic(**expert, 1, prefix);
+      if (facts.smooth_synthetic) condition_tiny_transformer(*expert);
     }
     fill_synthetic(*vae, 1, "vae.");
     fill_synthetic(**text, 1, "text_encoder.");
