@@ -315,10 +315,14 @@ void check_checkpoint_kind(const models::ModelFacts& facts, const ModelConfigs& 
   const bool image = c.transformer.in_channels != c.vae.z_dim;
   const bool want_two = facts.pipeline.boundary_ratio.has_value();
   if (two == want_two && image == facts.pipeline.needs_image) return;
-  std::string looks = two ? (image ? "wan22-i2v-a14b" : "wan22-t2v-a14b") : "wan22-ti2v-5b";
+  // The model of the table whose checkpoints look like this one (read from a checkpoint, not embedded).
+  std::string looks;
+  for (const auto& m : models::model_table())
+    if (looks.empty() && m.tokenizer == models::TokenizerSource::kCheckpoint &&
+        m.pipeline.boundary_ratio.has_value() == two && m.pipeline.needs_image == image)
+      looks = " (--model " + m.name + "?)";
   throw CheckpointError(dir + ": a " + std::string(two ? "two-expert" : "one-transformer") +
-                        (image ? " image-to-video" : "") + " checkpoint, not " + facts.name + "'s (--model " + looks +
-                        "?)");
+                        (image ? " image-to-video" : "") + " checkpoint, not " + facts.name + "'s" + looks);
 }
 
 LoadPlan plan_load(const models::ModelFacts& facts, const LoadRequest& req) {

@@ -18,6 +18,7 @@
 #include "runtime/techniques/engagement.h"
 #include "runtime/verify.h"
 #include "cpu_bf16.h"
+#include "error_of.h"
 #include "test_util.h"
 #include "runtime/techniques/cache/easycache_options.h"
 #include "runtime/techniques/cache/taylorseer_options.h"
@@ -174,6 +175,37 @@ TEST(Pipeline, CheckpointFolderLoadsAndGeneratesTheSameClip) {
     EXPECT_NE(msg.find("vae/config.json"), std::string::npos) << msg;
     EXPECT_NE(msg.find("tokenizer/spiece.model"), std::string::npos) << msg;
   }
+}
+
+TEST(Pipeline, ACheckpointOfAnotherKindNamesTheModelItLooksLike) {
+  LoadRequest tiny;
+  auto loaded = load_model(tiny);
+  const auto c = tiny_configs();
+  UMT5EncoderModel te(c.text_encoder);
+  fill_synthetic(*te, 1, "text_encoder.");
+  test::TempDir tmp;
+  const fs::path dir = tmp.path() / "one-transformer";
+  write_checkpoint_folder(dir, c, *loaded.pipeline, te);
+  // One transformer, asked for as the two-expert model: the table's one-transformer model is named.
+  LoadRequest wrong;
+  wrong.model = "wan22-t2v-a14b";
+  wrong.weights_dir = dir.string();
+  EXPECT_EQ(test::error_of<CheckpointError>([&] { load_model(wrong); }),
+            dir.string() + ": a one-transformer checkpoint, not wan22-t2v-a14b's (--model wan22-ti2v-5b?)");
+  // model_index.json naming a second expert without its boundary (or the reverse) is refused.
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(dir / "model_index.json"));
+  index["transformer_2"] = {"diffusers", "WanTransformer3DModel"};
+  std::ofstream(dir / "model_index.json") << index.dump();
+  EXPECT_NE(test::error_of<CheckpointError>([&] {
+              read_checkpoint_configs(dir.string());
+            }).find("transformer_2 and boundary_ratio go together (one is set, the other not)"),
+            std::string::npos);
+  index["boundary_ratio"] = 0.875;
+  std::ofstream(dir / "model_index.json") << index.dump();
+  EXPECT_NE(test::error_of<CheckpointError>([&] {
+              read_checkpoint_configs(dir.string());
+            }).find("model_index.json names transformer_2 but transformer_2/config.json is missing"),
+            std::string::npos);
 }
 
 TEST(Pipeline, TinyModelIsDeterministicAndSeedsMatter) {
